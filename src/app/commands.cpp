@@ -1,0 +1,297 @@
+#include "app/commands.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/trainer.hpp"
+#include "model/params.hpp"
+#include "tiling/plan.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace {
+
+std::pair<int, int> parse_pair(const std::string& s, const char* what) {
+  int a = 0, b = 0;
+  char x = 0, extra = 0;
+  if (std::sscanf(s.c_str(), "%d%c%d%c", &a, &x, &b, &extra) != 3 || (x != 'x' && x != 'X') || a < 1 || b < 1)
+    fail(what, " '", s, "' must look like RxC with positive numbers, e.g. 2x2");
+  return {a, b};
+}
+
+NetSpec load(const RunOptions& o) {
+  omp_set_num_threads(o.threads);
+  NetSpec net = load_net(o.cfg);
+  if (o.batch > 0) {
+    net.batch = o.batch;
+    net.subdivisions = 1;
+  }
+  if (!o.size.empty()) {
+    auto [h, w] = parse_pair(o.size, "--size");
+    resize_net(net, h, w);
+  }
+  return net;
+}
+
+TrainOptions train_options(const RunOptions& o) {
+  TrainOptions t;
+  std::tie(t.rows, t.cols) = parse_pair(o.grid, "--grid");
+  t.groups = o.groups;
+  t.cut = o.cut;
+  t.bn = o.bn == "frozen" ? BnMode::Frozen : BnMode::Sync;
+  t.seed = o.seed;
+  return t;
+}
+
+// Synthetic batch: N(0,1) input; truth N(0, 0.5) for SSE, one-hot for softmax.
+void synthetic(const NetSpec& net, int n, uint64_t seed, std::vector<float>& input, std::vector<float>& truth) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  input.resize(size_t(n * net.input().size()));
+  truth.assign(size_t(n * net.output().size()), 0.f);
+  for (auto& v : input) v = d(rng);
+  if (net.layers.back().type == LayerType::Softmax) {
+    const int64_t k = net.output().size();
+    for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
+  } else {
+    for (auto& v : truth) v = 0.5f * d(rng);
+  }
+}
+
+std::string shape_str(const Shape& s) {
+  return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int cmd_info(const RunOptions& o) {
+  NetSpec net = load(o);
+  std::printf("%s: input %s, batch %d (subdivisions %d), lr %g, momentum %g, decay %g\n", net.path.c_str(),
+              shape_str(net.input()).c_str(), net.batch, net.subdivisions, net.learning_rate, net.momentum, net.decay);
+  std::printf("%4s %-14s %-6s %-6s %-13s %-13s %11s %9s %10s\n", "#", "layer", "k/s", "act", "input", "output",
+              "params", "GFLOPs", "act MB");
+  double flops = 0, mem = 0;
+  int64_t params = 0;
+  for (const auto& l : net.layers) {
+    char ks[16] = "";
+    if (l.spatial()) std::snprintf(ks, sizeof ks, "%d/%d", l.win.size, l.win.stride);
+    const char* act = l.type == LayerType::Conv || l.type == LayerType::Connected ? act_name(l.act) : "";
+    std::string name = layer_type_name(l.type);
+    if (l.batch_normalize) name += "+bn";
+    const double mb = 4.0 * net.batch * l.out.size() / 1048576.0;
+    std::printf("%4d %-14s %-6s %-6s %-13s %-13s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,
+                shape_str(l.in).c_str(), shape_str(l.out).c_str(), (long long)l.param_count(),
+                l.forward_flops() * net.batch / 1e9, mb);
+    flops += l.forward_flops() * net.batch;
+    mem += mb;
+    params += l.param_count();
+  }
+  std::printf("total: %lld parameters (%.1f MB), %.2f GFLOPs forward per batch (x3 for a training step), %.1f MB of "
+              "layer outputs per batch\n",
+              (long long)params, params * 4 / 1048576.0, flops / 1e9, mem);
+  return 0;
+}
+
+int cmd_plan(const RunOptions& o) {
+  NetSpec net = load(o);
+  TrainOptions t = train_options(o);
+  const int cut = resolve_cut(net, t.cut);
+  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut));
+  PlanStats st = plan_stats(net, p);
+  const double redundant = st.flops_tiled / st.flops_untiled - 1;
+  const double tile_max = *std::max_element(st.tile_bytes.begin(), st.tile_bytes.end());
+  if (o.json) {
+    nlohmann::json j;
+    j["grid"] = o.grid;
+    j["groups"] = p.group_starts;
+    j["cut"] = cut;
+    j["flops_untiled"] = st.flops_untiled;
+    j["flops_tiled"] = st.flops_tiled;
+    j["redundant_flops_frac"] = redundant;
+    j["halo_bytes_fwd"] = st.halo_bytes_fwd;
+    j["halo_bytes_bwd"] = st.halo_bytes_bwd;
+    j["tile_bytes_max"] = tile_max;
+    nlohmann::json tiles = nlohmann::json::array();
+    for (int ti = 0; ti < p.tiles_count(); ++ti) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int l = 0; l < cut; ++l) {
+        const TileLayer& x = p.at(ti, l);
+        layers.push_back({{"layer", l}, {"own", x.own.str()}, {"fwd", x.fwd.str()}, {"in", x.in.str()},
+                          {"delta", x.delta.str()}, {"delta_in", x.delta_in.str()}});
+      }
+      tiles.push_back({{"tile", ti}, {"bytes", st.tile_bytes[ti]}, {"layers", layers}});
+    }
+    j["tiles"] = tiles;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("%s: grid %dx%d, tiled layers [0, %d), groups start at", net.path.c_str(), t.rows, t.cols, cut);
+  for (int s : p.group_starts) std::printf(" %d", s);
+  std::printf("\n");
+  for (int ti = 0; ti < p.tiles_count(); ++ti) {
+    std::printf("tile %d (row %d, col %d): input owned %s, %.1f MB per sample\n", ti, ti / t.cols, ti % t.cols,
+                p.own_input[ti].str().c_str(), st.tile_bytes[ti] / 1048576.0);
+    std::printf("  %4s %-26s %-26s %-26s %-26s\n", "#", "owned output", "forward computes", "forward reads",
+                "backward delta");
+    for (int l = 0; l < cut; ++l) {
+      const TileLayer& x = p.at(ti, l);
+      std::printf("  %3d%s %-26s %-26s %-26s %-26s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
+                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str());
+    }
+  }
+  std::printf("(* = group start: halo exchange of the input in forward, of the output delta of the layer before in "
+              "backward)\n");
+  std::printf("forward GFLOPs per sample: untiled %.3f, all tiles %.3f (redundant %.2f%%)\n", st.flops_untiled / 1e9,
+              st.flops_tiled / 1e9, 100 * redundant);
+  std::printf("halo per sample: forward %.1f KB, backward %.1f KB; largest tile %.1f MB of maps and deltas\n",
+              st.halo_bytes_fwd / 1024, st.halo_bytes_bwd / 1024, tile_max / 1048576.0);
+  return 0;
+}
+
+int cmd_bench(const RunOptions& o, int steps, int warmup) {
+  NetSpec net = load(o);
+  Params params(net);
+  init_params(params, net, o.seed);
+  LocalComm comm;
+  Trainer trainer(net, params, train_options(o), comm);
+  std::vector<float> input, truth;
+  synthetic(net, net.batch, o.seed, input, truth);
+  for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
+  std::vector<double> step, fwd, bwd, upd, halo;
+  for (int i = 0; i < steps; ++i) {
+    trainer.reset_times();
+    trainer.train_step(input.data(), truth.data());
+    StepTimes t = trainer.times();
+    step.push_back(t.total);
+    fwd.push_back(t.fwd);
+    bwd.push_back(t.bwd);
+    upd.push_back(t.update);
+    halo.push_back(t.halo);
+    if (!o.json)
+      std::printf("step %d: %.4f s (forward %.4f, backward %.4f, update %.4f, halo copies %.4f)\n", i, t.total, t.fwd,
+                  t.bwd, t.update, t.halo);
+  }
+  const double rss = peak_rss_mb();
+  std::printf("median step %.4f s over %d steps (forward %.4f, backward %.4f, update %.4f), peak RSS %.1f MB, "
+              "%d thread(s), grid %s\n",
+              median(step), steps, median(fwd), median(bwd), median(upd), rss, o.threads, o.grid.c_str());
+  if (o.json) {
+    nlohmann::json j{{"cfg", o.cfg},         {"batch", net.batch},       {"threads", o.threads},
+                     {"grid", o.grid},       {"groups", o.groups},       {"steps", steps},
+                     {"step_s", median(step)}, {"fwd_s", median(fwd)},   {"bwd_s", median(bwd)},
+                     {"update_s", median(upd)}, {"halo_s", median(halo)}, {"peak_rss_mb", rss},
+                     {"buffers_mb", trainer.buffer_bytes() / 1048576.0}};
+    std::cout << j.dump() << std::endl;
+  }
+  return 0;
+}
+
+int cmd_train(const RunOptions& o, int steps, const std::string& weights_in, const std::string& weights_out) {
+  NetSpec net = load(o);
+  Params params(net);
+  if (weights_in.empty())
+    init_params(params, net, o.seed);
+  else
+    load_weights(params, net, weights_in);
+  LocalComm comm;
+  Trainer trainer(net, params, train_options(o), comm);
+  std::vector<float> input, truth;
+  for (int i = 0; i < steps; ++i) {
+    synthetic(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
+    trainer.reset_times();
+    const double loss = trainer.train_step(input.data(), truth.data());
+    std::printf("step %d: loss %.6g (%.3f s), %lld images seen\n", i, loss / net.batch, trainer.times().total,
+                (long long)params.seen);
+    std::fflush(stdout);
+  }
+  if (!weights_out.empty()) {
+    save_weights(params, net, weights_out);
+    std::printf("saved %s\n", weights_out.c_str());
+  }
+  return 0;
+}
+
+namespace {
+double rel_diff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += double(a[i] - b[i]) * (a[i] - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+}  // namespace
+
+int cmd_verify(const RunOptions& o, int steps) {
+  NetSpec net = load(o);
+  Params p_tiled(net);
+  init_params(p_tiled, net, o.seed);
+  Params p_ref = p_tiled;
+  TrainOptions topt = train_options(o);
+  topt.need_input_delta = true;
+  TrainOptions ropt = topt;
+  ropt.rows = ropt.cols = 1;
+  ropt.groups = "all";
+  ropt.cut = -1;
+  LocalComm comm;
+  Trainer tiled(net, p_tiled, topt, comm), ref(net, p_ref, ropt, comm);
+  const int n = net.micro_batch();
+  const size_t out_n = size_t(n * net.output().size()), in_n = size_t(n * net.input().size());
+  double d_out = 0, d_delta = 0, d_grad = 0, d_w = 0;
+  std::vector<float> input, truth;
+  for (int k = 0; k < steps; ++k) {
+    for (int sub = 0; sub < net.subdivisions; ++sub) {
+      synthetic(net, n, o.seed * 7919 + uint64_t(k * 131 + sub), input, truth);
+      tiled.forward_backward(input.data(), truth.data());
+      ref.forward_backward(input.data(), truth.data());
+      d_out = std::max(d_out, rel_diff(tiled.output(), ref.output(), out_n));
+      d_delta = std::max(d_delta, rel_diff(tiled.input_delta(), ref.input_delta(), in_n));
+    }
+    for (const auto& l : net.layers) {
+      if (!l.has_params()) continue;
+      const ParamSlice& s = p_ref.slices[l.index];
+      d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.weights, ref.grad().data() + s.weights, s.n_weights));
+      d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.biases, ref.grad().data() + s.biases, s.n_out));
+      if (s.scales >= 0)
+        d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.scales, ref.grad().data() + s.scales, s.n_out));
+    }
+    tiled.update();
+    ref.update();
+  }
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& s = p_ref.slices[l.index];
+    d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.biases, p_ref.values.data() + s.biases, s.n_out));
+    d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.weights, p_ref.values.data() + s.weights, s.n_weights));
+    if (s.scales >= 0) {
+      d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.scales, p_ref.values.data() + s.scales, s.n_out));
+      d_w = std::max(d_w, rel_diff(p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), s.n_out));
+      d_w = std::max(d_w, rel_diff(p_tiled.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), s.n_out));
+    }
+  }
+  const double tol = 1e-5;
+  std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
+              o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
+  std::printf("  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor):\n");
+  std::printf("    outputs              %.3g\n    input deltas         %.3g\n    weight gradients     %.3g\n"
+              "    weights after %d     %.3g\n",
+              d_out, d_delta, d_grad, steps, d_w);
+  const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
+  std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
+  return ok ? 0 : 1;
+}
+
+}  // namespace tt

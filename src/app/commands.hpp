@@ -1,0 +1,28 @@
+// The tiletrain subcommands. Each returns the process exit code and throws tt::Error
+// on bad input; main() turns errors into messages.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tt {
+
+struct RunOptions {
+  std::string cfg;
+  int threads = 1;
+  int batch = 0;            // 0: the cfg's
+  std::string grid = "1x1";
+  std::string groups = "none";
+  int cut = -1;
+  std::string bn = "sync";
+  std::string size;         // HxW; empty: the cfg's
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+int cmd_info(const RunOptions& o);
+int cmd_plan(const RunOptions& o);
+int cmd_bench(const RunOptions& o, int steps, int warmup);
+int cmd_train(const RunOptions& o, int steps, const std::string& weights_in, const std::string& weights_out);
+int cmd_verify(const RunOptions& o, int steps);
+
+}  // namespace tt

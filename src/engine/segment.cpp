@@ -1,0 +1,424 @@
+#include "engine/segment.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "layers/maxpool.hpp"
+#include "layers/pointwise.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace {
+constexpr double kBnEps = 1e-5;
+int padded(int c) { return (c + 15) / 16 * 16; }
+}  // namespace
+
+struct Segment::LayerState {
+  const LayerSpec* spec = nullptr;
+  int in_cb = 16, out_cb = 16;
+  bool pointwise = false;  // conv followed by batch-norm and/or a non-linear activation
+  std::unique_ptr<WeightCache> weights;
+  std::vector<std::unique_ptr<ConvKernel>> kernels;
+  // folded batch-norm (or identity) per channel: z = act(a*y + b)
+  std::vector<float> a, b, k1, k2, k3;
+  std::vector<double> mean, rstd, s1, s2;
+};
+
+struct Segment::TileState {
+  std::vector<Buffer> owned;           // storage behind the views below
+  std::vector<TensorView> in, y, z;    // per layer: input box, conv output, layer output
+  std::vector<std::vector<int32_t>> argmax;
+  std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
+  Buffer p, q;                         // delta ping-pong; p doubles as forward scratch
+  TensorView cur;                      // current delta during backward
+};
+
+Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
+                 BnMode bn, bool need_input_delta)
+    : ctx_(ctx), net_(net), params_(params), grad_(grad), plan_(std::move(plan)), batch_(batch), in_cb_(in_cb), bn_(bn),
+      need_input_delta_(need_input_delta) {
+  const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
+  // Layouts and per-layer state.
+  int cb = in_cb;
+  for (int l = first; l < last; ++l) {
+    auto st = std::make_unique<LayerState>();
+    const LayerSpec& s = net.layers[l];
+    st->spec = &s;
+    st->in_cb = cb;
+    st->out_cb = s.type == LayerType::Conv ? 16 : cb;
+    cb = st->out_cb;
+    if (s.type == LayerType::Conv) {
+      st->pointwise = s.batch_normalize || s.act != Act::Linear;
+      st->weights = std::make_unique<WeightCache>(
+          ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw));
+      const int C = padded(s.out.c);
+      st->a.assign(C, 1.f);
+      st->b.assign(C, 0.f);
+      st->k1.assign(C, 0.f);
+      st->k2.assign(C, 0.f);
+      st->k3.assign(C, 0.f);
+      st->mean.assign(C, 0.);
+      st->rstd.assign(C, 1.);
+      st->s1.assign(2 * C, 0.);
+      st->s2.assign(2 * C, 0.);
+    }
+    layers_.push_back(std::move(st));
+  }
+  out_cb_ = cb;
+
+  // Kernels: one per distinct geometry, with the union of the uses it serves.
+  for (int l = first; l < last; ++l) {
+    LayerState& L = *layers_[l - first];
+    if (L.spec->type != LayerType::Conv) continue;
+    const LayerSpec& s = *L.spec;
+    std::vector<std::pair<ConvGeom, int>> want;
+    auto request = [&](const Box& out, int kind) {
+      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.in_cb, !s.batch_normalize);
+      for (auto& w : want)
+        if (w.first == g) {
+          w.second |= kind;
+          return;
+        }
+      want.push_back({g, kind});
+    };
+    for (int t = 0; t < T; ++t) {
+      const TileLayer& x = plan_.at(t, l);
+      request(x.fwd, ConvKernel::kFwd);
+      request(x.own, ConvKernel::kBwdWeights);
+      if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
+    }
+    for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds));
+  }
+
+  // Buffers per tile.
+  size_t max_delta = 0, max_crop_src = 0, max_crop_dst = 0;
+  for (int t = 0; t < T; ++t) {
+    auto ts = std::make_unique<TileState>();
+    ts->in.resize(last - first);
+    ts->y.resize(last - first);
+    ts->z.resize(last - first);
+    ts->argmax.resize(last - first);
+    ts->fwd.assign(last - first, nullptr);
+    ts->bwd_data.assign(last - first, nullptr);
+    ts->bwd_weights.assign(last - first, nullptr);
+    auto make = [&](int c, int cbk, const Box& b) {
+      ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
+      return TensorView{ts->owned.back().data(), batch, c, cbk, b};
+    };
+    auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out) -> ConvKernel* {
+      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.in_cb, !s.batch_normalize);
+      for (auto& k : L.kernels)
+        if (k->geom() == g) return k.get();
+      return nullptr;
+    };
+    // Pass 1: which layer outputs must persist until backward.
+    for (int l = first; l < last; ++l) {
+      LayerState& L = *layers_[l - first];
+      const LayerSpec& s = *L.spec;
+      const TileLayer& x = plan_.at(t, l);
+      const int i = l - first;
+      // Input: a buffer of its own at a group start or when the previous output box
+      // differs (crop); otherwise the previous layer's output itself.
+      const bool alias = l > first && !plan_.group_start(l) && plan_.at(t, l - 1).fwd == x.in;
+      if (alias) {
+        ts->in[i] = ts->z[i - 1];  // filled in below once z[i-1] exists
+      } else {
+        ts->in[i] = make(s.in.c, L.in_cb, x.in);
+      }
+      if (alias && !ts->in[i].data) fail("internal: layer ", l, " input aliases a transient output");
+      if (s.type == LayerType::Conv) {
+        ts->y[i] = make(s.out.c, 16, x.fwd);
+        // z persists only when the next layer reads it in place and needs it in backward.
+        const bool next_reads_in_place = l + 1 < last && net.layers[l + 1].type == LayerType::Conv &&
+                                         !plan_.group_start(l + 1) && plan_.at(t, l + 1).in == x.fwd;
+        if (!L.pointwise)
+          ts->z[i] = ts->y[i];
+        else if (next_reads_in_place)
+          ts->z[i] = make(s.out.c, 16, x.fwd);
+        else
+          ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // lives in the scratch p
+        ts->fwd[i] = find_kernel(L, s, x.fwd);
+        ts->bwd_weights[i] = find_kernel(L, s, x.own);
+        if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
+        max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, window_in(x.own, s.win, s.in.h, s.in.w))));
+        max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
+        max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.out.c, 16, x.fwd)));
+      } else {
+        ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
+        ts->argmax[i].assign(size_t(ts->z[i].size()), -1);
+      }
+      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.out.c, L.out_cb, x.delta)));
+      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.in.c, L.in_cb, window_in(x.delta, s.win, s.in.h, s.in.w))));
+      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.in.c, L.in_cb, x.delta_in)));
+    }
+    tiles_.push_back(std::move(ts));
+  }
+  for (auto& ts : tiles_) {
+    ts->p = Buffer(max_delta);
+    ts->q = Buffer(max_delta);
+    // transient outputs live in p during forward
+    for (int i = 0; i < last - first; ++i)
+      if (!ts->z[i].data) ts->z[i].data = ts->p.data();
+    for (int i = 1; i < last - first; ++i)
+      if (!ts->in[i].data || (ts->in[i].box == ts->z[i - 1].box && ts->in[i].c == ts->z[i - 1].c &&
+                              ts->in[i].data == nullptr))
+        ts->in[i] = ts->z[i - 1];
+  }
+  // Inputs that alias a previous output were copied before that output had storage.
+  for (int t = 0; t < T; ++t)
+    for (int l = first + 1; l < last; ++l) {
+      const int i = l - first;
+      const bool alias = !plan_.group_start(l) && plan_.at(t, l - 1).fwd == plan_.at(t, l).in;
+      if (alias) tiles_[t]->in[i] = tiles_[t]->z[i - 1];
+    }
+  crop_src_ = Buffer(max_crop_src);
+  crop_dst_ = Buffer(max_crop_dst);
+  refresh_weights();
+}
+
+Segment::~Segment() = default;
+
+size_t Segment::buffer_bytes() const {
+  size_t b = (crop_src_.size() + crop_dst_.size()) * 4;
+  for (auto& ts : tiles_) {
+    for (auto& o : ts->owned) b += o.size() * 4;
+    for (auto& a : ts->argmax) b += a.size() * 4;
+    b += (ts->p.size() + ts->q.size()) * 4;
+  }
+  return b;
+}
+
+void Segment::refresh_weights() {
+  for (auto& L : layers_)
+    if (L->weights) L->weights->refresh(params_.values.data() + params_.slices[L->spec->index].weights);
+}
+
+TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan_.first]; }
+
+void Segment::forward(const TensorView& input, bool training) {
+  const double t0 = now_s();
+  double halo = 0;
+  for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
+    const int s = plan_.group_starts[g];
+    const int e = g + 1 < plan_.group_starts.size() ? plan_.group_starts[g + 1] : plan_.last;
+    const double h0 = now_s();
+    if (s == plan_.first) {
+      for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(input, input_of(t, s), plan_.at(t, s).in);
+    } else {
+      for (const Piece& pc : plan_.fwd_halo[s - plan_.first])
+        copy_region(tiles_[pc.from]->z[s - 1 - plan_.first], input_of(pc.to, s), pc.box);
+    }
+    halo += now_s() - h0;
+    for (int l = s; l < e; ++l) forward_layer(l, training);
+  }
+  times.halo += halo;
+  times.fwd += now_s() - t0 - halo;
+}
+
+void Segment::forward_layer(int l, bool training) {
+  LayerState& L = *layers_[l - plan_.first];
+  const LayerSpec& s = *L.spec;
+  const int i = l - plan_.first;
+  for (int t = 0; t < plan_.tiles_count(); ++t) {
+    TileState& ts = *tiles_[t];
+    const TileLayer& x = plan_.at(t, l);
+    if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
+      copy_region(ts.z[i - 1], ts.in[i], x.in);  // crop of the previous output
+    if (s.type == LayerType::Conv) {
+      const ParamSlice& ps = params_.slices[s.index];
+      ts.fwd[i]->forward(ts.in[i].data, params_.values.data() + ps.biases, ts.y[i].data);
+    } else {
+      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win, s.in.w);
+    }
+  }
+  if (s.type == LayerType::Conv && L.pointwise) {
+    if (s.batch_normalize) bn_forward(l, training);
+    for (int t = 0; t < plan_.tiles_count(); ++t) {
+      TileState& ts = *tiles_[t];
+      affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
+    }
+  }
+}
+
+void Segment::bn_forward(int l, bool training) {
+  LayerState& L = *layers_[l - plan_.first];
+  const LayerSpec& s = *L.spec;
+  const int C = s.out.c, i = l - plan_.first;
+  const ParamSlice& ps = params_.slices[s.index];
+  const float* gamma = params_.values.data() + ps.scales;
+  const float* beta = params_.values.data() + ps.biases;
+  std::vector<float>& rm = params_.rolling_mean[s.index];
+  std::vector<float>& rv = params_.rolling_var[s.index];
+  const bool batch_stats = training && bn_ == BnMode::Sync;
+  if (batch_stats) {
+    std::fill(L.s1.begin(), L.s1.end(), 0.);
+    for (int t = 0; t < plan_.tiles_count(); ++t)
+      channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
+    // A multi-process Comm would all-reduce L.s1 here (2C doubles).
+    const double M = double(batch_) * s.out.h * s.out.w;
+    for (int c = 0; c < C; ++c) {
+      const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
+      L.mean[c] = mean;
+      L.rstd[c] = 1. / std::sqrt(var + kBnEps);
+      rm[c] = float(0.99 * rm[c] + 0.01 * mean);
+      rv[c] = float(0.99 * rv[c] + 0.01 * (M > 1 ? var * M / (M - 1) : var));
+    }
+  } else {
+    for (int c = 0; c < C; ++c) {
+      L.mean[c] = rm[c];
+      L.rstd[c] = 1. / std::sqrt(double(rv[c]) + kBnEps);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    L.a[c] = float(gamma[c] * L.rstd[c]);
+    L.b[c] = float(beta[c] - gamma[c] * L.rstd[c] * L.mean[c]);
+  }
+}
+
+void Segment::gather_output(const TensorView& out) const {
+  const int i = plan_.last - 1 - plan_.first;
+  for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(tiles_[t]->z[i], out, plan_.at(t, plan_.last - 1).own);
+}
+
+void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) {
+  const double t0 = now_s();
+  double halo = 0;
+  const int last = plan_.last - 1;
+  const LayerState& Llast = *layers_[last - plan_.first];
+  for (int t = 0; t < plan_.tiles_count(); ++t) {
+    TileState& ts = *tiles_[t];
+    ts.cur = TensorView{ts.p.data(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
+    copy_region(delta_out, ts.cur, ts.cur.box);
+  }
+  for (int l = last; l >= plan_.first; --l) {
+    if (l == plan_.first && !delta_in) {
+      // the input delta is not wanted: only the weight gradients of the first layer
+      backward_layer(l);
+      break;
+    }
+    backward_layer(l);
+    if (l > plan_.first && plan_.group_start(l)) {
+      const double h0 = now_s();
+      const LayerSpec& prev = net_.layers[l - 1];
+      const int cbk = layers_[l - 1 - plan_.first]->out_cb;
+      for (auto& ts : tiles_) {
+        std::swap(ts->p, ts->q);  // q (old p) holds the owned delta; fill p
+      }
+      for (int t = 0; t < plan_.tiles_count(); ++t) {
+        TileState& ts = *tiles_[t];
+        TensorView dst{ts.p.data(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+        (void)dst;
+      }
+      for (const Piece& pc : plan_.bwd_halo[l - plan_.first]) {
+        TileState& from = *tiles_[pc.from];
+        TileState& to = *tiles_[pc.to];
+        TensorView src{from.q.data(), batch_, prev.out.c, cbk, from.cur.box};
+        TensorView dst{to.p.data(), batch_, prev.out.c, cbk, plan_.at(pc.to, l - 1).delta};
+        copy_region(src, dst, pc.box);
+      }
+      for (int t = 0; t < plan_.tiles_count(); ++t)
+        tiles_[t]->cur = TensorView{tiles_[t]->p.data(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+      halo += now_s() - h0;
+    }
+  }
+  if (delta_in)
+    for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(tiles_[t]->cur, *delta_in, plan_.own_input[t]);
+  times.halo += halo;
+  times.bwd += now_s() - t0 - halo;
+}
+
+void Segment::backward_layer(int l) {
+  LayerState& L = *layers_[l - plan_.first];
+  const LayerSpec& s = *L.spec;
+  const int i = l - plan_.first;
+  const bool want_delta_in = l > plan_.first || need_input_delta_;
+  if (s.type == LayerType::Conv) {
+    if (L.pointwise) {
+      for (int t = 0; t < plan_.tiles_count(); ++t) {
+        TileState& ts = *tiles_[t];
+        act_backward(ts.cur, ts.y[i], ts.cur.box, L.a.data(), L.b.data(), s.act);
+      }
+      if (s.batch_normalize) bn_backward(l);
+    }
+    const ParamSlice& ps = params_.slices[s.index];
+    float* gw = grad_ + ps.weights;
+    float* gb = grad_ + ps.biases;
+    for (int t = 0; t < plan_.tiles_count(); ++t) {
+      TileState& ts = *tiles_[t];
+      const TileLayer& x = plan_.at(t, l);
+      const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
+      const float* src = ts.in[i].data;
+      const float* dd = ts.cur.data;
+      if (!(ts.in[i].box == src_box)) {
+        TensorView crop{crop_src_.data(), batch_, s.in.c, L.in_cb, src_box};
+        copy_region(ts.in[i], crop, src_box);
+        src = crop.data;
+      }
+      if (!(ts.cur.box == x.own)) {
+        TensorView crop{crop_dst_.data(), batch_, s.out.c, 16, x.own};
+        copy_region(ts.cur, crop, x.own);
+        dd = crop.data;
+      }
+      ts.bwd_weights[i]->backward_weights(src, dd, gw, gb);
+    }
+  }
+  if (!want_delta_in) return;
+  for (int t = 0; t < plan_.tiles_count(); ++t) {
+    TileState& ts = *tiles_[t];
+    const TileLayer& x = plan_.at(t, l);
+    const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
+    TensorView din{ts.q.data(), batch_, s.in.c, L.in_cb, reach};
+    if (s.type == LayerType::Conv) {
+      ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
+    } else {
+      zero(din);
+      maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.in.w);
+    }
+    if (reach == x.delta_in) {
+      std::swap(ts.p, ts.q);
+      ts.cur = din;
+    } else {
+      TensorView dst{ts.p.data(), batch_, s.in.c, L.in_cb, x.delta_in};
+      zero(dst);
+      copy_region(din, dst, intersect(reach, x.delta_in));
+      ts.cur = dst;
+    }
+  }
+}
+
+void Segment::bn_backward(int l) {
+  LayerState& L = *layers_[l - plan_.first];
+  const LayerSpec& s = *L.spec;
+  const int C = s.out.c, i = l - plan_.first;
+  const ParamSlice& ps = params_.slices[s.index];
+  const float* gamma = params_.values.data() + ps.scales;
+  std::fill(L.s2.begin(), L.s2.end(), 0.);
+  for (int t = 0; t < plan_.tiles_count(); ++t)
+    bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), L.s2.data(),
+                 L.s2.data() + C);
+  // Local sums are this process's share of dβ and dγ; the batch reduction adds them up.
+  for (int c = 0; c < C; ++c) {
+    grad_[ps.biases + c] += float(L.s2[c]);
+    grad_[ps.scales + c] += float(L.s2[C + c]);
+  }
+  // A multi-process Comm would all-reduce L.s2 here before the coefficients.
+  const double M = double(batch_) * s.out.h * s.out.w;
+  for (int c = 0; c < C; ++c) {
+    const double r = L.rstd[c], g = gamma[c];
+    if (bn_ == BnMode::Sync) {
+      L.k1[c] = float(g * r);
+      L.k2[c] = float(-g * r * r * L.s2[C + c] / M);
+      L.k3[c] = float(-g * r * L.s2[c] / M + g * r * r * L.mean[c] * L.s2[C + c] / M);
+    } else {
+      L.k1[c] = float(g * r);
+      L.k2[c] = 0.f;
+      L.k3[c] = 0.f;
+    }
+  }
+  for (int t = 0; t < plan_.tiles_count(); ++t)
+    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], tiles_[t]->cur.box, L.k1.data(), L.k2.data(), L.k3.data());
+}
+
+}  // namespace tt

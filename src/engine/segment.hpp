@@ -1,0 +1,68 @@
+// Runs the spatial layers [first, last) of a net as fused tile stacks: forward group by
+// group (halo exchange at each group's input), backward group by group over delta
+// maps, weight gradients over owned boxes only. All tiles of the plan live in this
+// process and run layer by layer in lockstep, because batch-norm statistics are a
+// synchronisation point inside groups.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "layers/conv.hpp"
+#include "layers/tensor.hpp"
+#include "model/params.hpp"
+#include "tiling/plan.hpp"
+
+namespace tt {
+
+enum class BnMode { Sync, Frozen };
+
+struct SegmentTimes {
+  double fwd = 0, bwd = 0, halo = 0;
+};
+
+class Segment {
+ public:
+  // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
+  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
+          BnMode bn, bool need_input_delta);
+  ~Segment();
+
+  // `input` holds (at least) the whole input map of layer `first`.
+  void forward(const TensorView& input, bool training);
+  // Copies the owned output cells of every tile into `out` (whole output map).
+  void gather_output(const TensorView& out) const;
+  // `delta_out`: dL/d(output) on the whole output map; `delta_in` (optional) receives
+  // dL/d(input) on the whole input map.
+  void backward(const TensorView& delta_out, const TensorView* delta_in);
+  // Re-reads the master weights into the kernels' formats (after an update or load).
+  void refresh_weights();
+
+  int out_cb() const { return out_cb_; }
+  const Plan& plan() const { return plan_; }
+  SegmentTimes times;
+  size_t buffer_bytes() const;
+
+ private:
+  struct LayerState;  // per layer: kernels, batch-norm state
+  struct TileState;   // per tile: buffers
+  TensorView input_of(int t, int l) const;
+  void forward_layer(int l, bool training);
+  void backward_layer(int l);
+  void bn_forward(int l, bool training);
+  void bn_backward(int l);
+
+  DnnlContext& ctx_;
+  const NetSpec& net_;
+  Params& params_;
+  float* grad_;
+  Plan plan_;
+  int batch_, in_cb_, out_cb_;
+  BnMode bn_;
+  bool need_input_delta_;
+  std::vector<std::unique_ptr<LayerState>> layers_;
+  std::vector<std::unique_ptr<TileState>> tiles_;
+  Buffer crop_src_, crop_dst_;
+};
+
+}  // namespace tt

@@ -1,0 +1,239 @@
+#include "engine/trainer.hpp"
+
+#include <cstring>
+
+#include "layers/dense.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
+    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()) {
+  const LayerType lt = net.layers.back().type;
+  if (lt != LayerType::Cost && lt != LayerType::Softmax)
+    fail(net.path, ": the net has no loss: end it with [cost] or [softmax]");
+  cut_ = resolve_cut(net, opt.cut);
+  dense_begin_ = net.first_untileable();
+  grad_.assign(params.values.size(), 0.f);
+  momentum_.assign(params.values.size(), 0.f);
+
+  Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_));
+  tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
+                                     opt.need_input_delta);
+  int cb = tiled_->out_cb();
+  if (dense_begin_ > cut_) {
+    Plan p1 = make_plan(net, 1, 1, cut_, dense_begin_, {cut_});
+    untiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(p1), n_, cb, opt.bn, true);
+    cb = untiled_->out_cb();
+  }
+  // Whole maps at the cut and at the start of the dense head.
+  const Shape at_cut = net.layers[cut_ - 1].out;
+  const Shape at_dense = net.layers[dense_begin_ - 1].out;
+  const int cb_cut = tiled_->out_cb();
+  map_a_ = Buffer(size_t(tensor_floats(n_, at_cut.c, cb_cut, full_box(at_cut.h, at_cut.w))));
+  delta_map_a_ = Buffer(map_a_.size());
+  if (untiled_) {
+    map_b_ = Buffer(size_t(tensor_floats(n_, at_dense.c, cb, full_box(at_dense.h, at_dense.w))));
+    delta_map_b_ = Buffer(map_b_.size());
+  }
+  const size_t L = net.layers.size();
+  dense_out_.resize(L);
+  dense_pre_.resize(L);
+  dense_delta_.resize(L + 1);
+  dense_delta_[dense_begin_].assign(size_t(n_ * at_dense.size()), 0.f);  // delta at the head's input
+  dense_out_[dense_begin_ - 1].assign(size_t(n_ * at_dense.size()), 0.f);  // plain copy of the head's input
+  for (size_t l = dense_begin_; l < L; ++l) {
+    const LayerSpec& s = net.layers[l];
+    dense_out_[l].assign(size_t(n_ * s.out.size()), 0.f);
+    if (s.type == LayerType::Connected) dense_pre_[l].assign(size_t(n_ * s.out.size()), 0.f);
+    dense_delta_[l + 1].assign(size_t(n_ * s.out.size()), 0.f);
+  }
+  if (opt.need_input_delta) input_delta_.assign(size_t(n_ * net.input().size()), 0.f);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::reload_weights() {
+  tiled_->refresh_weights();
+  if (untiled_) untiled_->refresh_weights();
+}
+
+StepTimes Trainer::times() const {
+  StepTimes t = times_;
+  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
+    if (!s) continue;
+    t.fwd += s->times.fwd;
+    t.bwd += s->times.bwd;
+    t.halo += s->times.halo;
+  }
+  return t;
+}
+
+void Trainer::reset_times() {
+  times_ = {};
+  tiled_->times = {};
+  if (untiled_) untiled_->times = {};
+}
+
+size_t Trainer::buffer_bytes() const {
+  size_t b = tiled_->buffer_bytes() + (untiled_ ? untiled_->buffer_bytes() : 0);
+  b += (map_a_.size() + map_b_.size() + delta_map_a_.size() + delta_map_b_.size()) * 4;
+  b += (grad_.size() + momentum_.size() + params_.values.size()) * 4;
+  for (auto& v : dense_out_) b += v.size() * 4;
+  for (auto& v : dense_pre_) b += v.size() * 4;
+  for (auto& v : dense_delta_) b += v.size() * 4;
+  return b;
+}
+
+void Trainer::forward(const float* input, bool training) {
+  const Shape in = net_.input();
+  const TensorView input_view{const_cast<float*>(input), n_, in.c, 1, full_box(in.h, in.w)};
+  tiled_->forward(input_view, training);
+  const double io0 = now_s();
+  const Shape at_cut = net_.layers[cut_ - 1].out;
+  TensorView cut_map{map_a_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
+  tiled_->gather_output(cut_map);
+  times_.io += now_s() - io0;
+  TensorView head_in = cut_map;
+  if (untiled_) {
+    untiled_->forward(cut_map, training);
+    const Shape s = net_.layers[dense_begin_ - 1].out;
+    head_in = TensorView{map_b_.data(), n_, s.c, untiled_->out_cb(), full_box(s.h, s.w)};
+    untiled_->gather_output(head_in);
+  }
+  // Dense head on plain [n][c*h*w].
+  const double d0 = now_s();
+  std::vector<float>& x0 = dense_out_[dense_begin_ - 1];
+  copy_region(head_in, TensorView{x0.data(), n_, head_in.c, 1, head_in.box}, head_in.box);
+  const float* x = x0.data();
+  for (size_t l = dense_begin_; l < net_.layers.size(); ++l) {
+    const LayerSpec& s = net_.layers[l];
+    float* y = dense_out_[l].data();
+    switch (s.type) {
+      case LayerType::AvgPool: avgpool_forward(x, y, n_, s.in.c, s.in.h * s.in.w); break;
+      case LayerType::Connected: {
+        const ParamSlice& ps = params_.slices[l];
+        connected_forward(x, params_.values.data() + ps.weights, params_.values.data() + ps.biases,
+                          dense_pre_[l].data(), y, n_, int(s.in.size()), s.outputs, s.act);
+        break;
+      }
+      case LayerType::Softmax: softmax_forward(x, y, n_, int(s.in.size())); break;
+      case LayerType::Dropout:
+        if (training)
+          dropout_apply(x, y, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_);
+        else
+          std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
+        break;
+      case LayerType::Cost: std::memcpy(y, x, size_t(n_ * s.in.size()) * 4); break;
+      default: fail("internal: layer ", l, " in the dense head");
+    }
+    x = y;
+  }
+  out_ = x;
+  times_.fwd += now_s() - d0;
+}
+
+const float* Trainer::predict(const float* input) {
+  forward(input, false);
+  return out_;
+}
+
+double Trainer::loss_and_backward(const float* truth) {
+  const double d0 = now_s();
+  const size_t L = net_.layers.size();
+  const int64_t count = n_ * net_.output().size();
+  double loss;
+  // dense_delta_[l + 1] is dL/d(output of layer l); the loss layer writes the last one.
+  float* g = dense_delta_[L].data();
+  if (net_.layers.back().type == LayerType::Cost)
+    loss = sse(out_, truth, g, count);
+  else
+    loss = softmax_cross_entropy(out_, truth, g, count);
+  for (size_t l = L; l-- > size_t(dense_begin_);) {
+    const LayerSpec& s = net_.layers[l];
+    float* gin = dense_delta_[l].data();
+    const float* x = dense_out_[l - 1].data();
+    g = dense_delta_[l + 1].data();
+    const int64_t nin = n_ * s.in.size();
+    switch (s.type) {
+      case LayerType::AvgPool: avgpool_backward(g, gin, n_, s.in.c, s.in.h * s.in.w); break;
+      case LayerType::Connected: {
+        const ParamSlice& ps = params_.slices[l];
+        connected_backward(g, x, params_.values.data() + ps.weights, dense_pre_[l].data(), grad_.data() + ps.weights,
+                           grad_.data() + ps.biases, gin, n_, int(s.in.size()), s.outputs, s.act);
+        break;
+      }
+      case LayerType::Softmax:  // Darknet: the delta passes through (softmax + cross-entropy)
+      case LayerType::Cost: std::memcpy(gin, g, size_t(nin) * 4); break;
+      case LayerType::Dropout: dropout_apply(g, gin, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_); break;
+      default: fail("internal: layer ", l, " in the dense head");
+    }
+  }
+  times_.bwd += now_s() - d0;
+  // Back into the spatial segments.
+  const Shape sd = net_.layers[dense_begin_ - 1].out;
+  const Shape sc = net_.layers[cut_ - 1].out;
+  TensorView cut_delta{delta_map_a_.data(), n_, sc.c, tiled_->out_cb(), full_box(sc.h, sc.w)};
+  const TensorView plain{dense_delta_[dense_begin_].data(), n_, sd.c, 1, full_box(sd.h, sd.w)};
+  if (untiled_) {
+    TensorView head_delta{delta_map_b_.data(), n_, sd.c, untiled_->out_cb(), full_box(sd.h, sd.w)};
+    copy_region(plain, head_delta, head_delta.box);
+    untiled_->backward(head_delta, &cut_delta);
+  } else {
+    copy_region(plain, cut_delta, cut_delta.box);
+  }
+  const Shape in = net_.input();
+  TensorView din{input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
+  tiled_->backward(cut_delta, opt_.need_input_delta ? &din : nullptr);
+  return loss;
+}
+
+double Trainer::forward_backward(const float* input, const float* truth) {
+  forward(input, true);
+  return loss_and_backward(truth);
+}
+
+void Trainer::update() {
+  const double w0 = now_s();
+  comm_.allreduce_sum(grad_.data(), grad_.size());
+  times_.weights += now_s() - w0;
+  const double u0 = now_s();
+  const int64_t batch_num = params_.seen / net_.batch;
+  const float lr = net_.rate_at(batch_num), m = net_.momentum, decay = net_.decay;
+  const float B = float(net_.batch);
+  float* w = params_.values.data();
+  float* v = momentum_.data();
+  float* g = grad_.data();
+  for (const auto& l : net_.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& ps = params_.slices[l.index];
+    auto sgd = [&](int64_t off, int64_t n, float wd) {
+      for (int64_t i = off; i < off + n; ++i) {
+        v[i] = m * v[i] - g[i] - wd * B * w[i];
+        w[i] += (lr / B) * v[i];
+        g[i] = 0.f;
+      }
+    };
+    sgd(ps.biases, ps.n_out, 0.f);
+    if (ps.scales >= 0) sgd(ps.scales, ps.n_out, 0.f);
+    sgd(ps.weights, ps.n_weights, decay);
+  }
+  params_.seen += net_.batch;
+  ++step_;
+  reload_weights();
+  times_.update += now_s() - u0;
+}
+
+double Trainer::train_step(const float* input, const float* truth) {
+  const double t0 = now_s();
+  const int64_t in_size = net_.input().size() * n_, out_size = net_.output().size() * n_;
+  double loss = 0;
+  for (int sub = 0; sub < net_.subdivisions; ++sub)
+    loss += forward_backward(input + sub * in_size, truth + sub * out_size);
+  update();
+  times_.total += now_s() - t0;
+  return loss;
+}
+
+}  // namespace tt

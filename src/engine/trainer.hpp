@@ -1,0 +1,75 @@
+// A whole training step: the tiled segment (layers before the cut, R x C tiles), an
+// untiled segment for spatial layers after the cut, then the dense head (avgpool,
+// connected, softmax, dropout, cost) on the gathered map; loss; backward the same way
+// in reverse; gradient reduction once per batch; Darknet's SGD update.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engine/segment.hpp"
+#include "model/params.hpp"
+
+namespace tt {
+
+struct TrainOptions {
+  int rows = 1, cols = 1;
+  std::string groups = "none";
+  int cut = -1;             // -1: every layer before the first untileable one
+  BnMode bn = BnMode::Sync;
+  bool need_input_delta = false;
+  uint64_t seed = 1;        // dropout masks
+};
+
+struct StepTimes {
+  double fwd = 0, bwd = 0, halo = 0, update = 0, io = 0, weights = 0, total = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm);
+  ~Trainer();
+
+  // Forward + backward of one micro-batch (net.micro_batch() samples, plain NCHW input,
+  // truth shaped like the output); gradients accumulate. Returns the loss (summed).
+  double forward_backward(const float* input, const float* truth);
+  // Forward only in inference mode (batch-norm running statistics, no dropout).
+  const float* predict(const float* input);
+  // Sums gradients across processes, applies the SGD update, zeroes the gradients.
+  void update();
+  // forward_backward over all subdivisions of a batch (net.batch samples) + update.
+  double train_step(const float* input, const float* truth);
+
+  const std::vector<float>& grad() const { return grad_; }
+  const float* output() const { return out_; }        // [micro_batch][output size]
+  const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
+  void reload_weights();  // after Params were changed from outside
+  StepTimes times() const;  // accumulated since reset_times(), all parts
+  void reset_times();
+  size_t buffer_bytes() const;
+  int cut() const { return cut_; }
+  const Plan& plan() const { return tiled_->plan(); }
+
+ private:
+  void forward(const float* input, bool training);
+  double loss_and_backward(const float* truth);
+
+  const NetSpec& net_;
+  Params& params_;
+  TrainOptions opt_;
+  Comm& comm_;
+  int n_, cut_, dense_begin_;
+  DnnlContext ctx_;
+  std::vector<float> grad_, momentum_;
+  std::unique_ptr<Segment> tiled_, untiled_;
+  Buffer map_a_, map_b_, delta_map_a_, delta_map_b_;
+  // dense head: per layer output (and pre-activation for connected), per layer delta
+  std::vector<std::vector<float>> dense_out_, dense_pre_, dense_delta_;
+  std::vector<float> input_delta_;
+  const float* out_ = nullptr;
+  int64_t step_ = 0;
+  StepTimes times_;
+};
+
+}  // namespace tt

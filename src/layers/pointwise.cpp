@@ -1,0 +1,176 @@
+#include "layers/pointwise.hpp"
+
+#include <cmath>
+
+namespace tt {
+
+namespace {
+constexpr int B = 16;
+
+inline float act_f(Act act, float v) {
+  switch (act) {
+    case Act::Leaky: return v > 0 ? v : 0.1f * v;
+    case Act::Relu: return v > 0 ? v : 0.f;
+    case Act::Logistic: return 1.f / (1.f + std::exp(-v));
+    case Act::Linear: break;
+  }
+  return v;
+}
+inline float act_grad(Act act, float v) {  // derivative at pre-activation v
+  switch (act) {
+    case Act::Leaky: return v > 0 ? 1.f : 0.1f;
+    case Act::Relu: return v > 0 ? 1.f : 0.f;
+    case Act::Logistic: {
+      float s = 1.f / (1.f + std::exp(-v));
+      return s * (1.f - s);
+    }
+    case Act::Linear: break;
+  }
+  return 1.f;
+}
+
+// Calls f(ptr_a, ptr_b, blk, n_pixels) for each row of `region` in two same-layout views.
+template <class F>
+void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
+  for (int s = 0; s < a.n; ++s)
+    for (int blk = 0; blk < a.cblocks(); ++blk)
+      for (int y = r.y0; y < r.y1; ++y) f(a.at(s, blk, y, r.x0), b.at(s, blk, y, r.x0), blk, r.w());
+}
+}  // namespace
+
+float activate(Act act, float v) { return act_f(act, v); }
+
+void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
+  rows2(y, y, r, [&](const float* p, const float*, int blk, int n) {
+    float s[B] = {}, q[B] = {};
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < B; ++c) {
+        float v = p[i * B + c];
+        s[c] += v;
+        q[c] += v * v;
+      }
+    for (int c = 0; c < B && blk * B + c < y.c; ++c) {
+      sum[blk * B + c] += s[c];
+      sq[blk * B + c] += q[c];
+    }
+  });
+}
+
+void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
+                        Act act) {
+  for (int s = 0; s < y.n; ++s)
+    for (int blk = 0; blk < y.cblocks(); ++blk) {
+      float aa[B], bb[B], mask[B];
+      for (int c = 0; c < B; ++c) {
+        bool real = blk * B + c < y.c;
+        aa[c] = real ? a[blk * B + c] : 0.f;
+        bb[c] = real ? b[blk * B + c] : 0.f;
+        mask[c] = real ? 1.f : 0.f;
+      }
+      for (int yy = r.y0; yy < r.y1; ++yy) {
+        const float* p = y.at(s, blk, yy, r.x0);
+        float* q = z.at(s, blk, yy, r.x0);
+        const int n = r.w();
+        switch (act) {
+          case Act::Leaky:
+            for (int i = 0; i < n; ++i)
+              for (int c = 0; c < B; ++c) {
+                float v = aa[c] * p[i * B + c] + bb[c];
+                q[i * B + c] = v > 0 ? v : 0.1f * v;
+              }
+            break;
+          case Act::Relu:
+            for (int i = 0; i < n; ++i)
+              for (int c = 0; c < B; ++c) {
+                float v = aa[c] * p[i * B + c] + bb[c];
+                q[i * B + c] = v > 0 ? v : 0.f;
+              }
+            break;
+          case Act::Linear:
+            for (int i = 0; i < n; ++i)
+              for (int c = 0; c < B; ++c) q[i * B + c] = aa[c] * p[i * B + c] + bb[c];
+            break;
+          case Act::Logistic:
+            for (int i = 0; i < n; ++i)
+              for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] / (1.f + std::exp(-(aa[c] * p[i * B + c] + bb[c])));
+            break;
+        }
+      }
+    }
+}
+
+void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
+  if (act == Act::Linear) return;
+  for (int s = 0; s < g.n; ++s)
+    for (int blk = 0; blk < g.cblocks(); ++blk) {
+      float aa[B], bb[B];
+      for (int c = 0; c < B; ++c) {
+        bool real = blk * B + c < g.c;
+        aa[c] = real ? a[blk * B + c] : 0.f;
+        bb[c] = real ? b[blk * B + c] : 0.f;
+      }
+      for (int yy = r.y0; yy < r.y1; ++yy) {
+        float* d = g.at(s, blk, yy, r.x0);
+        const float* p = y.at(s, blk, yy, r.x0);
+        const int n = r.w();
+        if (act == Act::Leaky) {
+          for (int i = 0; i < n; ++i)
+            for (int c = 0; c < B; ++c) d[i * B + c] *= (aa[c] * p[i * B + c] + bb[c]) > 0 ? 1.f : 0.1f;
+        } else if (act == Act::Relu) {
+          for (int i = 0; i < n; ++i)
+            for (int c = 0; c < B; ++c) d[i * B + c] *= (aa[c] * p[i * B + c] + bb[c]) > 0 ? 1.f : 0.f;
+        } else {
+          for (int i = 0; i < n; ++i)
+            for (int c = 0; c < B; ++c) d[i * B + c] *= act_grad(act, aa[c] * p[i * B + c] + bb[c]);
+        }
+      }
+    }
+}
+
+void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
+                  double* sum_g, double* sum_gx) {
+  for (int s = 0; s < g.n; ++s)
+    for (int blk = 0; blk < g.cblocks(); ++blk) {
+      float m[B], rs[B], sg[B] = {}, sgx[B] = {};
+      for (int c = 0; c < B; ++c) {
+        bool real = blk * B + c < g.c;
+        m[c] = real ? float(mean[blk * B + c]) : 0.f;
+        rs[c] = real ? float(rstd[blk * B + c]) : 0.f;
+      }
+      for (int yy = r.y0; yy < r.y1; ++yy) {
+        const float* d = g.at(s, blk, yy, r.x0);
+        const float* p = y.at(s, blk, yy, r.x0);
+        for (int i = 0; i < r.w(); ++i)
+          for (int c = 0; c < B; ++c) {
+            sg[c] += d[i * B + c];
+            sgx[c] += d[i * B + c] * (p[i * B + c] - m[c]) * rs[c];
+          }
+      }
+      for (int c = 0; c < B && blk * B + c < g.c; ++c) {
+        sum_g[blk * B + c] += sg[c];
+        sum_gx[blk * B + c] += sgx[c];
+      }
+    }
+}
+
+void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
+                       const float* k3) {
+  for (int s = 0; s < g.n; ++s)
+    for (int blk = 0; blk < g.cblocks(); ++blk) {
+      float a[B], b[B], c3[B];
+      for (int c = 0; c < B; ++c) {
+        bool real = blk * B + c < g.c;
+        a[c] = real ? k1[blk * B + c] : 0.f;
+        b[c] = real ? k2[blk * B + c] : 0.f;
+        c3[c] = real ? k3[blk * B + c] : 0.f;
+      }
+      for (int yy = r.y0; yy < r.y1; ++yy) {
+        float* d = g.at(s, blk, yy, r.x0);
+        const float* p = y.at(s, blk, yy, r.x0);
+        for (int i = 0; i < r.w(); ++i)
+          for (int c = 0; c < B; ++c) d[i * B + c] = a[c] * d[i * B + c] + b[c] * p[i * B + c] + c3[c];
+      }
+    }
+}
+
+}  // namespace tt

@@ -1,0 +1,28 @@
+// Batch-norm and activation applied per pixel after a convolution, on any box, in the
+// nChw16c layout (padded channels stay zero). Forward is z = act(a[c]*y + b[c]) where
+// (a, b) fold the batch-norm (or a = 1, b = 0 without it). Statistics are per-channel
+// sums in double over a region the caller chooses (a tile's owned box), so tiles can
+// add them up to exact global batch statistics.
+#pragma once
+#include "layers/tensor.hpp"
+#include "model/net_spec.hpp"
+
+namespace tt {
+
+// sum[c] += Σ y, sq[c] += Σ y² over `region` (all samples).
+void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq);
+// z = act(a*y + b) on `region`; y and z may alias.
+void affine_act_forward(const TensorView& y, const TensorView& z, const Box& region, const float* a, const float* b,
+                        Act act);
+// g ← g · act'(a*y + b) on `region`: turns dL/dz into dL/d(pre-activation), in place.
+void act_backward(const TensorView& g, const TensorView& y, const Box& region, const float* a, const float* b, Act act);
+// With x̂ = (y - mean)·rstd: sum_g[c] += Σ g, sum_gx[c] += Σ g·x̂ over `region`.
+void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& region, const double* mean, const double* rstd,
+                  double* sum_g, double* sum_gx);
+// g ← k1[c]·g + k2[c]·y + k3[c] on `region` (batch-norm backward folded per channel).
+void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& region, const float* k1, const float* k2,
+                       const float* k3);
+
+float activate(Act act, float v);
+
+}  // namespace tt

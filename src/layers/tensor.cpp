@@ -1,0 +1,44 @@
+#include "layers/tensor.hpp"
+
+#include <cstring>
+
+namespace tt {
+
+void copy_region(const TensorView& src, const TensorView& dst, const Box& r) {
+  if (r.empty()) return;
+  if (src.cb == dst.cb) {
+    const size_t row = size_t(r.w()) * src.cb * sizeof(float);
+    for (int s = 0; s < src.n; ++s)
+      for (int b = 0; b < src.cblocks(); ++b)
+        for (int y = r.y0; y < r.y1; ++y) std::memcpy(dst.at(s, b, y, r.x0), src.at(s, b, y, r.x0), row);
+    return;
+  }
+  for (int s = 0; s < src.n; ++s)
+    for (int c = 0; c < src.c; ++c)
+      for (int y = r.y0; y < r.y1; ++y) {
+        const float* a = src.at(s, c / src.cb, y, r.x0) + c % src.cb;
+        float* d = dst.at(s, c / dst.cb, y, r.x0) + c % dst.cb;
+        for (int x = 0; x < r.w(); ++x) d[x * dst.cb] = a[x * src.cb];
+      }
+}
+
+void zero(const TensorView& t) { std::memset(t.data, 0, size_t(t.size()) * sizeof(float)); }
+
+void zero_outside(const TensorView& t, const Box& keep) {
+  const Box& b = t.box;
+  const Box k = intersect(keep, b);
+  const int cb = t.cb;
+  for (int s = 0; s < t.n; ++s)
+    for (int blk = 0; blk < t.cblocks(); ++blk)
+      for (int y = b.y0; y < b.y1; ++y) {
+        float* row = t.at(s, blk, y, b.x0);
+        if (y < k.y0 || y >= k.y1 || k.empty()) {
+          std::memset(row, 0, size_t(b.w()) * cb * sizeof(float));
+          continue;
+        }
+        std::memset(row, 0, size_t(k.x0 - b.x0) * cb * sizeof(float));
+        std::memset(t.at(s, blk, y, k.x1), 0, size_t(b.x1 - k.x1) * cb * sizeof(float));
+      }
+}
+
+}  // namespace tt

@@ -1,0 +1,35 @@
+// A dense buffer holding one box of an N x C feature map, in either plain NCHW
+// (cb = 1) or oneDNN's channel-blocked nChw16c (cb = 16, channels padded with zeros).
+#pragma once
+#include <cstdint>
+
+#include "layers/box.hpp"
+
+namespace tt {
+
+struct TensorView {
+  float* data = nullptr;
+  int n = 0, c = 0, cb = 1;
+  Box box;
+
+  int cblocks() const { return (c + cb - 1) / cb; }
+  int64_t plane() const { return int64_t(box.h()) * box.w() * cb; }  // one channel block
+  int64_t size() const { return int64_t(n) * cblocks() * plane(); }
+  // First element of (sample, channel block, global row y, global column x).
+  int64_t offset(int s, int blk, int y, int x) const {
+    return (int64_t(s) * cblocks() + blk) * plane() + (int64_t(y - box.y0) * box.w() + (x - box.x0)) * cb;
+  }
+  float* at(int s, int blk, int y, int x) const { return data + offset(s, blk, y, x); }
+};
+
+inline int64_t tensor_floats(int n, int c, int cb, const Box& b) {
+  return int64_t(n) * ((c + cb - 1) / cb) * cb * b.area();
+}
+
+// Copies `region` (inside both boxes) from src to dst; layouts may differ.
+void copy_region(const TensorView& src, const TensorView& dst, const Box& region);
+void zero(const TensorView& t);
+// Zeroes dst outside `keep` (used where a kernel's output box is smaller than needed).
+void zero_outside(const TensorView& dst, const Box& keep);
+
+}  // namespace tt

@@ -1,0 +1,369 @@
+#include "model/net_spec.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace tt {
+
+const char* layer_type_name(LayerType t) {
+  switch (t) {
+    case LayerType::Conv: return "convolutional";
+    case LayerType::MaxPool: return "maxpool";
+    case LayerType::AvgPool: return "avgpool";
+    case LayerType::Connected: return "connected";
+    case LayerType::Softmax: return "softmax";
+    case LayerType::Dropout: return "dropout";
+    case LayerType::Cost: return "cost";
+  }
+  return "?";
+}
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::Linear: return "linear";
+    case Act::Leaky: return "leaky";
+    case Act::Relu: return "relu";
+    case Act::Logistic: return "logistic";
+  }
+  return "?";
+}
+
+int64_t LayerSpec::weight_count() const {
+  if (type == LayerType::Conv) return int64_t(filters) * in.c * win.size * win.size;
+  if (type == LayerType::Connected) return int64_t(outputs) * in.size();
+  return 0;
+}
+
+int64_t LayerSpec::param_count() const {
+  if (!has_params()) return 0;
+  return weight_count() + out.c * (batch_normalize ? 2 : 1);
+}
+
+double LayerSpec::forward_flops() const {
+  switch (type) {
+    case LayerType::Conv: return 2.0 * out.size() * in.c * win.size * win.size;
+    case LayerType::Connected: return 2.0 * double(outputs) * in.size();
+    case LayerType::MaxPool: return double(out.size()) * win.size * win.size;
+    default: return double(in.size());
+  }
+}
+
+float NetSpec::rate_at(int64_t batch_num) const {
+  if (batch_num < burn_in) return learning_rate * std::pow(float(batch_num) / burn_in, power);
+  if (policy == Policy::Constant) return learning_rate;
+  float rate = learning_rate;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i] > batch_num) break;
+    rate *= scales[i];
+  }
+  return rate;
+}
+
+int NetSpec::first_untileable() const {
+  for (const auto& l : layers)
+    if (!l.spatial()) return l.index;
+  return int(layers.size());
+}
+
+namespace {
+
+struct Section {
+  std::string name;
+  int line = 0;
+  // key -> (value, line); `used` tracks which keys a layer consumed.
+  std::map<std::string, std::pair<std::string, int>> kv;
+  std::set<std::string> used;
+};
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+class Reader {
+ public:
+  Reader(const std::string& file, Section& s) : file_(file), s_(s) {}
+
+  std::string where(int line) const { return file_ + ":" + std::to_string(line); }
+
+  bool has(const std::string& k) const { return s_.kv.count(k) > 0; }
+
+  std::string str(const std::string& k, const std::string& def) {
+    auto it = s_.kv.find(k);
+    if (it == s_.kv.end()) return def;
+    s_.used.insert(k);
+    return it->second.first;
+  }
+
+  double num(const std::string& k, double def, bool required = false) {
+    auto it = s_.kv.find(k);
+    if (it == s_.kv.end()) {
+      if (required) fail(where(s_.line), ": [", s_.name, "] needs '", k, "='");
+      return def;
+    }
+    s_.used.insert(k);
+    return parse_number(it->second.first, k, it->second.second);
+  }
+
+  int integer(const std::string& k, int def, bool required = false) {
+    double v = num(k, def, required);
+    if (v != std::floor(v) || std::fabs(v) > 1e9)
+      fail(where(line_of(k)), ": '", k, "' must be a whole number, got '", s_.kv[k].first, "'");
+    return int(v);
+  }
+
+  std::vector<double> list(const std::string& k) {
+    std::vector<double> out;
+    auto it = s_.kv.find(k);
+    if (it == s_.kv.end()) return out;
+    s_.used.insert(k);
+    std::stringstream ss(it->second.first);
+    std::string item;
+    while (std::getline(ss, item, ',')) out.push_back(parse_number(trim(item), k, it->second.second));
+    return out;
+  }
+
+  int line_of(const std::string& k) const {
+    auto it = s_.kv.find(k);
+    return it == s_.kv.end() ? s_.line : it->second.second;
+  }
+
+  void positive(const std::string& k, double v) {
+    if (!(v > 0)) fail(where(line_of(k)), ": '", k, "' must be > 0, got ", s_.kv.count(k) ? s_.kv[k].first : std::to_string(v));
+  }
+
+  // Every key the layer did not consume is an error, except Darknet keys that only
+  // concern data augmentation or inference and are documented as ignored.
+  void reject_unused(const std::set<std::string>& ignored) {
+    for (const auto& [k, v] : s_.kv)
+      if (!s_.used.count(k) && !ignored.count(k))
+        fail(where(v.second), ": unknown key '", k, "' in [", s_.name, "]");
+  }
+
+ private:
+  double parse_number(const std::string& text, const std::string& k, int line) const {
+    if (text.empty()) fail(where(line), ": '", k, "' has no value");
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(v)) fail(where(line), ": '", k, "' is not a number: '", text, "'");
+    return v;
+  }
+
+  std::string file_;
+  Section& s_;
+};
+
+std::vector<Section> split_sections(const std::string& text, const std::string& file) {
+  std::vector<Section> out;
+  std::istringstream in(text);
+  std::string raw;
+  int line = 0;
+  while (std::getline(in, raw)) {
+    ++line;
+    std::string s = trim(raw);
+    if (s.empty() || s[0] == '#' || s[0] == ';') continue;
+    if (s[0] == '[') {
+      if (s.back() != ']') fail(file, ":", line, ": malformed section header '", s, "'");
+      out.push_back({trim(s.substr(1, s.size() - 2)), line, {}, {}});
+      continue;
+    }
+    if (out.empty()) fail(file, ":", line, ": '", s, "' comes before any [section]");
+    size_t eq = s.find('=');
+    if (eq == std::string::npos) fail(file, ":", line, ": expected key=value, got '", s, "'");
+    std::string k = trim(s.substr(0, eq)), v = trim(s.substr(eq + 1));
+    if (k.empty()) fail(file, ":", line, ": missing key before '='");
+    if (out.back().kv.count(k)) fail(file, ":", line, ": key '", k, "' given twice in [", out.back().name, "]");
+    out.back().kv[k] = {v, line};
+  }
+  return out;
+}
+
+Act parse_act(Reader& r, const std::string& key) {
+  std::string a = r.str(key, "logistic");
+  if (a == "leaky") return Act::Leaky;
+  if (a == "relu") return Act::Relu;
+  if (a == "linear") return Act::Linear;
+  if (a == "logistic") return Act::Logistic;
+  fail(r.where(r.line_of(key)), ": unsupported activation '", a, "' (leaky, relu, linear, logistic)");
+}
+
+// Output length of a window op along one axis, Darknet's formulas folded into one:
+// out = (in + pad_l + pad_r - size) / stride + 1.
+int out_len(int in, int size, int stride, int pad_total) { return (in + pad_total - size) / stride + 1; }
+
+void resolve_shapes(NetSpec& net) {
+  Shape cur = net.input();
+  for (auto& l : net.layers) {
+    auto where = [&] {
+      return net.path + ":" + std::to_string(l.line) + ": [" + layer_type_name(l.type) + "] (layer " +
+             std::to_string(l.index) + ")";
+    };
+    l.in = cur;
+    switch (l.type) {
+      case LayerType::Conv:
+      case LayerType::MaxPool: {
+        int oh = out_len(cur.h, l.win.size, l.win.stride, l.pad_total);
+        int ow = out_len(cur.w, l.win.size, l.win.stride, l.pad_total);
+        if (cur.h + l.pad_total < l.win.size || cur.w + l.pad_total < l.win.size || oh < 1 || ow < 1)
+          fail(where(), ": input ", cur.h, "x", cur.w, " is too small for a ", l.win.size, "x", l.win.size,
+               " window (padding ", l.pad_total, " in total): the input is too small for the net");
+        l.out = {l.type == LayerType::Conv ? l.filters : cur.c, oh, ow};
+        break;
+      }
+      case LayerType::AvgPool: l.out = {cur.c, 1, 1}; break;
+      case LayerType::Connected: l.out = {l.outputs, 1, 1}; break;
+      case LayerType::Softmax:
+      case LayerType::Dropout:
+      case LayerType::Cost: l.out = cur; break;
+    }
+    cur = l.out;
+  }
+}
+
+LayerSpec parse_layer(Section& s, int index, const std::string& file) {
+  Reader r(file, s);
+  LayerSpec l;
+  l.index = index;
+  l.line = s.line;
+  const std::string& n = s.name;
+  if (n == "convolutional" || n == "conv") {
+    l.type = LayerType::Conv;
+    l.filters = r.integer("filters", 1);
+    r.positive("filters", l.filters);
+    l.win.size = r.integer("size", 1);
+    r.positive("size", l.win.size);
+    l.win.stride = r.integer("stride", 1);
+    r.positive("stride", l.win.stride);
+    int padding = r.integer("padding", 0);
+    if (r.integer("pad", 0)) padding = l.win.size / 2;
+    if (padding < 0 || padding >= l.win.size)
+      fail(r.where(r.line_of(r.has("padding") ? "padding" : "pad")), ": impossible padding ", padding,
+           " for size ", l.win.size, " (needs 0 <= padding < size)");
+    l.win.pad = padding;
+    l.pad_total = 2 * padding;
+    l.batch_normalize = r.integer("batch_normalize", 0) != 0;
+    l.act = parse_act(r, "activation");
+    if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": grouped convolution is not supported");
+    if (r.integer("binary", 0) || r.integer("xnor", 0)) fail(r.where(s.line), ": binary/xnor convolution is not supported");
+    r.reject_unused({"flipped", "dot"});
+  } else if (n == "maxpool" || n == "max") {
+    l.type = LayerType::MaxPool;
+    l.win.size = r.integer("size", 1);
+    r.positive("size", l.win.size);
+    l.win.stride = r.integer("stride", 1);
+    r.positive("stride", l.win.stride);
+    l.pad_total = r.integer("padding", l.win.size - 1);
+    if (l.pad_total < 0 || l.pad_total / 2 >= l.win.size)
+      fail(r.where(r.line_of("padding")), ": impossible maxpool padding ", l.pad_total, " for size ", l.win.size);
+    l.win.pad = l.pad_total / 2;
+    r.reject_unused({});
+  } else if (n == "avgpool" || n == "avg") {
+    l.type = LayerType::AvgPool;
+    r.reject_unused({});
+  } else if (n == "connected" || n == "conn") {
+    l.type = LayerType::Connected;
+    l.outputs = r.integer("output", 1);
+    r.positive("output", l.outputs);
+    l.act = parse_act(r, "activation");
+    if (r.integer("batch_normalize", 0)) fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
+    r.reject_unused({});
+  } else if (n == "softmax" || n == "soft") {
+    l.type = LayerType::Softmax;
+    if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
+    r.reject_unused({"temperature", "spatial", "noloss"});
+  } else if (n == "dropout") {
+    l.type = LayerType::Dropout;
+    l.probability = float(r.num("probability", 0.5));
+    if (!(l.probability >= 0 && l.probability < 1))
+      fail(r.where(r.line_of("probability")), ": dropout probability must be in [0, 1)");
+    r.reject_unused({});
+  } else if (n == "cost") {
+    l.type = LayerType::Cost;
+    std::string t = r.str("type", "sse");
+    if (t != "sse") fail(r.where(r.line_of("type")), ": cost type '", t, "' is not supported (sse)");
+    r.reject_unused({"scale", "ratio", "noobject_scale", "thresh"});
+  } else if (n == "net" || n == "network") {
+    fail(file, ":", s.line, ": a second [", n, "] section");
+  } else {
+    fail(file, ":", s.line, ": unknown section [", n, "]");
+  }
+  return l;
+}
+
+void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
+  Reader r(file, s);
+  net.batch = r.integer("batch", 1);
+  r.positive("batch", net.batch);
+  net.subdivisions = r.integer("subdivisions", 1);
+  r.positive("subdivisions", net.subdivisions);
+  if (net.batch % net.subdivisions != 0)
+    fail(r.where(r.line_of("subdivisions")), ": batch ", net.batch, " is not divisible by subdivisions ", net.subdivisions);
+  net.width = r.integer("width", 0, true);
+  r.positive("width", net.width);
+  net.height = r.integer("height", 0, true);
+  r.positive("height", net.height);
+  net.channels = r.integer("channels", 0, true);
+  r.positive("channels", net.channels);
+  net.learning_rate = float(r.num("learning_rate", 0.001));
+  net.momentum = float(r.num("momentum", 0.9));
+  net.decay = float(r.num("decay", 0.0001));
+  net.burn_in = r.integer("burn_in", 0);
+  net.power = float(r.num("power", 4));
+  net.max_batches = r.integer("max_batches", 0);
+  std::string policy = r.str("policy", "constant");
+  if (policy == "constant") {
+    net.policy = Policy::Constant;
+  } else if (policy == "steps") {
+    net.policy = Policy::Steps;
+    for (double v : r.list("steps")) net.steps.push_back(int(v));
+    for (double v : r.list("scales")) net.scales.push_back(float(v));
+    if (net.steps.empty() || net.steps.size() != net.scales.size())
+      fail(r.where(r.line_of("steps")), ": policy=steps needs steps= and scales= lists of equal length");
+  } else {
+    fail(r.where(r.line_of("policy")), ": unsupported policy '", policy, "' (constant, steps)");
+  }
+  // Data augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
+  r.reject_unused({"angle", "saturation", "exposure", "hue", "jitter", "aspect", "min_crop", "max_crop",
+                   "center", "random", "max_crop", "time_steps", "notruth", "inputs"});
+}
+
+}  // namespace
+
+void resize_net(NetSpec& net, int height, int width) {
+  if (height <= 0 || width <= 0) fail("input size must be positive, got ", height, "x", width);
+  net.height = height;
+  net.width = width;
+  resolve_shapes(net);
+}
+
+NetSpec parse_net(const std::string& text, const std::string& file) {
+  auto sections = split_sections(text, file);
+  if (sections.empty()) fail(file, ": no sections (is this a Darknet .cfg?)");
+  if (sections[0].name != "net" && sections[0].name != "network")
+    fail(file, ":", sections[0].line, ": the first section must be [net], got [", sections[0].name, "]");
+  NetSpec net;
+  net.path = file;
+  parse_net_section(sections[0], net, file);
+  for (size_t i = 1; i < sections.size(); ++i) net.layers.push_back(parse_layer(sections[i], int(i - 1), file));
+  if (net.layers.empty()) fail(file, ": the net has no layers");
+  for (const auto& l : net.layers)
+    if (l.type == LayerType::Cost && l.index + 1 != int(net.layers.size()))
+      fail(file, ":", l.line, ": [cost] must be the last layer");
+  resolve_shapes(net);
+  return net;
+}
+
+NetSpec load_net(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open cfg '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_net(ss.str(), path);
+}
+
+}  // namespace tt

@@ -1,0 +1,81 @@
+// The network as described by a Darknet .cfg: training hyper-parameters of [net] and one
+// LayerSpec per layer section, with input/output shapes resolved and validated. Pure
+// data; nothing here computes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tt {
+
+enum class LayerType { Conv, MaxPool, AvgPool, Connected, Softmax, Dropout, Cost };
+enum class Act { Linear, Leaky, Relu, Logistic };
+enum class Policy { Constant, Steps };
+
+const char* layer_type_name(LayerType t);
+const char* act_name(Act a);
+
+struct Shape {
+  int c = 0, h = 0, w = 0;
+  int64_t size() const { return int64_t(c) * h * w; }
+};
+
+// A sliding window along one axis: output i reads input [i*stride - pad, i*stride - pad + size).
+struct Window {
+  int size = 1, stride = 1, pad = 0;
+};
+
+struct LayerSpec {
+  LayerType type = LayerType::Conv;
+  int index = 0;        // position among the layer sections, from 0
+  int line = 0;         // cfg line of the section header
+  Shape in, out;
+  // [convolutional]
+  int filters = 0;
+  bool batch_normalize = false;
+  Act act = Act::Linear;
+  Window win;           // [convolutional] and [maxpool]
+  int pad_total = 0;    // padding added over both sides of an axis (conv: 2*pad; maxpool: Darknet's `padding`)
+  // [connected]
+  int outputs = 0;
+  // [dropout]
+  float probability = 0.5f;
+
+  bool spatial() const { return type == LayerType::Conv || type == LayerType::MaxPool; }
+  bool has_params() const { return type == LayerType::Conv || type == LayerType::Connected; }
+  int64_t weight_count() const;   // conv: filters*c*size*size, connected: outputs*inputs
+  int64_t param_count() const;    // weights + biases (+ scales when batch-normalized)
+  double forward_flops() const;   // multiply-adds counted as 2 FLOPs, per sample
+};
+
+struct NetSpec {
+  std::string path;
+  // [net]
+  int batch = 1, subdivisions = 1;
+  int width = 0, height = 0, channels = 0;
+  float learning_rate = 0.001f, momentum = 0.9f, decay = 0.0005f;
+  Policy policy = Policy::Constant;
+  std::vector<int> steps;
+  std::vector<float> scales;
+  int burn_in = 0;
+  float power = 4.f;
+  int max_batches = 0;
+
+  std::vector<LayerSpec> layers;
+
+  Shape input() const { return {channels, height, width}; }
+  Shape output() const { return layers.back().out; }
+  int micro_batch() const { return batch / subdivisions; }
+  // Learning rate for update number `batch_num` (0-based), Darknet's get_current_rate.
+  float rate_at(int64_t batch_num) const;
+  // Index of the first layer that cannot be tiled (not conv/maxpool); layers.size() if none.
+  int first_untileable() const;
+};
+
+// Parses and validates a .cfg. Throws tt::Error naming file and line on any problem.
+NetSpec load_net(const std::string& path);
+NetSpec parse_net(const std::string& text, const std::string& name);
+// Resolves shapes for a different input size (verify --size, tests). Throws if too small.
+void resize_net(NetSpec& net, int height, int width);
+
+}  // namespace tt

@@ -1,0 +1,145 @@
+#include "model/params.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+Params::Params(const NetSpec& net) {
+  int64_t off = 0;
+  slices.resize(net.layers.size());
+  rolling_mean.resize(net.layers.size());
+  rolling_var.resize(net.layers.size());
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    ParamSlice& s = slices[l.index];
+    s.n_out = l.out.c;
+    s.n_weights = l.weight_count();
+    s.biases = off;
+    off += s.n_out;
+    if (l.batch_normalize) {
+      s.scales = off;
+      off += s.n_out;
+      rolling_mean[l.index].assign(s.n_out, 0.f);
+      rolling_var[l.index].assign(s.n_out, 1.f);
+    }
+    s.weights = off;
+    off += s.n_weights;
+  }
+  values.assign(off, 0.f);
+}
+
+void init_params(Params& p, const NetSpec& net, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& s = p.slices[l.index];
+    float* w = p.values.data() + s.weights;
+    if (l.type == LayerType::Conv) {
+      std::normal_distribution<float> d(0.f, std::sqrt(2.f / (l.win.size * l.win.size * l.in.c)));
+      for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
+    } else {
+      float a = std::sqrt(2.f / float(l.in.size()));
+      std::uniform_real_distribution<float> d(-a, a);
+      for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
+    }
+    std::fill_n(p.values.data() + s.biases, s.n_out, 0.f);
+    if (s.scales >= 0) {
+      std::fill_n(p.values.data() + s.scales, s.n_out, 1.f);
+      p.rolling_mean[l.index].assign(s.n_out, 0.f);
+      p.rolling_var[l.index].assign(s.n_out, 1.f);
+    }
+  }
+  p.seen = 0;
+}
+
+namespace {
+// Darknet's per-layer order: conv = biases, [scales, rolling_mean, rolling_variance],
+// weights; connected = biases, weights.
+template <class F>
+void for_each_array(const NetSpec& net, F&& f) {
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    f(l, "biases");
+    if (l.batch_normalize) {
+      f(l, "scales");
+      f(l, "rolling_mean");
+      f(l, "rolling_variance");
+    }
+    f(l, "weights");
+  }
+}
+
+float* array_of(Params& p, const LayerSpec& l, const std::string& what, int64_t& n) {
+  const ParamSlice& s = p.slices[l.index];
+  n = s.n_out;
+  if (what == "biases") return p.values.data() + s.biases;
+  if (what == "scales") return p.values.data() + s.scales;
+  if (what == "rolling_mean") return p.rolling_mean[l.index].data();
+  if (what == "rolling_variance") return p.rolling_var[l.index].data();
+  n = s.n_weights;
+  return p.values.data() + s.weights;
+}
+
+int64_t expected_bytes(const NetSpec& net, int header) {
+  int64_t total = header;
+  for_each_array(net, [&](const LayerSpec& l, const char* what) {
+    total += 4 * (std::string(what) == "weights" ? l.weight_count() : l.out.c);
+  });
+  return total;
+}
+}  // namespace
+
+void load_weights(Params& p, const NetSpec& net, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open weights '", path, "'");
+  in.seekg(0, std::ios::end);
+  const int64_t actual = in.tellg();
+  in.seekg(0);
+  int32_t ver[3] = {0, 0, 0};
+  if (actual < 12) fail(path, ": truncated weights file: ", actual, " bytes, a header alone is 20");
+  in.read(reinterpret_cast<char*>(ver), 12);
+  // Darknet: version 0.2 and later store `seen` as a 64-bit size_t, earlier ones as int32.
+  const bool wide = (ver[0] * 10 + ver[1]) >= 2 && ver[0] < 1000 && ver[1] < 1000;
+  const int header = wide ? 20 : 16;
+  const int64_t expected = expected_bytes(net, header);
+  if (actual != expected)
+    fail(path, ": ", actual < expected ? "truncated" : "oversized", " weights file for '", net.path, "': expected ",
+         expected, " bytes, got ", actual, " (does the .weights file belong to this cfg?)");
+  if (wide) {
+    uint64_t seen;
+    in.read(reinterpret_cast<char*>(&seen), 8);
+    p.seen = int64_t(seen);
+  } else {
+    int32_t seen;
+    in.read(reinterpret_cast<char*>(&seen), 4);
+    p.seen = seen;
+  }
+  for_each_array(net, [&](const LayerSpec& l, const char* what) {
+    int64_t n;
+    float* dst = array_of(p, l, what, n);
+    in.read(reinterpret_cast<char*>(dst), n * 4);
+  });
+  if (!in) fail(path, ": read error");
+}
+
+void save_weights(const Params& p, const NetSpec& net, const std::string& path) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    const int32_t ver[3] = {0, 2, 0};
+    const uint64_t seen = uint64_t(p.seen);
+    out.write(reinterpret_cast<const char*>(ver), 12);
+    out.write(reinterpret_cast<const char*>(&seen), 8);
+    for_each_array(net, [&](const LayerSpec& l, const char* what) {
+      int64_t n;
+      const float* src = array_of(const_cast<Params&>(p), l, what, n);
+      out.write(reinterpret_cast<const char*>(src), n * 4);
+    });
+  });
+}
+
+}  // namespace tt

@@ -1,0 +1,38 @@
+// Trainable parameters of a net in one contiguous block (so the gradient reduction is
+// one call on one buffer), with a per-layer table of slices, plus batch-norm running
+// statistics. Reads and writes Darknet .weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/net_spec.hpp"
+
+namespace tt {
+
+// Offsets into Params::values (or any buffer of the same layout) for one layer.
+struct ParamSlice {
+  int64_t biases = -1, scales = -1, weights = -1;  // -1: the layer has none
+  int64_t n_out = 0, n_weights = 0;
+};
+
+struct Params {
+  std::vector<float> values;                    // all trainable parameters
+  std::vector<ParamSlice> slices;               // one per layer
+  std::vector<std::vector<float>> rolling_mean; // per layer, batch-normalized convs only
+  std::vector<std::vector<float>> rolling_var;
+  int64_t seen = 0;                             // images trained on (Darknet's counter)
+
+  explicit Params(const NetSpec& net);
+  int64_t size() const { return int64_t(values.size()); }
+};
+
+// Darknet-style random init: conv weights N(0, 2/(k*k*c)), connected U(±sqrt(2/in)),
+// biases 0, scales 1, running mean 0 and variance 1. Deterministic in `seed`.
+void init_params(Params& p, const NetSpec& net, uint64_t seed);
+// Throws naming the file and expected vs actual bytes on a short or oversized file.
+void load_weights(Params& p, const NetSpec& net, const std::string& path);
+// Written atomically (temporary file + rename).
+void save_weights(const Params& p, const NetSpec& net, const std::string& path);
+
+}  // namespace tt

@@ -1,0 +1,188 @@
+#include "tiling/plan.hpp"
+
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace tt {
+
+bool Plan::group_start(int l) const {
+  for (int s : group_starts)
+    if (s == l) return true;
+  return false;
+}
+
+std::vector<int> parse_groups(const std::string& spec, int first, int last) {
+  std::vector<int> g;
+  if (spec == "none") {
+    for (int l = first; l < last; ++l) g.push_back(l);
+    return g;
+  }
+  if (spec == "all") return {first};
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') fail("--groups: '", item, "' is not a layer index (use none, all or e.g. 0,4,8)");
+    if (v < first || v >= last)
+      fail("--groups: group boundary ", v, " is outside the tiled layers [", first, ", ", last, ")");
+    if (!g.empty() && v <= g.back()) fail("--groups: layer indices must be strictly increasing");
+    g.push_back(int(v));
+  }
+  if (g.empty() || g[0] != first) fail("--groups: the first group must start at layer ", first);
+  return g;
+}
+
+int resolve_cut(const NetSpec& net, int requested) {
+  const int limit = net.first_untileable();
+  if (requested < 0) {
+    if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", layer_type_name(net.layers[0].type), "])");
+    return limit;
+  }
+  if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
+  if (requested > limit) {
+    const LayerSpec& l = net.layers[limit];
+    fail("--cut ", requested, ": layer ", limit, " ([", layer_type_name(l.type), "] at ", net.path, ":", l.line,
+         ") cannot be tiled; the cut must be at most ", limit);
+  }
+  return requested;
+}
+
+namespace {
+// Owned intervals of one axis for every layer's output: balanced at the last layer's
+// output, then mapped back through the strides so that tiles stay aligned.
+std::vector<std::vector<int>> split_axis(const NetSpec& net, int first, int last, int parts, bool rows, int& in_len,
+                                         std::vector<int>& in_bounds) {
+  std::vector<std::vector<int>> bounds(last - first);
+  auto len_out = [&](int l) { return rows ? net.layers[l].out.h : net.layers[l].out.w; };
+  auto len_in = [&](int l) { return rows ? net.layers[l].in.h : net.layers[l].in.w; };
+  const int n = len_out(last - 1);
+  std::vector<int> b(parts + 1);
+  for (int i = 0; i <= parts; ++i) b[i] = int((long(i) * n) / parts);
+  for (int l = last - 1; l >= first; --l) {
+    bounds[l - first] = b;
+    const int s = net.layers[l].win.stride, m = len_in(l);
+    std::vector<int> prev(parts + 1);
+    prev[0] = 0;
+    prev[parts] = m;
+    for (int i = 1; i < parts; ++i) prev[i] = std::min(b[i] * s, m);
+    b = prev;
+  }
+  in_len = len_in(first);
+  in_bounds = b;
+  return bounds;
+}
+
+void check_nonempty(const NetSpec& net, const std::vector<int>& b, int parts, int len, const char* axis, int layer,
+                    int grid_r, int grid_c) {
+  for (int i = 0; i < parts; ++i)
+    if (b[i + 1] <= b[i])
+      fail("grid ", grid_r, "x", grid_c, " leaves tile ", axis, " ", i, " empty at ",
+           layer < 0 ? std::string("the input") : "layer " + std::to_string(layer), " (", axis,
+           " length ", len, " split ", parts, " ways", layer >= 0 ? ", " + net.path : std::string(""),
+           "): use a smaller grid or a larger input");
+}
+}  // namespace
+
+Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts) {
+  if (rows < 1 || cols < 1) fail("grid ", rows, "x", cols, " must have at least one row and one column");
+  if (first < 0 || last > int(net.layers.size()) || first >= last) fail("empty tiled layer range [", first, ", ", last, ")");
+  for (int l = first; l < last; ++l)
+    if (!net.layers[l].spatial())
+      fail("layer ", l, " ([", layer_type_name(net.layers[l].type), "]) cannot be tiled");
+  Plan p;
+  p.rows = rows;
+  p.cols = cols;
+  p.first = first;
+  p.last = last;
+  p.group_starts = group_starts;
+  if (p.group_starts.empty() || p.group_starts[0] != first) fail("the first group must start at layer ", first);
+
+  int in_h, in_w;
+  std::vector<int> in_rb, in_cb;
+  auto rb = split_axis(net, first, last, rows, true, in_h, in_rb);
+  auto cb = split_axis(net, first, last, cols, false, in_w, in_cb);
+  check_nonempty(net, in_rb, rows, in_h, "row", -1, rows, cols);
+  check_nonempty(net, in_cb, cols, in_w, "column", -1, rows, cols);
+  for (int l = first; l < last; ++l) {
+    check_nonempty(net, rb[l - first], rows, net.layers[l].out.h, "row", l, rows, cols);
+    check_nonempty(net, cb[l - first], cols, net.layers[l].out.w, "column", l, rows, cols);
+  }
+
+  const int T = rows * cols, L = last - first;
+  p.tiles.assign(T, std::vector<TileLayer>(L));
+  p.own_input.resize(T);
+  for (int t = 0; t < T; ++t) {
+    const int r = t / cols, c = t % cols;
+    p.own_input[t] = {in_rb[r], in_rb[r + 1], in_cb[c], in_cb[c + 1]};
+    for (int l = first; l < last; ++l)
+      p.tiles[t][l - first].own = {rb[l - first][r], rb[l - first][r + 1], cb[l - first][c], cb[l - first][c + 1]};
+  }
+
+  std::vector<int> starts = p.group_starts;
+  starts.push_back(last);
+  for (int t = 0; t < T; ++t) {
+    auto& tl = p.tiles[t];
+    for (size_t g = 0; g + 1 < starts.size(); ++g) {
+      const int s = starts[g], e = starts[g + 1];
+      // Backward boxes grow from the owned input cells at the group's start.
+      Box need_in = s == first ? p.own_input[t] : tl[s - 1 - first].own;
+      for (int l = s; l < e; ++l) {
+        const LayerSpec& ls = net.layers[l];
+        TileLayer& x = tl[l - first];
+        x.delta_in = need_in;
+        x.delta = hull(touching_out(need_in, ls.win, ls.out.h, ls.out.w), x.own);
+        need_in = x.delta;
+      }
+      // Forward boxes grow from the group's end towards its start.
+      Box need_out{};
+      for (int l = e - 1; l >= s; --l) {
+        const LayerSpec& ls = net.layers[l];
+        TileLayer& x = tl[l - first];
+        x.fwd = hull(hull(need_out, x.delta), x.own);
+        x.in = window_in(x.fwd, ls.win, ls.in.h, ls.in.w);
+        need_out = x.in;
+      }
+    }
+  }
+
+  p.fwd_halo.assign(L, {});
+  p.bwd_halo.assign(L, {});
+  for (int s : p.group_starts) {
+    if (s == first) continue;
+    for (int to = 0; to < T; ++to)
+      for (int from = 0; from < T; ++from) {
+        Box f = intersect(p.tiles[from][s - 1 - first].own, p.tiles[to][s - first].in);
+        if (!f.empty()) p.fwd_halo[s - first].push_back({from, to, f});
+        Box b = intersect(p.tiles[from][s - 1 - first].own, p.tiles[to][s - 1 - first].delta);
+        if (!b.empty()) p.bwd_halo[s - first].push_back({from, to, b});
+      }
+  }
+  return p;
+}
+
+PlanStats plan_stats(const NetSpec& net, const Plan& p) {
+  PlanStats st;
+  st.tile_bytes.assign(p.tiles_count(), 0);
+  for (int l = p.first; l < p.last; ++l) {
+    const LayerSpec& ls = net.layers[l];
+    const double per_cell = ls.forward_flops() / double(ls.out.h * ls.out.w);
+    st.flops_untiled += ls.forward_flops();
+    for (int t = 0; t < p.tiles_count(); ++t) {
+      const TileLayer& x = p.at(t, l);
+      st.flops_tiled += per_cell * x.fwd.area();
+      // forward output (+ pre-activation copy for convs) and the delta at the output
+      const int copies = ls.type == LayerType::Conv ? 2 : 1;
+      st.tile_bytes[t] += 4.0 * ls.out.c * (copies * x.fwd.area() + x.delta.area());
+    }
+    const int i = l - p.first;
+    for (const Piece& pc : p.fwd_halo[i])
+      if (pc.from != pc.to) st.halo_bytes_fwd += 4.0 * ls.in.c * pc.box.area();
+    for (const Piece& pc : p.bwd_halo[i])
+      if (pc.from != pc.to) st.halo_bytes_bwd += 4.0 * ls.in.c * pc.box.area();
+  }
+  return st;
+}
+
+}  // namespace tt

@@ -1,0 +1,64 @@
+// The partition of a run of spatial layers [first, last) over an R x C grid of tiles:
+// for every tile and layer its owned, forward, input and delta boxes, and the halo
+// pieces exchanged at group boundaries. Pure geometry; see docs/tiling.md.
+//
+// Per tile t and layer l (boxes of layer l's output map unless said otherwise):
+//   own      cells t owns: weight gradients and batch-norm sums count only these
+//   delta    cells where t needs dL/d(output) in backward (grows towards a group's end)
+//   fwd      cells t computes in forward = own ∪ delta ∪ what layer l+1 reads
+//            (computing the delta region too makes every forward value backward needs local)
+//   in       input cells forward reads = window_in(fwd) (layer l's input map)
+//   delta_in input cells where t produces dL/d(input): delta of l-1 inside a group, own
+//            input cells at a group's start (they are then exchanged)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "layers/box.hpp"
+#include "model/net_spec.hpp"
+
+namespace tt {
+
+struct TileLayer {
+  Box own, fwd, in, delta, delta_in;
+};
+
+// Cells `box` of a map go from tile `from` (its owned cells) to tile `to`.
+struct Piece {
+  int from = 0, to = 0;
+  Box box;
+};
+
+struct Plan {
+  int rows = 1, cols = 1;
+  int first = 0, last = 0;              // layers [first, last)
+  std::vector<int> group_starts;        // ascending, group_starts[0] == first
+  std::vector<std::vector<TileLayer>> tiles;  // [tile][layer - first]
+  std::vector<Box> own_input;           // per tile: owned cells of layer first's input map
+  // Per layer l (index l - first), non-empty only at group starts after the first:
+  std::vector<std::vector<Piece>> fwd_halo;  // layer l's input map, to fill `in`
+  std::vector<std::vector<Piece>> bwd_halo;  // layer l-1's output delta, to fill `delta`
+
+  int tiles_count() const { return rows * cols; }
+  bool group_start(int l) const;
+  const TileLayer& at(int tile, int l) const { return tiles[tile][l - first]; }
+};
+
+// Parses "none" (a group per layer), "all" (one group) or "0,4,8" (absolute layer
+// indices; the first must be `first`). Throws on anything outside [first, last).
+std::vector<int> parse_groups(const std::string& spec, int first, int last);
+
+// Throws when a tile would be empty, a layer in range is not spatial, etc.
+Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts);
+
+// Default and validated cut: how many leading layers are tiled.
+int resolve_cut(const NetSpec& net, int requested /* -1 = default */);
+
+struct PlanStats {
+  double flops_untiled = 0, flops_tiled = 0;  // forward FLOPs per sample, summed over tiles
+  double halo_bytes_fwd = 0, halo_bytes_bwd = 0;  // per sample, between different tiles
+  std::vector<double> tile_bytes;             // activation + delta memory per tile, per sample
+};
+PlanStats plan_stats(const NetSpec& net, const Plan& plan);
+
+}  // namespace tt

@@ -1,0 +1,24 @@
+// Small system helpers: wall clock, peak RSS, atomic file writes.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace tt {
+
+inline double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Peak resident set size of this process in MB (getrusage ru_maxrss).
+double peak_rss_mb();
+// Current resident set size in MB (/proc/self/statm).
+double current_rss_mb();
+
+// Writes `path` through a temporary file in the same folder and renames it into place,
+// so a crash or error never leaves a partly written file behind.
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+
+}  // namespace tt
