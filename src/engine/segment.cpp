@@ -31,7 +31,11 @@ struct Segment::TileState {
   std::vector<TensorView> in, y, z;    // per layer: input box, conv output, layer output
   std::vector<std::vector<int32_t>> argmax;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
-  Buffer p, q;                         // delta ping-pong; p doubles as forward scratch
+  Buffer buf[2];                       // delta ping-pong; one doubles as forward scratch
+  int at = 0;                          // buf[at] holds the current delta
+  float* p() const { return buf[at].data(); }
+  float* q() const { return buf[1 - at].data(); }
+  void flip() { at = 1 - at; }
   TensorView cur;                      // current delta during backward
 };
 
@@ -93,7 +97,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
 
   // Buffers per tile.
-  size_t max_delta = 0, max_crop_src = 0, max_crop_dst = 0;
+  size_t max_crop_src = 0, max_crop_dst = 0;
   for (int t = 0; t < T; ++t) {
     auto ts = std::make_unique<TileState>();
     ts->in.resize(last - first);
@@ -119,20 +123,16 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const LayerSpec& s = *L.spec;
       const TileLayer& x = plan_.at(t, l);
       const int i = l - first;
-      // Input: a buffer of its own at a group start or when the previous output box
-      // differs (crop); otherwise the previous layer's output itself.
-      const bool alias = l > first && !plan_.group_start(l) && plan_.at(t, l - 1).fwd == x.in;
-      if (alias) {
-        ts->in[i] = ts->z[i - 1];  // filled in below once z[i-1] exists
-      } else {
+      // Input: the previous layer's output itself when it holds exactly the cells
+      // needed (and, at a group start, no neighbour contributes); else a buffer of its own.
+      if (input_aliases(t, l))
+        ts->in[i] = ts->z[i - 1];  // storage may still be unassigned: fixed up below
+      else
         ts->in[i] = make(s.in.c, L.in_cb, x.in);
-      }
-      if (alias && !ts->in[i].data) fail("internal: layer ", l, " input aliases a transient output");
       if (s.type == LayerType::Conv) {
         ts->y[i] = make(s.out.c, 16, x.fwd);
         // z persists only when the next layer reads it in place and needs it in backward.
-        const bool next_reads_in_place = l + 1 < last && net.layers[l + 1].type == LayerType::Conv &&
-                                         !plan_.group_start(l + 1) && plan_.at(t, l + 1).in == x.fwd;
+        const bool next_reads_in_place = l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
         if (!L.pointwise)
           ts->z[i] = ts->y[i];
         else if (next_reads_in_place)
@@ -142,37 +142,34 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         ts->fwd[i] = find_kernel(L, s, x.fwd);
         ts->bwd_weights[i] = find_kernel(L, s, x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
-        max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, window_in(x.own, s.win, s.in.h, s.in.w))));
-        max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
-        max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.out.c, 16, x.fwd)));
+        // backward-weights reads the owned box and its window: crops when the buffers are larger
+        const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
+        if (!(ts->in[i].box == src_box))
+          max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
+        if (!(x.delta == x.own)) max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
         ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
         ts->argmax[i].assign(size_t(ts->z[i].size()), -1);
       }
-      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.out.c, L.out_cb, x.delta)));
-      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.in.c, L.in_cb, window_in(x.delta, s.win, s.in.h, s.in.w))));
-      max_delta = std::max(max_delta, size_t(tensor_floats(batch, s.in.c, L.in_cb, x.delta_in)));
     }
     tiles_.push_back(std::move(ts));
   }
-  for (auto& ts : tiles_) {
-    ts->p = Buffer(max_delta);
-    ts->q = Buffer(max_delta);
-    // transient outputs live in p during forward
+  for (int t = 0; t < T; ++t) {
+    TileState& ts = *tiles_[t];
+    size_t need[2] = {0, 0};
+    simulate_backward(t, need);
+    // Transient forward outputs go to the larger of the two delta buffers.
+    const int big = need[1] > need[0] ? 1 : 0;
     for (int i = 0; i < last - first; ++i)
-      if (!ts->z[i].data) ts->z[i].data = ts->p.data();
-    for (int i = 1; i < last - first; ++i)
-      if (!ts->in[i].data || (ts->in[i].box == ts->z[i - 1].box && ts->in[i].c == ts->z[i - 1].c &&
-                              ts->in[i].data == nullptr))
-        ts->in[i] = ts->z[i - 1];
+      if (!ts.z[i].data) need[big] = std::max(need[big], size_t(ts.z[i].size()));
+    ts.buf[0] = Buffer(need[0]);
+    ts.buf[1] = Buffer(need[1]);
+    for (int i = 0; i < last - first; ++i)
+      if (!ts.z[i].data) ts.z[i].data = ts.buf[big].data();
   }
-  // Inputs that alias a previous output were copied before that output had storage.
   for (int t = 0; t < T; ++t)
-    for (int l = first + 1; l < last; ++l) {
-      const int i = l - first;
-      const bool alias = !plan_.group_start(l) && plan_.at(t, l - 1).fwd == plan_.at(t, l).in;
-      if (alias) tiles_[t]->in[i] = tiles_[t]->z[i - 1];
-    }
+    for (int l = first + 1; l < last; ++l)
+      if (input_aliases(t, l)) tiles_[t]->in[l - first] = tiles_[t]->z[l - 1 - first];
   crop_src_ = Buffer(max_crop_src);
   crop_dst_ = Buffer(max_crop_dst);
   refresh_weights();
@@ -185,7 +182,7 @@ size_t Segment::buffer_bytes() const {
   for (auto& ts : tiles_) {
     for (auto& o : ts->owned) b += o.size() * 4;
     for (auto& a : ts->argmax) b += a.size() * 4;
-    b += (ts->p.size() + ts->q.size()) * 4;
+    b += (ts->buf[0].size() + ts->buf[1].size()) * 4;
   }
   return b;
 }
@@ -193,6 +190,13 @@ size_t Segment::buffer_bytes() const {
 void Segment::refresh_weights() {
   for (auto& L : layers_)
     if (L->weights) L->weights->refresh(params_.values.data() + params_.slices[L->spec->index].weights);
+}
+
+bool Segment::input_aliases(int t, int l) const {
+  if (l == plan_.first) return false;
+  const TileLayer& x = plan_.at(t, l);
+  const TileLayer& prev = plan_.at(t, l - 1);
+  return prev.fwd == x.in && (!plan_.group_start(l) || contains(prev.own, x.in));
 }
 
 TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan_.first]; }
@@ -207,8 +211,10 @@ void Segment::forward(const TensorView& input, bool training) {
     if (s == plan_.first) {
       for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(input, input_of(t, s), plan_.at(t, s).in);
     } else {
-      for (const Piece& pc : plan_.fwd_halo[s - plan_.first])
-        copy_region(tiles_[pc.from]->z[s - 1 - plan_.first], input_of(pc.to, s), pc.box);
+      for (const Piece& pc : plan_.fwd_halo[s - plan_.first]) {
+        const TensorView src = tiles_[pc.from]->z[s - 1 - plan_.first], dst = input_of(pc.to, s);
+        if (src.data != dst.data) copy_region(src, dst, pc.box);
+      }
     }
     halo += now_s() - h0;
     for (int l = s; l < e; ++l) forward_layer(l, training);
@@ -289,7 +295,8 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   const LayerState& Llast = *layers_[last - plan_.first];
   for (int t = 0; t < plan_.tiles_count(); ++t) {
     TileState& ts = *tiles_[t];
-    ts.cur = TensorView{ts.p.data(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
+    ts.at = 0;  // the buffer sizes were planned from this start (simulate_backward)
+    ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
     copy_region(delta_out, ts.cur, ts.cur.box);
   }
   for (int l = last; l >= plan_.first; --l) {
@@ -299,27 +306,20 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       break;
     }
     backward_layer(l);
-    if (l > plan_.first && plan_.group_start(l)) {
+    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
       const double h0 = now_s();
       const LayerSpec& prev = net_.layers[l - 1];
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
-      for (auto& ts : tiles_) {
-        std::swap(ts->p, ts->q);  // q (old p) holds the owned delta; fill p
-      }
-      for (int t = 0; t < plan_.tiles_count(); ++t) {
-        TileState& ts = *tiles_[t];
-        TensorView dst{ts.p.data(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
-        (void)dst;
-      }
+      for (auto& ts : tiles_) ts->flip();  // q now holds each tile's owned delta
       for (const Piece& pc : plan_.bwd_halo[l - plan_.first]) {
         TileState& from = *tiles_[pc.from];
         TileState& to = *tiles_[pc.to];
-        TensorView src{from.q.data(), batch_, prev.out.c, cbk, from.cur.box};
-        TensorView dst{to.p.data(), batch_, prev.out.c, cbk, plan_.at(pc.to, l - 1).delta};
+        TensorView src{from.q(), batch_, prev.out.c, cbk, from.cur.box};
+        TensorView dst{to.p(), batch_, prev.out.c, cbk, plan_.at(pc.to, l - 1).delta};
         copy_region(src, dst, pc.box);
       }
       for (int t = 0; t < plan_.tiles_count(); ++t)
-        tiles_[t]->cur = TensorView{tiles_[t]->p.data(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+        tiles_[t]->cur = TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
       halo += now_s() - h0;
     }
   }
@@ -327,6 +327,41 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
     for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(tiles_[t]->cur, *delta_in, plan_.own_input[t]);
   times.halo += halo;
   times.bwd += now_s() - t0 - halo;
+}
+
+// Walks backward's buffer flips for tile t (mirrors backward/backward_layer) and
+// records the floats each of the two delta buffers must hold.
+void Segment::simulate_backward(int t, size_t need[2]) const {
+  int at = 0;
+  auto size_of = [&](int l, bool input, const Box& b) {
+    const LayerState& L = *layers_[l - plan_.first];
+    const LayerSpec& s = *L.spec;
+    return size_t(input ? tensor_floats(batch_, s.in.c, L.in_cb, b) : tensor_floats(batch_, s.out.c, L.out_cb, b));
+  };
+  need[at] = std::max(need[at], size_of(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));
+  for (int l = plan_.last - 1; l >= plan_.first; --l) {
+    if (l == plan_.first && !need_input_delta_) break;
+    const TileLayer& x = plan_.at(t, l);
+    const Box reach = window_in(x.delta, layers_[l - plan_.first]->spec->win, net_.layers[l].in.h, net_.layers[l].in.w);
+    need[1 - at] = std::max(need[1 - at], size_of(l, true, reach));
+    if (reach == x.delta_in)
+      at = 1 - at;
+    else
+      need[at] = std::max(need[at], size_of(l, true, x.delta_in));
+    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
+      at = 1 - at;
+      need[at] = std::max(need[at], size_of(l - 1, false, plan_.at(t, l - 1).delta));
+    }
+  }
+}
+
+// True when no tile needs a neighbour's delta at this group start (a 1x1 grid).
+bool Segment::bwd_exchange_local(int l) const {
+  for (const Piece& pc : plan_.bwd_halo[l - plan_.first])
+    if (pc.from != pc.to) return false;
+  for (int t = 0; t < plan_.tiles_count(); ++t)
+    if (!(plan_.at(t, l).delta_in == plan_.at(t, l - 1).delta)) return false;
+  return true;
 }
 
 void Segment::backward_layer(int l) {
@@ -369,7 +404,7 @@ void Segment::backward_layer(int l) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-    TensorView din{ts.q.data(), batch_, s.in.c, L.in_cb, reach};
+    TensorView din{ts.q(), batch_, s.in.c, L.in_cb, reach};
     if (s.type == LayerType::Conv) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
     } else {
@@ -377,10 +412,10 @@ void Segment::backward_layer(int l) {
       maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.in.w);
     }
     if (reach == x.delta_in) {
-      std::swap(ts.p, ts.q);
+      ts.flip();
       ts.cur = din;
     } else {
-      TensorView dst{ts.p.data(), batch_, s.in.c, L.in_cb, x.delta_in};
+      TensorView dst{ts.p(), batch_, s.in.c, L.in_cb, x.delta_in};
       zero(dst);
       copy_region(din, dst, intersect(reach, x.delta_in));
       ts.cur = dst;

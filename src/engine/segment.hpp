@@ -47,6 +47,9 @@ class Segment {
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
+  bool input_aliases(int t, int l) const;
+  bool bwd_exchange_local(int l) const;
+  void simulate_backward(int t, size_t need[2]) const;
   void forward_layer(int l, bool training);
   void backward_layer(int l);
   void bn_forward(int l, bool training);

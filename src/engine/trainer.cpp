@@ -199,6 +199,7 @@ void Trainer::update() {
   comm_.allreduce_sum(grad_.data(), grad_.size());
   times_.weights += now_s() - w0;
   const double u0 = now_s();
+  params_.seen += net_.batch;  // Darknet counts this batch before asking for its rate
   const int64_t batch_num = params_.seen / net_.batch;
   const float lr = net_.rate_at(batch_num), m = net_.momentum, decay = net_.decay;
   const float B = float(net_.batch);
@@ -219,7 +220,6 @@ void Trainer::update() {
     if (ps.scales >= 0) sgd(ps.scales, ps.n_out, 0.f);
     sgd(ps.weights, ps.n_weights, decay);
   }
-  params_.seen += net_.batch;
   ++step_;
   reload_weights();
   times_.update += now_s() - u0;

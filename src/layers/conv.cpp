@@ -61,8 +61,7 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(algo, src, w_any, b, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
     bwd_weights_ = dnnl::convolution_backward_weights(pd);
-    diff_w_ = Buffer(pd.diff_weights_desc().get_size() / sizeof(float) + 16);
-    diff_w_mem_ = memory(pd.diff_weights_desc(), ctx.eng, diff_w_.data());
+    diff_w_mem_ = ctx.grad_scratch(pd.diff_weights_desc());
     bwd_weights_args_ = {{DNNL_ARG_SRC, mem(src)}, {DNNL_ARG_DIFF_DST, mem(dst)}, {DNNL_ARG_DIFF_WEIGHTS, diff_w_mem_},
                          {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
     if (g.bias) {
@@ -76,6 +75,7 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     po.append_sum(1.f);
     sum.set_post_ops(po);
     grad_plain_mem_ = mem(w_plain);
+    grad_args_ = {{DNNL_ARG_FROM, diff_w_mem_}, {DNNL_ARG_TO, grad_plain_mem_}};
     grad_to_plain_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, pd.diff_weights_desc(), ctx.eng, w_plain, sum));
   }
 }
@@ -98,9 +98,10 @@ void ConvKernel::backward_data(const float* diff_dst, float* diff_src) {
 void ConvKernel::backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b) {
   bwd_weights_args_.at(DNNL_ARG_SRC).set_data_handle(const_cast<float*>(src));
   bwd_weights_args_.at(DNNL_ARG_DIFF_DST).set_data_handle(const_cast<float*>(diff_dst));
+  diff_w_mem_.set_data_handle(ctx_.grad_scratch_data());
   ctx_.execute(bwd_weights_, bwd_weights_args_);
   grad_plain_mem_.set_data_handle(grad_w);
-  grad_to_plain_.execute(ctx_.strm, {{DNNL_ARG_FROM, diff_w_mem_}, {DNNL_ARG_TO, grad_plain_mem_}});
+  grad_to_plain_.execute(ctx_.strm, grad_args_);
   ctx_.strm.wait();
   if (g_.bias)
     for (int i = 0; i < g_.oc; ++i) grad_b[i] += diff_b_.data()[i];

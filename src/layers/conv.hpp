@@ -40,9 +40,9 @@ class ConvKernel {
   ConvGeom g_;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   dnnl::reorder grad_to_plain_;
-  Args fwd_args_, bwd_data_args_, bwd_weights_args_;
+  Args fwd_args_, bwd_data_args_, bwd_weights_args_, grad_args_;
   int fwd_slot_ = -1, bwd_data_slot_ = -1;
-  Buffer diff_w_, diff_b_;
+  Buffer diff_b_;
   memory diff_w_mem_, grad_plain_mem_;
 };
 

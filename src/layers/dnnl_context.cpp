@@ -25,6 +25,12 @@ memory DnnlContext::scratchpad(const memory::desc& d) {
   return memory(d, eng, DNNL_MEMORY_NONE);
 }
 
+memory DnnlContext::grad_scratch(const memory::desc& d) {
+  size_t need = (d.get_size() + sizeof(float) - 1) / sizeof(float);
+  if (need > grad_scratch_.size()) grad_scratch_ = Buffer(need);
+  return memory(d, eng, DNNL_MEMORY_NONE);
+}
+
 void DnnlContext::bind_scratchpad(memory& m) { m.set_data_handle(scratch_.data()); }
 
 void DnnlContext::execute(const dnnl::primitive& p, Args& args) {

@@ -38,10 +38,13 @@ class DnnlContext {
   // largest request before the first step, and `bind` points a primitive at it.
   memory scratchpad(const memory::desc& d);
   void bind_scratchpad(memory& m);
+  // Same idea for backward-weights outputs, which are consumed right away.
+  memory grad_scratch(const memory::desc& d);
+  float* grad_scratch_data() const { return grad_scratch_.data(); }
   void execute(const dnnl::primitive& p, Args& args);
 
  private:
-  Buffer scratch_;
+  Buffer scratch_, grad_scratch_;
 };
 
 // Plain (oihw / x) master weights of one layer mirrored into whatever blocked formats
