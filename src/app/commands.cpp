@@ -251,6 +251,13 @@ int cmd_verify(const RunOptions& o, int steps) {
   const int n = net.micro_batch();
   const size_t out_n = size_t(n * net.output().size()), in_n = size_t(n * net.input().size());
   double d_out = 0, d_delta = 0, d_grad = 0, d_w = 0;
+  int worst_grad_layer = -1, worst_w_layer = -1;
+  auto track = [](double& worst, int& where, double d, int layer) {
+    if (d > worst) {
+      worst = d;
+      where = layer;
+    }
+  };
   std::vector<float> input, truth;
   for (int k = 0; k < steps; ++k) {
     for (int sub = 0; sub < net.subdivisions; ++sub) {
@@ -263,10 +270,10 @@ int cmd_verify(const RunOptions& o, int steps) {
     for (const auto& l : net.layers) {
       if (!l.has_params()) continue;
       const ParamSlice& s = p_ref.slices[l.index];
-      d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.weights, ref.grad().data() + s.weights, s.n_weights));
-      d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.biases, ref.grad().data() + s.biases, s.n_out));
-      if (s.scales >= 0)
-        d_grad = std::max(d_grad, rel_diff(tiled.grad().data() + s.scales, ref.grad().data() + s.scales, s.n_out));
+      const float *a = tiled.grad().data(), *b = ref.grad().data();
+      track(d_grad, worst_grad_layer, rel_diff(a + s.weights, b + s.weights, s.n_weights), l.index);
+      track(d_grad, worst_grad_layer, rel_diff(a + s.biases, b + s.biases, s.n_out), l.index);
+      if (s.scales >= 0) track(d_grad, worst_grad_layer, rel_diff(a + s.scales, b + s.scales, s.n_out), l.index);
     }
     tiled.update();
     ref.update();
@@ -274,21 +281,22 @@ int cmd_verify(const RunOptions& o, int steps) {
   for (const auto& l : net.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& s = p_ref.slices[l.index];
-    d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.biases, p_ref.values.data() + s.biases, s.n_out));
-    d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.weights, p_ref.values.data() + s.weights, s.n_weights));
+    const float *a = p_tiled.values.data(), *b = p_ref.values.data();
+    track(d_w, worst_w_layer, rel_diff(a + s.biases, b + s.biases, s.n_out), l.index);
+    track(d_w, worst_w_layer, rel_diff(a + s.weights, b + s.weights, s.n_weights), l.index);
     if (s.scales >= 0) {
-      d_w = std::max(d_w, rel_diff(p_tiled.values.data() + s.scales, p_ref.values.data() + s.scales, s.n_out));
-      d_w = std::max(d_w, rel_diff(p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), s.n_out));
-      d_w = std::max(d_w, rel_diff(p_tiled.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), s.n_out));
+      track(d_w, worst_w_layer, rel_diff(a + s.scales, b + s.scales, s.n_out), l.index);
+      track(d_w, worst_w_layer, rel_diff(p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), s.n_out), l.index);
+      track(d_w, worst_w_layer, rel_diff(p_tiled.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), s.n_out), l.index);
     }
   }
   const double tol = 1e-5;
   std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
               o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
   std::printf("  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor):\n");
-  std::printf("    outputs              %.3g\n    input deltas         %.3g\n    weight gradients     %.3g\n"
-              "    weights after %d     %.3g\n",
-              d_out, d_delta, d_grad, steps, d_w);
+  std::printf("    outputs              %.3g\n    input deltas         %.3g\n    weight gradients     %.3g (worst: layer %d)\n"
+              "    weights after %d     %.3g (worst: layer %d)\n",
+              d_out, d_delta, d_grad, worst_grad_layer, steps, d_w, worst_w_layer);
   const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
   std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
   return ok ? 0 : 1;

@@ -1,5 +1,9 @@
 #include "layers/conv.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "util/error.hpp"
 
 namespace tt {
@@ -40,6 +44,8 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
   dnnl::convolution_forward::primitive_desc fwd_pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src, w_any, b, dst, strides, pl, pr),
       attr, ctx.eng);
+  if (std::getenv("TILETRAIN_VERBOSE_KERNELS"))
+    std::fprintf(stderr, "conv %dx%d k%d s%d %dx%d: %s\n", g.ic, g.oc, g.k, g.s, g.oh, g.ow, fwd_pd.impl_info_str());
   auto mem = [&](const memory::desc& d) { return memory(d, ctx.eng, DNNL_MEMORY_NONE); };
 
   if (kinds & kFwd) {

@@ -41,11 +41,13 @@ void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
 float activate(Act act, float v) { return act_f(act, v); }
 
 void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
+  // Double accumulators: the sums then round the same whichever tile adds which cells,
+  // so batch statistics (and the forward values after them) do not depend on the grid.
   rows2(y, y, r, [&](const float* p, const float*, int blk, int n) {
-    float s[B] = {}, q[B] = {};
+    double s[B] = {}, q[B] = {};
     for (int i = 0; i < n; ++i)
       for (int c = 0; c < B; ++c) {
-        float v = p[i * B + c];
+        const double v = p[i * B + c];
         s[c] += v;
         q[c] += v * v;
       }

@@ -102,7 +102,9 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
   const int64_t actual = in.tellg();
   in.seekg(0);
   int32_t ver[3] = {0, 0, 0};
-  if (actual < 12) fail(path, ": truncated weights file: ", actual, " bytes, a header alone is 20");
+  if (actual < 12)
+    fail(path, ": truncated weights file for '", net.path, "': expected ", expected_bytes(net, 20), " bytes, got ",
+         actual, " (shorter than the header)");
   in.read(reinterpret_cast<char*>(ver), 12);
   // Darknet: version 0.2 and later store `seen` as a 64-bit size_t, earlier ones as int32.
   const bool wide = (ver[0] * 10 + ver[1]) >= 2 && ver[0] < 1000 && ver[1] < 1000;
