@@ -103,12 +103,14 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   std::vector<int> in_rb, in_cb;
   auto rb = split_axis(net, first, last, rows, true, in_h, in_rb);
   auto cb = split_axis(net, first, last, cols, false, in_w, in_cb);
-  check_nonempty(net, in_rb, rows, in_h, "row", -1, rows, cols);
-  check_nonempty(net, in_cb, cols, in_w, "column", -1, rows, cols);
-  for (int l = first; l < last; ++l) {
+  // The split starts at the last tiled layer and is projected back, so an empty tile
+  // appears there first: check from the last layer back to the input to name the cause.
+  for (int l = last - 1; l >= first; --l) {
     check_nonempty(net, rb[l - first], rows, net.layers[l].out.h, "row", l, rows, cols);
     check_nonempty(net, cb[l - first], cols, net.layers[l].out.w, "column", l, rows, cols);
   }
+  check_nonempty(net, in_rb, rows, in_h, "row", -1, rows, cols);
+  check_nonempty(net, in_cb, cols, in_w, "column", -1, rows, cols);
 
   const int T = rows * cols, L = last - first;
   p.tiles.assign(T, std::vector<TileLayer>(L));

@@ -1,0 +1,356 @@
+// The cfg parser on bad input: every problem is a tt::Error that names the file and the
+// line at fault. Plus a few shape and learning-rate checks against Darknet's formulas
+// (tests/oracle/README.md sections (c), (e), (f)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "model/net_spec.hpp"
+#include "util/error.hpp"
+
+namespace tt {
+namespace {
+
+// A valid [net] section of 8 lines (lines 1-8); layer sections start at line 9.
+const std::string kNet =
+    "[net]\n"
+    "batch=2\n"
+    "subdivisions=1\n"
+    "width=13\n"
+    "height=11\n"
+    "channels=3\n"
+    "learning_rate=0.01\n"
+    "momentum=0.9\n";
+
+// 1-based number of the first line of `text` containing `needle`.
+int line_of(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  std::string s;
+  for (int n = 1; std::getline(in, s); ++n)
+    if (s.find(needle) != std::string::npos) return n;
+  ADD_FAILURE() << "'" << needle << "' not in the cfg";
+  return -1;
+}
+
+// Parses `text` and returns the error message; fails the test if nothing was thrown.
+std::string parse_error(const std::string& text) {
+  try {
+    parse_net(text, "test.cfg");
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a non-tt::Error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return "";
+}
+
+// Expects a tt::Error whose message starts with "test.cfg:LINE:" where LINE is the line of
+// `needle`, and that mentions every string in `words`.
+void expect_error_at(const std::string& text, const std::string& needle, std::initializer_list<std::string> words) {
+  const std::string msg = parse_error(text);
+  const std::string where = "test.cfg:" + std::to_string(line_of(text, needle)) + ":";
+  EXPECT_EQ(msg.rfind(where, 0), 0u) << "message does not start with '" << where << "': " << msg;
+  for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "no '" << w << "' in: " << msg;
+}
+
+const std::string kConvTail = "activation=leaky\n[cost]\n";
+
+TEST(CfgErrors, UnknownSection) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\n\n[bogus]\nsize=2\n[cost]\n";
+  expect_error_at(cfg, "[bogus]", {"unknown section", "bogus"});
+}
+
+TEST(CfgErrors, UnknownKey) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\nfilterz=2\n" + kConvTail;
+  expect_error_at(cfg, "filterz", {"unknown key", "filterz"});
+}
+
+TEST(CfgErrors, UnknownKeyInNet) {
+  const std::string cfg = "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\nlearningrate=0.1\n"
+                          "[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "learningrate", {"unknown key", "learningrate"});
+}
+
+TEST(CfgErrors, MissingValue) {
+  const std::string cfg = kNet + "[convolutional]\nsize=3\nfilters=\n" + kConvTail;
+  expect_error_at(cfg, "filters=", {"filters", "no value"});
+}
+
+TEST(CfgErrors, KeyWithoutEquals) {
+  const std::string cfg = kNet + "[convolutional]\nsize=3\nfilters\n" + kConvTail;
+  expect_error_at(cfg, "filters", {"key=value"});
+}
+
+TEST(CfgErrors, NonNumericValue) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=abc\n" + kConvTail;
+  expect_error_at(cfg, "size=abc", {"size", "not a number", "abc"});
+}
+
+TEST(CfgErrors, TrailingGarbageAfterNumber) {
+  // Darknet's atoi would read 3 and ignore the rest; we refuse.
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3#x\n" + kConvTail;
+  expect_error_at(cfg, "size=3#x", {"size", "not a number"});
+}
+
+TEST(CfgErrors, NonIntegerWhereIntegerNeeded) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=2.5\nsize=3\n" + kConvTail;
+  expect_error_at(cfg, "filters=2.5", {"filters", "whole number", "2.5"});
+}
+
+TEST(CfgErrors, NonIntegerBatch) {
+  const std::string cfg = "[net]\nbatch=1.5\nwidth=8\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "batch=1.5", {"batch", "whole number"});
+}
+
+TEST(CfgErrors, SizeNotPositive) {
+  expect_error_at(kNet + "[convolutional]\nfilters=4\nsize=0\n" + kConvTail, "size=0", {"size", "> 0"});
+  expect_error_at(kNet + "[maxpool]\nsize=-2\nstride=2\n[cost]\n", "size=-2", {"size", "> 0"});
+}
+
+TEST(CfgErrors, FiltersNotPositive) {
+  expect_error_at(kNet + "[convolutional]\nsize=3\nfilters=0\n" + kConvTail, "filters=0", {"filters", "> 0"});
+  expect_error_at(kNet + "[convolutional]\nsize=3\nfilters=-4\n" + kConvTail, "filters=-4", {"filters", "> 0"});
+}
+
+TEST(CfgErrors, StrideNotPositive) {
+  expect_error_at(kNet + "[convolutional]\nfilters=4\nsize=3\nstride=0\n" + kConvTail, "stride=0", {"stride", "> 0"});
+  expect_error_at(kNet + "[maxpool]\nsize=2\nstride=0\n[cost]\n", "stride=0", {"stride", "> 0"});
+}
+
+TEST(CfgErrors, OutputsNotPositive) {
+  expect_error_at(kNet + "[connected]\noutput=0\nactivation=linear\n[cost]\n", "output=0", {"output", "> 0"});
+}
+
+TEST(CfgErrors, ImpossibleConvPadding) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\npadding=3\n" + kConvTail;
+  expect_error_at(cfg, "padding=3", {"padding 3", "size 3"});
+  const std::string neg = kNet + "[convolutional]\nfilters=4\nsize=3\npadding=-1\n" + kConvTail;
+  expect_error_at(neg, "padding=-1", {"padding -1"});
+}
+
+TEST(CfgErrors, ImpossibleMaxpoolPadding) {
+  const std::string cfg = kNet + "[maxpool]\nsize=2\nstride=2\npadding=6\n[cost]\n";
+  expect_error_at(cfg, "padding=6", {"maxpool padding 6", "size 2"});
+  const std::string neg = kNet + "[maxpool]\nsize=2\nstride=2\npadding=-1\n[cost]\n";
+  expect_error_at(neg, "padding=-1", {"maxpool padding -1"});
+}
+
+TEST(CfgErrors, InputTooSmallForTheNet) {
+  // 2x2 input: the first valid 3x3 conv already has no room.
+  const std::string cfg = "[net]\nbatch=1\nwidth=2\nheight=2\nchannels=1\n"
+                          "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n"
+                          "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n[cost]\n";
+  expect_error_at(cfg, "[convolutional]", {"too small", "2x2", "layer 0"});
+  // 5x5 input: the first leaves 3x3, the second 1x1, the third has no room.
+  const std::string deeper = "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n"
+                             "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
+                             "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
+                             "[conv]\nfilters=2\nsize=3\nactivation=relu\n[cost]\n";
+  expect_error_at(deeper, "[conv]", {"too small", "1x1", "layer 2"});
+}
+
+TEST(CfgErrors, ResizeTooSmall) {
+  NetSpec net = parse_net(kNet + "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n[cost]\n", "test.cfg");
+  try {
+    resize_net(net, 2, 2);
+    ADD_FAILURE() << "resize_net to 2x2 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test.cfg:9:"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resize_net(net, 0, 5), Error);
+}
+
+TEST(CfgErrors, KeyBeforeAnySection) {
+  const std::string cfg = "# comment\nbatch=1\n" + kNet + "[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "batch=1", {"before any", "section"});
+}
+
+TEST(CfgErrors, FirstSectionNotNet) {
+  const std::string cfg = "\n[convolutional]\nfilters=2\n" + kNet + kConvTail;
+  expect_error_at(cfg, "[convolutional]", {"first section", "[net]"});
+}
+
+TEST(CfgErrors, SecondNetSection) {
+  const std::string cfg = kNet + "[convolutional]\nactivation=linear\n[network]\nbatch=1\n[cost]\n";
+  expect_error_at(cfg, "[network]", {"second", "network"});
+}
+
+TEST(CfgErrors, CostNotLast) {
+  const std::string cfg = kNet + "[convolutional]\nactivation=linear\n[cost]\n[convolutional]\nactivation=linear\n";
+  expect_error_at(cfg, "[cost]", {"[cost]", "last"});
+}
+
+TEST(CfgErrors, DuplicateKey) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\nfilters=8\n" + kConvTail;
+  expect_error_at(cfg, "filters=8", {"filters", "twice"});
+}
+
+TEST(CfgErrors, BatchNotDivisibleBySubdivisions) {
+  const std::string cfg = "[net]\nbatch=6\nsubdivisions=4\nwidth=8\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "subdivisions=4", {"6", "4", "divisible"});
+}
+
+TEST(CfgErrors, UnsupportedActivation) {
+  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\nactivation=mish\n[cost]\n";
+  expect_error_at(cfg, "activation=mish", {"unsupported activation", "mish"});
+  const std::string conn = kNet + "[connected]\noutput=4\nactivation=tanh\n[cost]\n";
+  expect_error_at(conn, "activation=tanh", {"unsupported activation", "tanh"});
+}
+
+TEST(CfgErrors, MissingInputSize) {
+  const std::string cfg = "[net]\nbatch=1\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "[net]", {"width"});
+}
+
+TEST(CfgErrors, UnsupportedPolicy) {
+  const std::string cfg = "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\npolicy=poly\n[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "policy=poly", {"policy", "poly"});
+}
+
+TEST(CfgErrors, StepsWithoutMatchingScales) {
+  const std::string cfg = "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\npolicy=steps\nsteps=10,20\nscales=.1\n"
+                          "[convolutional]\n" + kConvTail;
+  expect_error_at(cfg, "steps=10,20", {"steps", "scales"});
+}
+
+TEST(CfgErrors, NoLayersAndEmptyFile) {
+  EXPECT_NE(parse_error("[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\n").find("test.cfg"), std::string::npos);
+  EXPECT_NE(parse_error("# nothing\n\n").find("test.cfg"), std::string::npos);
+}
+
+TEST(CfgErrors, LoadMissingFileNamesIt) {
+  try {
+    load_net("/nonexistent/dir/missing.cfg");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/missing.cfg"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------- positive checks
+
+TEST(CfgShapes, AcceptsDarknetSyntax) {
+  // Inner whitespace, comment lines, aliases, [network], CRLF line ends.
+  const std::string cfg =
+      "[network]\r\n; comment\r\nbatch = 2\r\nwidth=8\r\nheight=8\r\nchannels=1\r\n"
+      "[conv]\r\nfilters = 2\r\nsize=3\r\npad=1\r\nactivation = leaky\r\n# c\r\n[max]\r\nsize=2\r\nstride=2\r\n"
+      "[avg]\r\n[conn]\r\noutput=3\r\nactivation=linear\r\n[soft]\r\n";
+  NetSpec net = parse_net(cfg, "test.cfg");
+  ASSERT_EQ(net.layers.size(), 5u);
+  EXPECT_EQ(net.layers[0].act, Act::Leaky);
+  EXPECT_EQ(net.layers[1].type, LayerType::MaxPool);
+  EXPECT_EQ(net.layers[4].type, LayerType::Softmax);
+  EXPECT_EQ(net.output().c, 3);
+}
+
+TEST(CfgShapes, StrideTwoConvOnOddSizes) {
+  // height 11, width 13
+  NetSpec net = parse_net(kNet +
+                              "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+                              "[convolutional]\nfilters=5\nsize=3\nstride=2\nactivation=leaky\n"
+                              "[convolutional]\nfilters=6\nsize=2\nstride=2\nactivation=leaky\n[cost]\n",
+                          "test.cfg");
+  const auto& L = net.layers;
+  // (11 + 2 - 3)/2 + 1 = 6, (13 + 2 - 3)/2 + 1 = 7
+  EXPECT_EQ(L[0].out.c, 4);
+  EXPECT_EQ(L[0].out.h, 6);
+  EXPECT_EQ(L[0].out.w, 7);
+  EXPECT_EQ(L[0].win.pad, 1);
+  // valid: (6 - 3)/2 + 1 = 2, (7 - 3)/2 + 1 = 3
+  EXPECT_EQ(L[1].out.h, 2);
+  EXPECT_EQ(L[1].out.w, 3);
+  // 2x2/2 valid: (2-2)/2+1 = 1, (3-2)/2+1 = 1
+  EXPECT_EQ(L[2].out.h, 1);
+  EXPECT_EQ(L[2].out.w, 1);
+  EXPECT_EQ(net.output().c, 6);
+}
+
+TEST(CfgShapes, MaxpoolDefaultPadding) {
+  const std::string head = "[net]\nbatch=1\nwidth=13\nheight=13\nchannels=2\n";
+  {
+    NetSpec net = parse_net(head + "[maxpool]\nsize=2\nstride=2\n[cost]\n", "test.cfg");
+    const LayerSpec& l = net.layers[0];
+    EXPECT_EQ(l.pad_total, 1);  // Darknet default padding = size - 1
+    EXPECT_EQ(l.win.pad, 0);    // window offset -padding/2 = 0
+    EXPECT_EQ(l.out.h, 7);      // odd sizes round up
+    EXPECT_EQ(l.out.w, 7);
+    EXPECT_EQ(l.out.c, 2);
+  }
+  {
+    NetSpec net = parse_net(head + "[maxpool]\nsize=2\nstride=1\n[cost]\n", "test.cfg");
+    EXPECT_EQ(net.layers[0].out.h, 13);  // yolov2-tiny's 13 -> 13
+    EXPECT_EQ(net.layers[0].out.w, 13);
+  }
+  {
+    NetSpec net = parse_net(head + "[maxpool]\nsize=3\nstride=1\n[cost]\n", "test.cfg");
+    EXPECT_EQ(net.layers[0].pad_total, 2);
+    EXPECT_EQ(net.layers[0].win.pad, 1);
+    EXPECT_EQ(net.layers[0].out.h, 13);
+  }
+  {
+    // explicit padding=0: plain valid pooling, 13 -> 6
+    NetSpec net = parse_net(head + "[maxpool]\nsize=2\nstride=2\npadding=0\n[cost]\n", "test.cfg");
+    EXPECT_EQ(net.layers[0].out.h, 6);
+  }
+}
+
+TEST(CfgShapes, PadOneWithSizeOneMeansNoPadding) {
+  NetSpec net = parse_net(kNet + "[convolutional]\nfilters=3\nsize=1\nstride=1\npad=1\nactivation=linear\n[cost]\n",
+                          "test.cfg");
+  EXPECT_EQ(net.layers[0].win.pad, 0);
+  EXPECT_EQ(net.layers[0].pad_total, 0);
+  EXPECT_EQ(net.layers[0].out.h, 11);
+  EXPECT_EQ(net.layers[0].out.w, 13);
+  // pad=1 overrides padding=, as in Darknet (padding= is used only with pad=0).
+  NetSpec n5 = parse_net(kNet + "[convolutional]\nfilters=3\nsize=5\npad=1\npadding=1\nactivation=linear\n[cost]\n",
+                         "test.cfg");
+  EXPECT_EQ(n5.layers[0].win.pad, 2);
+}
+
+TEST(CfgShapes, DefaultActivationIsLogistic) {
+  NetSpec net = parse_net(kNet + "[convolutional]\nfilters=3\n[connected]\noutput=2\n[cost]\n", "test.cfg");
+  EXPECT_EQ(net.layers[0].act, Act::Logistic);
+  EXPECT_EQ(net.layers[1].act, Act::Logistic);
+  EXPECT_EQ(net.layers[1].in.size(), 3 * 11 * 13);
+}
+
+TEST(CfgRate, Constant) {
+  NetSpec net = parse_net(kNet + "policy=constant\n[convolutional]\n" + kConvTail, "test.cfg");
+  for (int64_t b : {0, 1, 100, 100000}) EXPECT_FLOAT_EQ(net.rate_at(b), 0.01f);
+}
+
+TEST(CfgRate, Steps) {
+  NetSpec net = parse_net(kNet + "policy=steps\nsteps=10,20,30\nscales=.1,.5,2\n[convolutional]\n" + kConvTail,
+                          "test.cfg");
+  EXPECT_FLOAT_EQ(net.rate_at(0), 0.01f);
+  EXPECT_FLOAT_EQ(net.rate_at(9), 0.01f);
+  EXPECT_FLOAT_EQ(net.rate_at(10), 0.001f);   // steps[i] <= batch_num applies scales[i]
+  EXPECT_FLOAT_EQ(net.rate_at(19), 0.001f);
+  EXPECT_FLOAT_EQ(net.rate_at(20), 0.0005f);
+  EXPECT_FLOAT_EQ(net.rate_at(30), 0.001f);
+  EXPECT_FLOAT_EQ(net.rate_at(1000), 0.001f);
+}
+
+TEST(CfgRate, BurnIn) {
+  NetSpec net = parse_net(kNet + "burn_in=100\npolicy=steps\nsteps=200\nscales=.1\n[convolutional]\n" + kConvTail,
+                          "test.cfg");
+  EXPECT_EQ(net.power, 4.f);  // Darknet's default
+  // Darknet: lr * pow(batch_num / burn_in, power) while batch_num < burn_in.
+  for (int64_t b : {1, 10, 50, 99})
+    EXPECT_FLOAT_EQ(net.rate_at(b), 0.01f * std::pow(float(b) / 100.f, 4.f)) << b;
+  EXPECT_FLOAT_EQ(net.rate_at(50), 0.01f / 16);
+  EXPECT_FLOAT_EQ(net.rate_at(100), 0.01f);
+  EXPECT_FLOAT_EQ(net.rate_at(199), 0.01f);
+  EXPECT_FLOAT_EQ(net.rate_at(200), 0.001f);
+
+  NetSpec p2 = parse_net(kNet + "burn_in=10\npower=2\n[convolutional]\n" + kConvTail, "test.cfg");
+  EXPECT_FLOAT_EQ(p2.rate_at(5), 0.01f * 0.25f);
+  EXPECT_FLOAT_EQ(p2.rate_at(10), 0.01f);
+}
+
+}  // namespace
+}  // namespace tt

@@ -1,0 +1,278 @@
+// The tiletrain command line as a user meets it: runs the built binary (TILETRAIN_BINARY)
+// with stdout and stderr captured, and checks exit codes, messages and files written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/params.hpp"
+#include "test_util.hpp"
+
+namespace tt {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;  // exit status; 128+signal if killed
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tt_cli_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+
+  // Runs `tiletrain ARGS` in the temp dir (ARGS is passed through the shell as is).
+  Result run(const std::string& args) const {
+    const std::string cmd = "cd '" + dir_.string() + "' && '" + TILETRAIN_BINARY + "' " + args + " >'" +
+                            path("stdout") + "' 2>'" + path("stderr") + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(path("stdout"));
+    r.err = slurp(path("stderr"));
+    return r;
+  }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+
+  static std::string fixture(const std::string& net) {
+    return test::source_dir() + "/tests/fixtures/" + net + "/net.cfg";
+  }
+
+  fs::path dir_;
+};
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "no '" << (needle) << "' in:\n" << (haystack)
+
+// 20-byte header + every array of the Darknet layout, computed from the cfg.
+int64_t darknet_weights_bytes(const NetSpec& net) {
+  int64_t floats = 0;
+  for (const auto& l : net.layers) {
+    if (l.type == LayerType::Conv) floats += int64_t(l.filters) * (l.batch_normalize ? 4 : 1) + l.weight_count();
+    if (l.type == LayerType::Connected) floats += l.outputs + l.weight_count();
+  }
+  return 20 + 4 * floats;
+}
+
+TEST_F(Cli, HelpOfEachSubcommand) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expect = {
+      {"info", {"--cfg", "--threads", "--batch", "--size"}},
+      {"plan", {"--cfg", "--grid", "--groups", "--cut", "--bn", "--json"}},
+      {"bench", {"--cfg", "--grid", "--steps", "--warmup", "--json"}},
+      {"train", {"--cfg", "--grid", "--steps", "--weights", "--save-weights", "--seed"}},
+      {"verify", {"--cfg", "--grid", "--groups", "--steps"}},
+  };
+  for (const auto& [cmd, options] : expect) {
+    SCOPED_TRACE(cmd);
+    const Result r = run(cmd + " --help");
+    EXPECT_EQ(r.code, 0) << r.err;
+    for (const auto& o : options) EXPECT_CONTAINS(r.out, o);
+  }
+  const Result top = run("--help");
+  EXPECT_EQ(top.code, 0);
+  for (const char* cmd : {"info", "plan", "bench", "train", "verify"}) EXPECT_CONTAINS(top.out, cmd);
+}
+
+TEST_F(Cli, UsageErrors) {
+  const Result none = run("");
+  EXPECT_NE(none.code, 0);
+  const Result no_cfg = run("train --steps 1");
+  EXPECT_NE(no_cfg.code, 0);
+  EXPECT_CONTAINS(no_cfg.err, "--cfg");
+  const Result bad_bn = run("train --steps 1 --cfg '" + fixture("bn_stride") + "' --bn maybe");
+  EXPECT_NE(bad_bn.code, 0);
+  EXPECT_CONTAINS(bad_bn.err, "--bn");
+  const Result missing = run("info --cfg does_not_exist.cfg");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_CONTAINS(missing.err, "does_not_exist.cfg");
+}
+
+TEST_F(Cli, MalformedCfgNamesFileAndLine) {
+  const std::string cfg = write("bad.cfg",
+                                "[net]\nbatch=2\nwidth=8\nheight=8\nchannels=1\n"
+                                "[convolutional]\nfilters=4\nsize=abc\nactivation=leaky\n[cost]\n");
+  const Result r = run("train --steps 1 --cfg '" + cfg + "' --save-weights out.weights");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "tiletrain: error:");
+  EXPECT_CONTAINS(r.err, "bad.cfg:8:");
+  EXPECT_CONTAINS(r.err, "size");
+  EXPECT_FALSE(fs::exists(path("out.weights")));
+  const Result info = run("info --cfg '" + cfg + "'");
+  EXPECT_EQ(info.code, 2);
+  EXPECT_CONTAINS(info.err, "bad.cfg:8:");
+}
+
+TEST_F(Cli, TrainSavesWeightsOfTheRightSize) {
+  const std::string cfg = fixture("bn_stride");
+  const Result r = run("train --steps 2 --cfg '" + cfg + "' --save-weights out.weights");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "step 1");
+  ASSERT_TRUE(fs::exists(path("out.weights")));
+  const NetSpec net = load_net(cfg);
+  EXPECT_EQ(int64_t(fs::file_size(path("out.weights"))), darknet_weights_bytes(net));
+  EXPECT_EQ(int64_t(fs::file_size(path("out.weights"))), 6420);  // by hand: 20 + 4*(248 + 1216 + 136)
+  Params p(net);
+  load_weights(p, net, path("out.weights"));
+  EXPECT_EQ(p.seen, 2 * net.batch);
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+
+  // Continue from the saved file: the counter of images goes on.
+  const Result r2 = run("train --steps 1 --cfg '" + cfg + "' --weights out.weights --save-weights out2.weights");
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  load_weights(p, net, path("out2.weights"));
+  EXPECT_EQ(p.seen, 3 * net.batch);
+}
+
+TEST_F(Cli, TruncatedWeightsFailAndSaveNothing) {
+  const std::string cfg = fixture("bn_stride");
+  ASSERT_EQ(run("train --steps 1 --cfg '" + cfg + "' --save-weights full.weights").code, 0);
+  const std::string bytes = slurp(path("full.weights"));
+  ASSERT_EQ(bytes.size(), 6420u);
+  write("truncated.weights", bytes.substr(0, 1000));
+  const Result r =
+      run("train --steps 2 --cfg '" + cfg + "' --weights truncated.weights --save-weights out.weights");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "tiletrain: error:");
+  EXPECT_CONTAINS(r.err, "truncated.weights");
+  EXPECT_CONTAINS(r.err, "6420");
+  EXPECT_CONTAINS(r.err, "1000");
+  EXPECT_EQ(r.out.find("step 0"), std::string::npos) << "trained despite bad weights:\n" << r.out;
+  EXPECT_FALSE(fs::exists(path("out.weights")));
+
+  write("long.weights", bytes + std::string(8, '\0'));
+  const Result l = run("train --steps 1 --cfg '" + cfg + "' --weights long.weights --save-weights out.weights");
+  EXPECT_EQ(l.code, 2);
+  EXPECT_CONTAINS(l.err, "6428");
+  EXPECT_CONTAINS(l.err, "6420");
+  EXPECT_FALSE(fs::exists(path("out.weights")));
+}
+
+TEST_F(Cli, BadGrids) {
+  const std::string cfg = fixture("bn_stride");  // 17x19 input
+  for (const char* g : {"0x2", "2x0", "-1x2", "abc", "2x", "2x2x2"}) {
+    const Result r = run(std::string("train --steps 1 --cfg '") + cfg + "' --grid " + g);
+    EXPECT_EQ(r.code, 2) << g << ": " << r.err;
+    EXPECT_CONTAINS(r.err, "tiletrain: error:");
+    EXPECT_CONTAINS(r.err, std::string("'") + g + "'");
+  }
+  // Tiles that would own no rows or columns of the input.
+  for (const char* cmd : {"train --steps 1", "bench --steps 1 --warmup 0", "plan", "verify --steps 1"}) {
+    const Result r = run(std::string(cmd) + " --cfg '" + cfg + "' --grid 50x50");
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out << r.err;
+    EXPECT_CONTAINS(r.err, "50x50");
+    EXPECT_CONTAINS(r.err, "empty");
+  }
+  // 6 rows fit the 17-row input but not layer 3's 5 rows: the message names that layer.
+  const Result r = run("train --steps 1 --cfg '" + cfg + "' --grid 6x1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "layer 3");
+  EXPECT_CONTAINS(r.err, "split 6 ways");
+}
+
+TEST_F(Cli, BadCutAndGroups) {
+  const std::string cfg = fixture("bn_stride");
+  const Result c0 = run("train --steps 1 --cfg '" + cfg + "' --cut 0");
+  EXPECT_EQ(c0.code, 2);
+  EXPECT_CONTAINS(c0.err, "--cut 0");
+  const Result c99 = run("plan --cfg '" + cfg + "' --cut 99");
+  EXPECT_EQ(c99.code, 2);
+  EXPECT_CONTAINS(c99.err, "--cut 99");
+  const Result g = run("train --steps 1 --cfg '" + cfg + "' --groups 0,99");
+  EXPECT_EQ(g.code, 2);
+  EXPECT_CONTAINS(g.err, "--groups");
+  EXPECT_CONTAINS(g.err, "99");
+  const Result g2 = run("train --steps 1 --cfg '" + cfg + "' --groups 2,1");
+  EXPECT_EQ(g2.code, 2);
+  EXPECT_CONTAINS(g2.err, "--groups");
+  const Result g3 = run("train --steps 1 --cfg '" + cfg + "' --groups x");
+  EXPECT_EQ(g3.code, 2);
+  EXPECT_CONTAINS(g3.err, "--groups");
+}
+
+TEST_F(Cli, BenchJsonLastLine) {
+  const Result r = run("bench --steps 2 --warmup 1 --json --grid 2x2 --cfg '" + fixture("pool_mix") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(last)) << last;
+  for (const char* k : {"step_s", "fwd_s", "bwd_s", "update_s", "peak_rss_mb"}) {
+    ASSERT_TRUE(j.contains(k)) << k << " missing in " << last;
+    EXPECT_TRUE(j[k].is_number()) << k;
+    EXPECT_GE(j[k].get<double>(), 0) << k;
+  }
+  EXPECT_GT(j["step_s"].get<double>(), 0);
+  EXPECT_GT(j["peak_rss_mb"].get<double>(), 0);
+  EXPECT_LE(j["fwd_s"].get<double>() + j["bwd_s"].get<double>(), 2 * j["step_s"].get<double>() + 1e-3);
+}
+
+TEST_F(Cli, PlanJsonParses) {
+  const Result r = run("plan --json --grid 2x3 --cfg '" + fixture("pool_mix") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_EQ(j["tiles"].size(), 6u);
+}
+
+TEST_F(Cli, InfoPrintsALinePerLayer) {
+  for (const char* name : {"bn_stride", "classifier", "fc", "pool_mix"}) {
+    SCOPED_TRACE(name);
+    const std::string cfg = fixture(name);
+    const NetSpec net = load_net(cfg);
+    const Result r = run("info --cfg '" + cfg + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    // Layer rows start with the layer index, then the layer type.
+    std::istringstream in(r.out);
+    std::string line;
+    int rows = 0;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      int index = -1;
+      std::string type;
+      if (!(ls >> index >> type)) continue;
+      ASSERT_EQ(index, rows) << line;
+      ASSERT_LT(size_t(index), net.layers.size());
+      EXPECT_EQ(type.rfind(layer_type_name(net.layers[size_t(index)].type), 0), 0u) << line;
+      ++rows;
+    }
+    EXPECT_EQ(rows, int(net.layers.size())) << r.out;
+    EXPECT_CONTAINS(r.out, "total");
+  }
+}
+
+TEST_F(Cli, VerifySmallGrid) {
+  const Result r = run("verify --steps 1 --grid 2x2 --cfg '" + fixture("bn_stride") + "'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "OK");
+}
+
+}  // namespace
+}  // namespace tt

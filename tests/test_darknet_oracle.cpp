@@ -1,0 +1,257 @@
+// Inference against Darknet itself (tests/oracle: Debian's libdarknet behind the
+// darknet_forward driver). Each case trains a few steps with tiletrain on random data,
+// so the weights are no longer the initial ones, saves them with tt::save_weights,
+// lets Darknet load the same cfg + .weights and run the same input, and compares the
+// output with Trainer::predict. This checks the .weights layout (array order, header),
+// the cfg semantics (padding, odd sizes, defaults) and the inference arithmetic at once.
+//
+// Batch-norm: Darknet's inference normalizes with (x - mean) / (sqrt(var) + 1e-6), while
+// tiletrain (like its training forward and PyTorch) uses (x - mean) / sqrt(var + 1e-5);
+// see tests/oracle/README.md (b). The relative difference of the two is about
+// 5e-6/var + 1e-6/sqrt(var): for variances of order 1 (a few training steps from the initial
+// 1) it is ~5e-6 per layer, but rolling variances can be anything after real training and
+// for var ~ 1e-3 it is ~0.5%. The BN case therefore sets the rolling variances to
+// 1e2..1e3 (difference < 1e-7, far below the 1e-4 tolerance) and the scales to 5..20 so
+// the normalized signal keeps a useful magnitude; what is compared is then the layout and
+// the use of scales, means, variances and biases, not the choice of epsilon.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/trainer.hpp"
+#include "model/params.hpp"
+#include "test_util.hpp"
+#include "util/dump.hpp"
+
+namespace tt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kTol = 1e-4;
+
+struct Case {
+  std::string name;
+  std::string cfg;
+  bool big_bn_variance = false;
+  std::vector<std::pair<int, int>> grids = {{1, 1}};
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+const std::string kTrainKeys = "learning_rate=0.02\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=100\n";
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  // Every activation, maxpool 2/2 on odd sizes (13x11 -> 7x6), stride-2 3x3 conv, 1x1 conv.
+  c.push_back({"conv_acts",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=11\nheight=13\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nfilters=8\nsize=3\nstride=2\npad=1\nactivation=relu\n"
+                   "[convolutional]\nfilters=5\nsize=1\nstride=1\nactivation=logistic\n"
+                   "[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+                   "[cost]\ntype=sse\n",
+               false,
+               {{1, 1}, {2, 2}}});
+  // Valid stride-2 conv, "same" 3/1 maxpool, 2/2 maxpool on odd size, 1x1 conv, two
+  // connected layers with dropout between them, softmax; subdivisions=2.
+  c.push_back({"classifier",
+               "[net]\nbatch=4\nsubdivisions=2\nwidth=15\nheight=15\nchannels=2\n" + kTrainKeys +
+                   "[convolutional]\nfilters=8\nsize=3\nstride=2\nactivation=leaky\n"
+                   "[maxpool]\nsize=3\nstride=1\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nfilters=6\nsize=1\nstride=1\npad=1\nactivation=relu\n"
+                   "[connected]\noutput=12\nactivation=leaky\n"
+                   "[dropout]\nprobability=0.25\n"
+                   "[connected]\noutput=5\nactivation=linear\n"
+                   "[softmax]\ngroups=1\n",
+               false,
+               {{1, 1}, {2, 1}}});
+  // 5x5 conv (pad=1 -> padding 2), stride-2 conv to an even/odd map, avgpool,
+  // connected logistic, softmax.
+  c.push_back({"avgpool_head",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=12\nheight=9\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nfilters=7\nsize=5\nstride=1\npad=1\nactivation=logistic\n"
+                   "[convolutional]\nfilters=10\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+                   "[avgpool]\n"
+                   "[connected]\noutput=6\nactivation=logistic\n"
+                   "[softmax]\n",
+               false});
+  // Plain connected net on an image input.
+  c.push_back({"connected_only",
+               "[net]\nbatch=3\nsubdivisions=1\nwidth=5\nheight=4\nchannels=2\n" + kTrainKeys +
+                   "[convolutional]\nfilters=3\nsize=3\npad=1\nactivation=relu\n"
+                   "[connected]\noutput=9\nactivation=relu\n"
+                   "[connected]\noutput=4\nactivation=linear\n"
+                   "[cost]\n",
+               false});
+  // Batch-norm convs (see the note on epsilon at the top).
+  c.push_back({"batchnorm",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=13\nheight=11\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=1\n"
+                   "[convolutional]\nbatch_normalize=1\nfilters=6\nsize=3\nstride=2\npad=1\nactivation=relu\n"
+                   "[convolutional]\nbatch_normalize=1\nfilters=5\nsize=1\nstride=1\nactivation=logistic\n"
+                   "[convolutional]\nfilters=4\nsize=1\nstride=1\npad=1\nactivation=linear\n"
+                   "[cost]\n",
+               true,
+               {{1, 1}, {2, 2}}});
+  return c;
+}
+
+class DarknetOracle : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built (libdarknet missing)";
+    dir_ = fs::temp_directory_path() / ("tt_darknet_oracle_" + std::to_string(getpid()) + "_" + GetParam().name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+
+  // Runs darknet_forward; returns its exit status and fills `err` with its stderr.
+  int run_darknet(const std::string& cfg, const std::string& weights, const std::string& in, const std::string& out,
+                  std::string& err) {
+    const std::string err_file = path("darknet.stderr");
+    const std::string cmd = std::string("'") + DARKNET_FORWARD + "' '" + cfg + "' '" + weights + "' '" + in + "' '" +
+                            out + "' >/dev/null 2>'" + err_file + "'";
+    const int status = std::system(cmd.c_str());
+    std::ifstream e(err_file);
+    err.assign(std::istreambuf_iterator<char>(e), {});
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  fs::path dir_;
+};
+
+void fill_batch(const NetSpec& net, int n, std::mt19937_64& rng, std::vector<float>& input, std::vector<float>& truth) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  input.resize(size_t(n * net.input().size()));
+  for (auto& v : input) v = d(rng);
+  const int64_t k = net.output().size();
+  truth.assign(size_t(n * k), 0.f);
+  if (net.layers.back().type == LayerType::Softmax) {
+    for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
+  } else {
+    for (auto& v : truth) v = 0.5f * d(rng);
+  }
+}
+
+TEST_P(DarknetOracle, PredictMatchesDarknet) {
+  const Case& c = GetParam();
+  const std::string cfg_path = path(c.name + ".cfg");
+  {
+    std::ofstream f(cfg_path);
+    f << c.cfg;
+  }
+  NetSpec net = load_net(cfg_path);
+  Params params(net);
+  init_params(params, net, 17);
+  LocalComm comm;
+  std::mt19937_64 rng(12345);
+  std::vector<float> input, truth;
+  {
+    // A few training steps so that biases, BN scales and running statistics move away
+    // from their initial values.
+    Trainer tr(net, params, TrainOptions{}, comm);
+    for (int step = 0; step < 3; ++step) {
+      fill_batch(net, net.batch, rng, input, truth);
+      tr.train_step(input.data(), truth.data());
+    }
+  }
+  if (c.big_bn_variance) {
+    std::uniform_real_distribution<float> var(100.f, 1000.f), mean(-1.f, 1.f), scale(5.f, 20.f);
+    for (const auto& l : net.layers) {
+      if (!l.batch_normalize) continue;
+      const ParamSlice& s = params.slices[l.index];
+      for (auto& v : params.rolling_var[l.index]) v = var(rng);
+      for (auto& v : params.rolling_mean[l.index]) v = mean(rng);
+      for (int64_t i = 0; i < s.n_out; ++i) params.values[size_t(s.scales + i)] = (i % 2 ? -1 : 1) * scale(rng);
+    }
+  }
+  // Biases are zero at init and move little in 3 steps: make them non-trivial too.
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& s = params.slices[l.index];
+    std::uniform_real_distribution<float> b(-0.3f, 0.3f);
+    for (int64_t i = 0; i < s.n_out; ++i) params.values[size_t(s.biases + i)] += b(rng);
+  }
+  const std::string weights = path("trained.weights");
+  save_weights(params, net, weights);
+
+  const int n = net.micro_batch();
+  std::vector<float> x(size_t(n * net.input().size()));
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  write_dump(path("input.bin"), {{"input", {{n, net.channels, net.height, net.width}, x}}});
+  std::string err;
+  const int rc = run_darknet(cfg_path, weights, path("input.bin"), path("output.bin"), err);
+  ASSERT_EQ(rc, 0) << "darknet_forward failed:\n" << err;
+  const Dump out = read_dump(path("output.bin"));
+  ASSERT_TRUE(out.count("output"));
+  const DumpTensor& ref = out.at("output");
+  const size_t count = size_t(n * net.output().size());
+  ASSERT_EQ(ref.data.size(), count);
+  ASSERT_FALSE(ref.dims.empty());
+  EXPECT_EQ(ref.dims[0], n);
+
+  // Not a trivially constant output (e.g. a dead ReLU net would compare equal anyway).
+  double spread = 0;
+  for (size_t i = 1; i < count; ++i) spread = std::max(spread, double(std::fabs(ref.data[i] - ref.data[0])));
+  EXPECT_GT(spread, 1e-3) << "Darknet's output is nearly constant; the comparison would prove little";
+
+  for (auto [rows, cols] : c.grids) {
+    SCOPED_TRACE("grid " + std::to_string(rows) + "x" + std::to_string(cols));
+    Params loaded(net);
+    load_weights(loaded, net, weights);  // predict from the file Darknet read, not from memory
+    TrainOptions opt;
+    opt.rows = rows;
+    opt.cols = cols;
+    Trainer tr(net, loaded, opt, comm);
+    const float* got = tr.predict(x.data());
+    const double diff = test::rel_diff(got, ref.data.data(), count);
+    EXPECT_LE(diff, kTol) << "relative difference to Darknet " << diff;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cfgs, DarknetOracle, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Darknet must refuse a file that does not match the cfg (the driver checks the size),
+// so a matching run above is not an accident of lenient loading.
+TEST(DarknetOracleSanity, RefusesWeightsOfAnotherCfg) {
+  if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built";
+  const fs::path dir = fs::temp_directory_path() / ("tt_darknet_oracle_sanity_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string head = "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n";
+  const std::string a = head + "[convolutional]\nfilters=2\nsize=3\npad=1\nactivation=linear\n[cost]\n";
+  const std::string b = head + "[convolutional]\nfilters=3\nsize=3\npad=1\nactivation=linear\n[cost]\n";
+  {
+    std::ofstream(dir / "b.cfg") << b;
+  }
+  NetSpec net = parse_net(a, "a.cfg");
+  Params p(net);
+  init_params(p, net, 1);
+  save_weights(p, net, (dir / "a.weights").string());
+  write_dump((dir / "in.bin").string(), {{"input", {{1, 1, 5, 5}, std::vector<float>(25, 1.f)}}});
+  const std::string cmd = std::string("'") + DARKNET_FORWARD + "' '" + (dir / "b.cfg").string() + "' '" +
+                          (dir / "a.weights").string() + "' '" + (dir / "in.bin").string() + "' '" +
+                          (dir / "out.bin").string() + "' >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_NE(status, 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tt
