@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "layers/conv1x1.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
@@ -19,6 +20,8 @@ struct Segment::LayerState {
   const LayerSpec* spec = nullptr;
   int in_cb = 16, out_cb = 16;
   bool pointwise = false;  // conv followed by batch-norm and/or a non-linear activation
+  bool own_1x1 = false;    // forward by conv1x1_forward (grid-independent rounding)
+  Buffer packed_1x1;
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   // folded batch-norm (or identity) per channel: z = act(a*y + b)
@@ -55,6 +58,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     cb = st->out_cb;
     if (s.type == LayerType::Conv) {
       st->pointwise = s.batch_normalize || s.act != Act::Linear;
+      st->own_1x1 = s.win.size == 1 && s.win.stride == 1 && s.win.pad == 0 && st->in_cb == 16;
+      if (st->own_1x1) st->packed_1x1 = Buffer(size_t(conv1x1_packed_size(s.out.c, s.in.c)));
       st->weights = std::make_unique<WeightCache>(
           ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw));
       const int C = padded(s.out.c);
@@ -89,7 +94,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     };
     for (int t = 0; t < T; ++t) {
       const TileLayer& x = plan_.at(t, l);
-      request(x.fwd, ConvKernel::kFwd);
+      if (!L.own_1x1) request(x.fwd, ConvKernel::kFwd);
       request(x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
@@ -139,7 +144,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
           ts->z[i] = make(s.out.c, 16, x.fwd);
         else
           ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // lives in the scratch p
-        ts->fwd[i] = find_kernel(L, s, x.fwd);
+        if (!L.own_1x1) ts->fwd[i] = find_kernel(L, s, x.fwd);
         ts->bwd_weights[i] = find_kernel(L, s, x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
         // backward-weights reads the owned box and its window: crops when the buffers are larger
@@ -188,8 +193,12 @@ size_t Segment::buffer_bytes() const {
 }
 
 void Segment::refresh_weights() {
-  for (auto& L : layers_)
-    if (L->weights) L->weights->refresh(params_.values.data() + params_.slices[L->spec->index].weights);
+  for (auto& L : layers_) {
+    if (!L->weights) continue;
+    const float* w = params_.values.data() + params_.slices[L->spec->index].weights;
+    L->weights->refresh(w);
+    if (L->own_1x1) pack_conv1x1_weights(w, L->spec->out.c, L->spec->in.c, L->packed_1x1.data());
+  }
 }
 
 bool Segment::input_aliases(int t, int l) const {
@@ -234,7 +243,12 @@ void Segment::forward_layer(int l, bool training) {
       copy_region(ts.z[i - 1], ts.in[i], x.in);  // crop of the previous output
     if (s.type == LayerType::Conv) {
       const ParamSlice& ps = params_.slices[s.index];
-      ts.fwd[i]->forward(ts.in[i].data, params_.values.data() + ps.biases, ts.y[i].data);
+      const float* bias = params_.values.data() + ps.biases;
+      if (L.own_1x1)
+        conv1x1_forward(ts.in[i].data, L.packed_1x1.data(), s.batch_normalize ? nullptr : bias, ts.y[i].data, batch_,
+                        s.in.c, s.out.c, plan_.at(t, l).fwd.area());
+      else
+        ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
     } else {
       maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win, s.in.w);
     }
