@@ -25,7 +25,7 @@ struct Segment::LayerState {
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   // folded batch-norm (or identity) per channel: z = act(a*y + b)
-  std::vector<float> a, b, k1, k2, k3;
+  std::vector<float> a, b, k1, k2, k3, mean_f;
   std::vector<double> mean, rstd, s1, s2;
 };
 
@@ -68,6 +68,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       st->k1.assign(C, 0.f);
       st->k2.assign(C, 0.f);
       st->k3.assign(C, 0.f);
+      st->mean_f.assign(C, 0.f);
       st->mean.assign(C, 0.);
       st->rstd.assign(C, 1.);
       st->s1.assign(2 * C, 0.);
@@ -292,6 +293,7 @@ void Segment::bn_forward(int l, bool training) {
     }
   }
   for (int c = 0; c < C; ++c) {
+    L.mean_f[c] = float(L.mean[c]);
     L.a[c] = float(gamma[c] * L.rstd[c]);
     L.b[c] = float(beta[c] - gamma[c] * L.rstd[c] * L.mean[c]);
   }
@@ -459,7 +461,7 @@ void Segment::bn_backward(int l) {
     if (bn_ == BnMode::Sync) {
       L.k1[c] = float(g * r);
       L.k2[c] = float(-g * r * r * L.s2[C + c] / M);
-      L.k3[c] = float(-g * r * L.s2[c] / M + g * r * r * L.mean[c] * L.s2[C + c] / M);
+      L.k3[c] = float(-g * r * L.s2[c] / M);
     } else {
       L.k1[c] = float(g * r);
       L.k2[c] = 0.f;
@@ -467,7 +469,8 @@ void Segment::bn_backward(int l) {
     }
   }
   for (int t = 0; t < plan_.tiles_count(); ++t)
-    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], tiles_[t]->cur.box, L.k1.data(), L.k2.data(), L.k3.data());
+    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], tiles_[t]->cur.box, L.k1.data(), L.k2.data(), L.k3.data(),
+                      L.mean_f.data());
 }
 
 }  // namespace tt

@@ -133,19 +133,22 @@ void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const 
                   double* sum_g, double* sum_gx) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
-      float m[B], rs[B], sg[B] = {}, sgx[B] = {};
+      // Double throughout, as in channel_sums: these sums set the mean-removal terms of
+      // every delta, which then cancel inside the next weight gradient.
+      double m[B], rs[B], sg[B] = {}, sgx[B] = {};
       for (int c = 0; c < B; ++c) {
         bool real = blk * B + c < g.c;
-        m[c] = real ? float(mean[blk * B + c]) : 0.f;
-        rs[c] = real ? float(rstd[blk * B + c]) : 0.f;
+        m[c] = real ? mean[blk * B + c] : 0.;
+        rs[c] = real ? rstd[blk * B + c] : 0.;
       }
       for (int yy = r.y0; yy < r.y1; ++yy) {
         const float* d = g.at(s, blk, yy, r.x0);
         const float* p = y.at(s, blk, yy, r.x0);
         for (int i = 0; i < r.w(); ++i)
           for (int c = 0; c < B; ++c) {
-            sg[c] += d[i * B + c];
-            sgx[c] += d[i * B + c] * (p[i * B + c] - m[c]) * rs[c];
+            const double dv = d[i * B + c];
+            sg[c] += dv;
+            sgx[c] += dv * (p[i * B + c] - m[c]) * rs[c];
           }
       }
       for (int c = 0; c < B && blk * B + c < g.c; ++c) {
@@ -156,21 +159,22 @@ void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const 
 }
 
 void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
-                       const float* k3) {
+                       const float* k3, const float* mean) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
-      float a[B], b[B], c3[B];
+      float a[B], b[B], c3[B], m[B];
       for (int c = 0; c < B; ++c) {
         bool real = blk * B + c < g.c;
         a[c] = real ? k1[blk * B + c] : 0.f;
         b[c] = real ? k2[blk * B + c] : 0.f;
         c3[c] = real ? k3[blk * B + c] : 0.f;
+        m[c] = real ? mean[blk * B + c] : 0.f;
       }
       for (int yy = r.y0; yy < r.y1; ++yy) {
         float* d = g.at(s, blk, yy, r.x0);
         const float* p = y.at(s, blk, yy, r.x0);
         for (int i = 0; i < r.w(); ++i)
-          for (int c = 0; c < B; ++c) d[i * B + c] = a[c] * d[i * B + c] + b[c] * p[i * B + c] + c3[c];
+          for (int c = 0; c < B; ++c) d[i * B + c] = a[c] * d[i * B + c] + b[c] * (p[i * B + c] - m[c]) + c3[c];
       }
     }
 }
