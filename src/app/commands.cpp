@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "engine/trainer.hpp"
@@ -48,6 +50,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.cut = o.cut;
   t.bn = o.bn == "frozen" ? BnMode::Frozen : BnMode::Sync;
   t.seed = o.seed;
+  t.tiles_per_rank = o.tiles_per_rank;
   return t;
 }
 
@@ -161,16 +164,16 @@ int cmd_plan(const RunOptions& o) {
   return 0;
 }
 
-int cmd_bench(const RunOptions& o, int steps, int warmup) {
+int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   NetSpec net = load(o);
   Params params(net);
   init_params(params, net, o.seed);
-  LocalComm comm;
   Trainer trainer(net, params, train_options(o), comm);
+  const bool root = trainer.root();
   std::vector<float> input, truth;
   synthetic(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
-  std::vector<double> step, fwd, bwd, upd, halo;
+  std::vector<double> step, fwd, bwd, upd, halo, wts, io;
   for (int i = 0; i < steps; ++i) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
@@ -180,44 +183,85 @@ int cmd_bench(const RunOptions& o, int steps, int warmup) {
     bwd.push_back(t.bwd);
     upd.push_back(t.update);
     halo.push_back(t.halo);
-    if (!o.json)
-      std::printf("step %d: %.4f s (forward %.4f, backward %.4f, update %.4f, halo copies %.4f)\n", i, t.total, t.fwd,
-                  t.bwd, t.update, t.halo);
+    wts.push_back(t.weights);
+    io.push_back(t.io);
+    if (!o.json && root)
+      std::printf("step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
+                  t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
   }
+  // Per-rank medians and memory, collected on every rank.
   const double rss = peak_rss_mb();
-  std::printf("median step %.4f s over %d steps (forward %.4f, backward %.4f, update %.4f), peak RSS %.1f MB, "
-              "%d thread(s), grid %s\n",
-              median(step), steps, median(fwd), median(bwd), median(upd), rss, o.threads, o.grid.c_str());
+  const auto all_step = comm.all_gather(median(step)), all_fwd = comm.all_gather(median(fwd)),
+             all_bwd = comm.all_gather(median(bwd)), all_halo = comm.all_gather(median(halo)),
+             all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
+             all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss);
+  const Trainer::Memory mem = trainer.memory();
+  const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
+             all_filters = comm.all_gather(mem.filters_mb), all_msgs = comm.all_gather(mem.messages_mb);
+  const auto hosts = comm.all_hosts();
+  if (!root) return 0;
+  std::map<std::string, double> per_host;
+  for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]] += all_rss[r];
+  double host_max = 0;
+  for (auto& [h, v] : per_host) host_max = std::max(host_max, v);
+  const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
+  auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  std::printf("%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s\n", "rank", "host", "step s", "fwd", "bwd",
+              "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters", "other");
+  for (size_t r = 0; r < hosts.size(); ++r)
+    std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
+                hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
+                all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
+                all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
+  std::printf("median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
+              "(largest rank), %.1f MB (largest host sum)\n",
+              median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
   if (o.json) {
-    nlohmann::json j{{"cfg", o.cfg},         {"batch", net.batch},       {"threads", o.threads},
-                     {"grid", o.grid},       {"groups", o.groups},       {"steps", steps},
-                     {"step_s", median(step)}, {"fwd_s", median(fwd)},   {"bwd_s", median(bwd)},
-                     {"update_s", median(upd)}, {"halo_s", median(halo)}, {"peak_rss_mb", rss},
-                     {"buffers_mb", trainer.buffer_bytes() / 1048576.0}};
+    nlohmann::json j{{"cfg", o.cfg},
+                     {"batch", net.batch},
+                     {"threads", o.threads},
+                     {"ranks", comm.size()},
+                     {"grid", o.grid},
+                     {"groups", o.groups},
+                     {"steps", steps},
+                     {"step_s", median(step)},
+                     {"fwd_s", mx(all_fwd)},
+                     {"bwd_s", mx(all_bwd)},
+                     {"update_s", mx(all_upd)},
+                     {"halo_s", mx(all_halo)},
+                     {"weights_s", mx(all_wts)},
+                     {"io_s", mx(all_io)},
+                     {"peak_rss_mb", rss},
+                     {"peak_rss_mb_max", rss_max},
+                     {"peak_rss_mb_host", host_max},
+                     {"maps_mb_max", mx(all_maps)},
+                     {"deltas_mb_max", mx(all_deltas)},
+                     {"filters_mb", mem.filters_mb}};
     std::cout << j.dump() << std::endl;
   }
   return 0;
 }
 
-int cmd_train(const RunOptions& o, int steps, const std::string& weights_in, const std::string& weights_out) {
+int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in, const std::string& weights_out) {
   NetSpec net = load(o);
   Params params(net);
   if (weights_in.empty())
     init_params(params, net, o.seed);
   else
     load_weights(params, net, weights_in);
-  LocalComm comm;
   Trainer trainer(net, params, train_options(o), comm);
   std::vector<float> input, truth;
   for (int i = 0; i < steps; ++i) {
     synthetic(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
     trainer.reset_times();
     const double loss = trainer.train_step(input.data(), truth.data());
-    std::printf("step %d: loss %.6g (%.3f s), %lld images seen\n", i, loss / net.batch, trainer.times().total,
-                (long long)params.seen);
-    std::fflush(stdout);
+    if (trainer.root()) {
+      std::printf("step %d: loss %.6g (%.3f s), %lld images seen\n", i, loss / net.batch, trainer.times().total,
+                  (long long)params.seen);
+      std::fflush(stdout);
+    }
   }
-  if (!weights_out.empty()) {
+  if (!weights_out.empty() && trainer.root()) {
     save_weights(params, net, weights_out);
     std::printf("saved %s\n", weights_out.c_str());
   }
@@ -235,7 +279,7 @@ double rel_diff(const float* a, const float* b, size_t n) {
 }
 }  // namespace
 
-int cmd_verify(const RunOptions& o, int steps) {
+int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   NetSpec net = load(o);
   Params p_tiled(net);
   init_params(p_tiled, net, o.seed);
@@ -246,8 +290,11 @@ int cmd_verify(const RunOptions& o, int steps) {
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
   ropt.cut = -1;
-  LocalComm comm;
-  Trainer tiled(net, p_tiled, topt, comm), ref(net, p_ref, ropt, comm);
+  // The reference runs untiled in the root process; the tiled run uses every process.
+  LocalComm local;
+  Trainer tiled(net, p_tiled, topt, comm);
+  std::unique_ptr<Trainer> ref_holder;
+  if (tiled.root()) ref_holder = std::make_unique<Trainer>(net, p_ref, ropt, local);
   const int n = net.micro_batch();
   const size_t out_n = size_t(n * net.output().size()), in_n = size_t(n * net.input().size());
   double d_out = 0, d_delta = 0, d_grad = 0, d_w = 0;
@@ -263,21 +310,28 @@ int cmd_verify(const RunOptions& o, int steps) {
     for (int sub = 0; sub < net.subdivisions; ++sub) {
       synthetic(net, n, o.seed * 7919 + uint64_t(k * 131 + sub), input, truth);
       tiled.forward_backward(input.data(), truth.data());
+      if (!tiled.root()) continue;
+      Trainer& ref = *ref_holder;
       ref.forward_backward(input.data(), truth.data());
       d_out = std::max(d_out, rel_diff(tiled.output(), ref.output(), out_n));
       d_delta = std::max(d_delta, rel_diff(tiled.input_delta(), ref.input_delta(), in_n));
     }
+    // The tiled gradient is whole only once update() has summed it across processes:
+    // compare that sum (last_grad) with the reference's before its own update.
+    tiled.update();
+    if (!tiled.root()) continue;
+    Trainer& ref = *ref_holder;
     for (const auto& l : net.layers) {
       if (!l.has_params()) continue;
       const ParamSlice& s = p_ref.slices[l.index];
-      const float *a = tiled.grad().data(), *b = ref.grad().data();
+      const float *a = tiled.last_grad().data(), *b = ref.grad().data();
       track(d_grad, worst_grad_layer, rel_diff(a + s.weights, b + s.weights, s.n_weights), l.index);
       track(d_grad, worst_grad_layer, rel_diff(a + s.biases, b + s.biases, s.n_out), l.index);
       if (s.scales >= 0) track(d_grad, worst_grad_layer, rel_diff(a + s.scales, b + s.scales, s.n_out), l.index);
     }
-    tiled.update();
     ref.update();
   }
+  double verdict = 0;
   for (const auto& l : net.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& s = p_ref.slices[l.index];
@@ -291,6 +345,7 @@ int cmd_verify(const RunOptions& o, int steps) {
     }
   }
   const double tol = 1e-5;
+  if (tiled.root()) {
   std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
               o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
   std::printf("  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor):\n");
@@ -299,7 +354,10 @@ int cmd_verify(const RunOptions& o, int steps) {
               d_out, d_delta, d_grad, worst_grad_layer, steps, d_w, worst_w_layer);
   const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
   std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
-  return ok ? 0 : 1;
+  verdict = ok ? 0 : 1;
+  }
+  comm.broadcast(&verdict, 1, kRoot);
+  return verdict == 0 ? 0 : 1;
 }
 
 }  // namespace tt

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/comm.hpp"
+
 namespace tt {
 
 struct RunOptions {
@@ -17,12 +19,13 @@ struct RunOptions {
   std::string size;         // HxW; empty: the cfg's
   uint64_t seed = 1;
   bool json = false;
+  int tiles_per_rank = 1;
 };
 
 int cmd_info(const RunOptions& o);
 int cmd_plan(const RunOptions& o);
-int cmd_bench(const RunOptions& o, int steps, int warmup);
-int cmd_train(const RunOptions& o, int steps, const std::string& weights_in, const std::string& weights_out);
-int cmd_verify(const RunOptions& o, int steps);
+int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
+int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in, const std::string& weights_out);
+int cmd_verify(const RunOptions& o, Comm& comm, int steps);
 
 }  // namespace tt

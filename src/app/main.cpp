@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "comm/mpi_comm.hpp"
 #include "util/error.hpp"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,9 @@ int main(int argc, char** argv) {
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
     c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")->check(CLI::IsMember({"sync", "frozen"}));
     c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str();
+    c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
   };
 
   auto* info = app.add_subcommand("info", "layer table: shapes, parameters, GFLOPs, activation memory");
@@ -52,18 +56,33 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Under mpirun every process runs this; an error on any of them ends all of them.
+  std::unique_ptr<MpiComm> mpi;
+  LocalComm local;
+  Comm* comm = &local;
+  auto report = [&](const char* kind, const char* what, int code) {
+    if (mpi)
+      std::cerr << "tiletrain: " << kind << " (rank " << mpi->rank() << " of " << mpi->size() << " on " << mpi->host()
+                << "): " << what << std::endl;
+    else
+      std::cerr << "tiletrain: " << kind << ": " << what << std::endl;
+    if (mpi && mpi->size() > 1) mpi->abort(code);
+    return code;
+  };
   try {
+    if (launched_by_mpirun()) {
+      mpi = std::make_unique<MpiComm>(&argc, &argv);
+      comm = mpi.get();
+    }
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o);
-    if (*bench) return cmd_bench(o, steps, warmup);
-    if (*train) return cmd_train(o, steps, weights_in, weights_out);
-    if (*verify) return cmd_verify(o, steps);
+    if (*bench) return cmd_bench(o, *comm, steps, warmup);
+    if (*train) return cmd_train(o, *comm, steps, weights_in, weights_out);
+    if (*verify) return cmd_verify(o, *comm, steps);
   } catch (const tt::Error& e) {
-    std::cerr << "tiletrain: error: " << e.what() << "\n";
-    return 2;
+    return report("error", e.what(), 2);
   } catch (const std::exception& e) {
-    std::cerr << "tiletrain: internal error: " << e.what() << "\n";
-    return 3;
+    return report("internal error", e.what(), 3);
   }
   return 0;
 }

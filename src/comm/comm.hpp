@@ -1,9 +1,12 @@
 // What tiles need from each other, as one small interface: sums across processes
-// (gradients once per batch, batch-norm statistics per layer) and the process layout.
-// LocalComm is the single-process implementation: every tile lives in this process,
-// so halo exchange, scatter and gather are plain copies done by the engine.
+// (gradients once per batch, batch-norm statistics per layer), non-blocking
+// point-to-point messages (halos, scatter and gather at the cut) and the process
+// layout. LocalComm is the single-process implementation, where every tile lives in
+// this process and the engine moves data by plain copies; MpiComm runs on Open MPI.
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace tt {
 
@@ -12,16 +15,38 @@ class Comm {
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  virtual std::string host() const = 0;
   virtual void allreduce_sum(double* data, size_t n) = 0;
   virtual void allreduce_sum(float* data, size_t n) = 0;
+  // Post messages, then wait for all of them; `tag` tells apart the messages of one
+  // exchange (the engine completes each exchange before starting the next).
+  virtual void isend(const float* data, size_t n, int to, int tag) = 0;
+  virtual void irecv(float* data, size_t n, int from, int tag) = 0;
+  virtual void wait_all() = 0;
+  virtual void broadcast(double* data, size_t n, int root) = 0;
+  // Every rank's value, on every rank.
+  virtual std::vector<double> all_gather(double v) = 0;
+  virtual std::vector<std::string> all_hosts() = 0;
+  virtual void barrier() = 0;
 };
 
 class LocalComm final : public Comm {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  std::string host() const override;
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(float*, size_t) override {}
+  void isend(const float*, size_t, int, int) override;
+  void irecv(float*, size_t, int, int) override;
+  void wait_all() override {}
+  void broadcast(double*, size_t, int) override {}
+  std::vector<double> all_gather(double v) override { return {v}; }
+  std::vector<std::string> all_hosts() override { return {host()}; }
+  void barrier() override {}
 };
+
+// True when this process was started by mpirun (Open MPI sets OMPI_COMM_WORLD_SIZE).
+bool launched_by_mpirun();
 
 }  // namespace tt

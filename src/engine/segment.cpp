@@ -43,10 +43,13 @@ struct Segment::TileState {
 };
 
 Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-                 BnMode bn, bool need_input_delta)
+                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank)
     : ctx_(ctx), net_(net), params_(params), grad_(grad), plan_(std::move(plan)), batch_(batch), in_cb_(in_cb), bn_(bn),
-      need_input_delta_(need_input_delta) {
+      need_input_delta_(need_input_delta), comm_(comm), tile_rank_(std::move(tile_rank)) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
+  if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
+  for (int t = 0; t < T; ++t)
+    if (tile_rank_[t] == comm.rank()) local_.push_back(t);
   // Layouts and per-layer state.
   int cb = in_cb;
   for (int l = first; l < last; ++l) {
@@ -93,7 +96,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         }
       want.push_back({g, kind});
     };
-    for (int t = 0; t < T; ++t) {
+    for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
       if (!L.own_1x1) request(x.fwd, ConvKernel::kFwd);
       request(x.own, ConvKernel::kBwdWeights);
@@ -105,6 +108,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   // Buffers per tile.
   size_t max_crop_src = 0, max_crop_dst = 0;
   for (int t = 0; t < T; ++t) {
+    if (tile_rank_[t] != comm.rank()) {
+      tiles_.push_back(nullptr);  // another process runs this tile
+      continue;
+    }
     auto ts = std::make_unique<TileState>();
     ts->in.resize(last - first);
     ts->y.resize(last - first);
@@ -160,7 +167,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     }
     tiles_.push_back(std::move(ts));
   }
-  for (int t = 0; t < T; ++t) {
+  for (int t : local_) {
     TileState& ts = *tiles_[t];
     size_t need[2] = {0, 0};
     simulate_backward(t, need);
@@ -173,9 +180,40 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int i = 0; i < last - first; ++i)
       if (!ts.z[i].data) ts.z[i].data = ts.buf[big].data();
   }
-  for (int t = 0; t < T; ++t)
+  for (int t : local_)
     for (int l = first + 1; l < last; ++l)
       if (input_aliases(t, l)) tiles_[t]->in[l - first] = tiles_[t]->z[l - 1 - first];
+  // Message buffers for the pieces that cross processes, sized once.
+  auto piece_buffers = [&](const std::vector<Piece>& pieces, int c, int cbk, std::vector<Buffer>& bufs) {
+    bufs.clear();
+    for (const Piece& pc : pieces) {
+      const bool mine = tile_rank_[pc.from] == comm.rank() || tile_rank_[pc.to] == comm.rank();
+      const bool remote = tile_rank_[pc.from] != tile_rank_[pc.to];
+      bufs.emplace_back(mine && remote ? size_t(tensor_floats(batch, c, cbk, pc.box)) : 0);
+    }
+  };
+  fwd_bufs_.resize(last - first);
+  bwd_bufs_.resize(last - first);
+  for (int l = first + 1; l < last; ++l) {
+    const LayerState& prev = *layers_[l - 1 - first];
+    piece_buffers(plan_.fwd_halo[l - first], prev.spec->out.c, prev.out_cb, fwd_bufs_[l - first]);
+    piece_buffers(plan_.bwd_halo[l - first], prev.spec->out.c, prev.out_cb, bwd_bufs_[l - first]);
+  }
+  // Scatter and gather at the segment's ends go through the root process.
+  const LayerState& lf = *layers_[0];
+  const LayerState& ll = *layers_[last - 1 - first];
+  auto root_buffers = [&](int c, int cbk, auto box_of, std::vector<Buffer>& bufs) {
+    bufs.clear();
+    for (int t = 0; t < T; ++t) {
+      const bool remote = tile_rank_[t] != kRoot && (comm.rank() == kRoot || tile_rank_[t] == comm.rank());
+      bufs.emplace_back(remote ? size_t(tensor_floats(batch, c, cbk, box_of(t))) : 0);
+    }
+  };
+  root_buffers(lf.spec->in.c, in_cb, [&](int t) { return plan_.at(t, first).in; }, scatter_in_bufs_);
+  root_buffers(ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).own; }, gather_out_bufs_);
+  root_buffers(ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).delta; }, scatter_delta_bufs_);
+  if (need_input_delta)
+    root_buffers(lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
   crop_src_ = Buffer(max_crop_src);
   crop_dst_ = Buffer(max_crop_dst);
   refresh_weights();
@@ -184,13 +222,95 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
 Segment::~Segment() = default;
 
 size_t Segment::buffer_bytes() const {
-  size_t b = (crop_src_.size() + crop_dst_.size()) * 4;
-  for (auto& ts : tiles_) {
-    for (auto& o : ts->owned) b += o.size() * 4;
-    for (auto& a : ts->argmax) b += a.size() * 4;
-    b += (ts->buf[0].size() + ts->buf[1].size()) * 4;
+  MemoryUse m = memory_use();
+  return m.maps + m.deltas;
+}
+
+Segment::MemoryUse Segment::memory_use() const {
+  MemoryUse m;
+  m.deltas = (crop_src_.size() + crop_dst_.size()) * 4;
+  for (int t : local_) {
+    const TileState& ts = *tiles_[t];
+    for (auto& o : ts.owned) m.maps += o.size() * 4;
+    for (auto& a : ts.argmax) m.maps += a.size() * 4;
+    m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
   }
-  return b;
+  for (const auto* v : {&fwd_bufs_, &bwd_bufs_})
+    for (const auto& bufs : *v)
+      for (const Buffer& b : bufs) m.messages += b.size() * 4;
+  for (const auto* v : {&scatter_in_bufs_, &gather_out_bufs_, &scatter_delta_bufs_, &gather_delta_bufs_})
+    for (const Buffer& b : *v) m.messages += b.size() * 4;
+  return m;
+}
+
+// Moves every piece (cells `box` from tile `from` to tile `to`): a copy when both tiles
+// are here, a message through the per-piece buffer when they are in different processes.
+template <class Src, class Dst>
+void Segment::exchange(const std::vector<Piece>& pieces, std::vector<Buffer>& bufs, int c, int cb, Src src_of,
+                       Dst dst_of) {
+  const int me = comm_.rank();
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& pc = pieces[k];
+    const int from = tile_rank_[pc.from], to = tile_rank_[pc.to];
+    if (from == me && to == me) {
+      const TensorView a = src_of(pc.from), b = dst_of(pc.to);
+      if (a.data != b.data) copy_region(a, b, pc.box);
+    } else if (from == me) {
+      TensorView msg{bufs[k].data(), batch_, c, cb, pc.box};
+      copy_region(src_of(pc.from), msg, pc.box);
+      comm_.isend(msg.data, size_t(msg.size()), to, int(k));
+    } else if (to == me) {
+      comm_.irecv(bufs[k].data(), bufs[k].size(), from, int(k));
+    }
+  }
+  comm_.wait_all();
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& pc = pieces[k];
+    if (tile_rank_[pc.to] == me && tile_rank_[pc.from] != me)
+      copy_region(TensorView{bufs[k].data(), batch_, c, cb, pc.box}, dst_of(pc.to), pc.box);
+  }
+}
+
+// Root's whole map → every tile's `box_of(t)` (written into dst_of(t), whose box is exactly that).
+template <class Box_, class Dst>
+void Segment::scatter(const TensorView& full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Dst dst_of) {
+  const int me = comm_.rank();
+  for (int t = 0; t < plan_.tiles_count(); ++t) {
+    const int r = tile_rank_[t];
+    if (me == kRoot && r == kRoot) {
+      copy_region(full, dst_of(t), box_of(t));
+    } else if (me == kRoot) {
+      TensorView msg{bufs[t].data(), batch_, c, cb, box_of(t)};
+      copy_region(full, msg, msg.box);
+      comm_.isend(msg.data, size_t(msg.size()), r, t);
+    } else if (r == me) {
+      const TensorView d = dst_of(t);
+      comm_.irecv(d.data, size_t(d.size()), kRoot, t);
+    }
+  }
+  comm_.wait_all();
+}
+
+// Every tile's `box_of(t)` of src_of(t) → root's whole map.
+template <class Box_, class Src>
+void Segment::gather(const TensorView* full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Src src_of) {
+  const int me = comm_.rank();
+  for (int t = 0; t < plan_.tiles_count(); ++t) {
+    const int r = tile_rank_[t];
+    if (me == kRoot && r == kRoot) {
+      copy_region(src_of(t), *full, box_of(t));
+    } else if (r == me) {
+      TensorView msg{bufs[t].data(), batch_, c, cb, box_of(t)};
+      copy_region(src_of(t), msg, msg.box);
+      comm_.isend(msg.data, size_t(msg.size()), kRoot, t);
+    } else if (me == kRoot) {
+      comm_.irecv(bufs[t].data(), bufs[t].size(), r, t);
+    }
+  }
+  comm_.wait_all();
+  if (me == kRoot)
+    for (int t = 0; t < plan_.tiles_count(); ++t)
+      if (tile_rank_[t] != kRoot) copy_region(TensorView{bufs[t].data(), batch_, c, cb, box_of(t)}, *full, box_of(t));
 }
 
 void Segment::refresh_weights() {
@@ -214,30 +334,36 @@ TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan
 void Segment::forward(const TensorView& input, bool training) {
   const double t0 = now_s();
   double halo = 0;
+  const int first = plan_.first;
+  const LayerSpec& fs = net_.layers[first];
+  const double s0 = now_s();
+  scatter(input, scatter_in_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.at(t, first).in; },
+          [&](int t) { return input_of(t, first); });
+  const double io = now_s() - s0;
   for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
     const int s = plan_.group_starts[g];
     const int e = g + 1 < plan_.group_starts.size() ? plan_.group_starts[g + 1] : plan_.last;
-    const double h0 = now_s();
-    if (s == plan_.first) {
-      for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(input, input_of(t, s), plan_.at(t, s).in);
-    } else {
-      for (const Piece& pc : plan_.fwd_halo[s - plan_.first]) {
-        const TensorView src = tiles_[pc.from]->z[s - 1 - plan_.first], dst = input_of(pc.to, s);
-        if (src.data != dst.data) copy_region(src, dst, pc.box);
-      }
+    if (s > first) {
+      const double h0 = now_s();
+      const LayerState& prev = *layers_[s - 1 - first];
+      exchange(plan_.fwd_halo[s - first], fwd_bufs_[s - first], prev.spec->out.c, prev.out_cb,
+               [&](int t) { return tiles_[t]->z[s - 1 - first]; }, [&](int t) { return input_of(t, s); });
+      halo += now_s() - h0;
     }
-    halo += now_s() - h0;
     for (int l = s; l < e; ++l) forward_layer(l, training);
   }
   times.halo += halo;
-  times.fwd += now_s() - t0 - halo;
+  times.io += io;
+  times.fwd += now_s() - t0 - halo - io - bn_wait_;
+  times.halo += bn_wait_;
+  bn_wait_ = 0;
 }
 
 void Segment::forward_layer(int l, bool training) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
-  for (int t = 0; t < plan_.tiles_count(); ++t) {
+  for (int t : local_) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
@@ -256,7 +382,7 @@ void Segment::forward_layer(int l, bool training) {
   }
   if (s.type == LayerType::Conv && L.pointwise) {
     if (s.batch_normalize) bn_forward(l, training);
-    for (int t = 0; t < plan_.tiles_count(); ++t) {
+    for (int t : local_) {
       TileState& ts = *tiles_[t];
       affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
     }
@@ -275,9 +401,13 @@ void Segment::bn_forward(int l, bool training) {
   const bool batch_stats = training && bn_ == BnMode::Sync;
   if (batch_stats) {
     std::fill(L.s1.begin(), L.s1.end(), 0.);
-    for (int t = 0; t < plan_.tiles_count(); ++t)
+    for (int t : local_)
       channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
-    // A multi-process Comm would all-reduce L.s1 here (2C doubles).
+    if (comm_.size() > 1) {
+      const double w0 = now_s();
+      comm_.allreduce_sum(L.s1.data(), size_t(2 * C));
+      bn_wait_ += now_s() - w0;
+    }
     const double M = double(batch_) * s.out.h * s.out.w;
     for (int c = 0; c < C; ++c) {
       const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
@@ -299,50 +429,54 @@ void Segment::bn_forward(int l, bool training) {
   }
 }
 
-void Segment::gather_output(const TensorView& out) const {
-  const int i = plan_.last - 1 - plan_.first;
-  for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(tiles_[t]->z[i], out, plan_.at(t, plan_.last - 1).own);
+void Segment::gather_output(const TensorView* out) {
+  const double t0 = now_s();
+  const int l = plan_.last - 1;
+  const LayerState& L = *layers_[l - plan_.first];
+  gather(out, gather_out_bufs_, L.spec->out.c, L.out_cb, [&](int t) { return plan_.at(t, l).own; },
+         [&](int t) { return tiles_[t]->z[l - plan_.first]; });
+  times.io += now_s() - t0;
 }
 
 void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) {
   const double t0 = now_s();
-  double halo = 0;
+  double halo = 0, io = 0;
   const int last = plan_.last - 1;
   const LayerState& Llast = *layers_[last - plan_.first];
-  for (int t = 0; t < plan_.tiles_count(); ++t) {
+  for (int t : local_) {
     TileState& ts = *tiles_[t];
     ts.at = 0;  // the buffer sizes were planned from this start (simulate_backward)
     ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
-    copy_region(delta_out, ts.cur, ts.cur.box);
   }
+  scatter(delta_out, scatter_delta_bufs_, Llast.spec->out.c, Llast.out_cb, [&](int t) { return plan_.at(t, last).delta; },
+          [&](int t) { return tiles_[t]->cur; });
+  io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
-    if (l == plan_.first && !delta_in) {
-      // the input delta is not wanted: only the weight gradients of the first layer
-      backward_layer(l);
-      break;
-    }
     backward_layer(l);
     if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
       const double h0 = now_s();
       const LayerSpec& prev = net_.layers[l - 1];
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
-      for (auto& ts : tiles_) ts->flip();  // q now holds each tile's owned delta
-      for (const Piece& pc : plan_.bwd_halo[l - plan_.first]) {
-        TileState& from = *tiles_[pc.from];
-        TileState& to = *tiles_[pc.to];
-        TensorView src{from.q(), batch_, prev.out.c, cbk, from.cur.box};
-        TensorView dst{to.p(), batch_, prev.out.c, cbk, plan_.at(pc.to, l - 1).delta};
-        copy_region(src, dst, pc.box);
-      }
-      for (int t = 0; t < plan_.tiles_count(); ++t)
+      for (int t : local_) tiles_[t]->flip();  // q now holds each tile's owned delta
+      exchange(plan_.bwd_halo[l - plan_.first], bwd_bufs_[l - plan_.first], prev.out.c, cbk,
+               [&](int t) { return TensorView{tiles_[t]->q(), batch_, prev.out.c, cbk, tiles_[t]->cur.box}; },
+               [&](int t) { return TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta}; });
+      for (int t : local_)
         tiles_[t]->cur = TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
       halo += now_s() - h0;
     }
   }
-  if (delta_in)
-    for (int t = 0; t < plan_.tiles_count(); ++t) copy_region(tiles_[t]->cur, *delta_in, plan_.own_input[t]);
-  times.halo += halo;
-  times.bwd += now_s() - t0 - halo;
+  if (need_input_delta_) {
+    const double g0 = now_s();
+    const LayerSpec& fs = net_.layers[plan_.first];
+    gather(delta_in, gather_delta_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.own_input[t]; },
+           [&](int t) { return tiles_[t]->cur; });
+    io += now_s() - g0;
+  }
+  times.halo += halo + bn_wait_;
+  times.io += io;
+  times.bwd += now_s() - t0 - halo - io - bn_wait_;
+  bn_wait_ = 0;
 }
 
 // Walks backward's buffer flips for tile t (mirrors backward/backward_layer) and
@@ -375,7 +509,7 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
 bool Segment::bwd_exchange_local(int l) const {
   for (const Piece& pc : plan_.bwd_halo[l - plan_.first])
     if (pc.from != pc.to) return false;
-  for (int t = 0; t < plan_.tiles_count(); ++t)
+  for (int t : local_)
     if (!(plan_.at(t, l).delta_in == plan_.at(t, l - 1).delta)) return false;
   return true;
 }
@@ -387,7 +521,7 @@ void Segment::backward_layer(int l) {
   const bool want_delta_in = l > plan_.first || need_input_delta_;
   if (s.type == LayerType::Conv) {
     if (L.pointwise) {
-      for (int t = 0; t < plan_.tiles_count(); ++t) {
+      for (int t : local_) {
         TileState& ts = *tiles_[t];
         act_backward(ts.cur, ts.y[i], ts.cur.box, L.a.data(), L.b.data(), s.act);
       }
@@ -396,7 +530,7 @@ void Segment::backward_layer(int l) {
     const ParamSlice& ps = params_.slices[s.index];
     float* gw = grad_ + ps.weights;
     float* gb = grad_ + ps.biases;
-    for (int t = 0; t < plan_.tiles_count(); ++t) {
+    for (int t : local_) {
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
       const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
@@ -416,7 +550,7 @@ void Segment::backward_layer(int l) {
     }
   }
   if (!want_delta_in) return;
-  for (int t = 0; t < plan_.tiles_count(); ++t) {
+  for (int t : local_) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
@@ -446,7 +580,7 @@ void Segment::bn_backward(int l) {
   const ParamSlice& ps = params_.slices[s.index];
   const float* gamma = params_.values.data() + ps.scales;
   std::fill(L.s2.begin(), L.s2.end(), 0.);
-  for (int t = 0; t < plan_.tiles_count(); ++t)
+  for (int t : local_)
     bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), L.s2.data(),
                  L.s2.data() + C);
   // Local sums are this process's share of dβ and dγ; the batch reduction adds them up.
@@ -454,7 +588,11 @@ void Segment::bn_backward(int l) {
     grad_[ps.biases + c] += float(L.s2[c]);
     grad_[ps.scales + c] += float(L.s2[C + c]);
   }
-  // A multi-process Comm would all-reduce L.s2 here before the coefficients.
+  if (comm_.size() > 1) {
+    const double w0 = now_s();
+    comm_.allreduce_sum(L.s2.data(), size_t(2 * C));
+    bn_wait_ += now_s() - w0;
+  }
   const double M = double(batch_) * s.out.h * s.out.w;
   for (int c = 0; c < C; ++c) {
     const double r = L.rstd[c], g = gamma[c];
@@ -468,7 +606,7 @@ void Segment::bn_backward(int l) {
       L.k3[c] = 0.f;
     }
   }
-  for (int t = 0; t < plan_.tiles_count(); ++t)
+  for (int t : local_)
     bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], tiles_[t]->cur.box, L.k1.data(), L.k2.data(), L.k3.data(),
                       L.mean_f.data());
 }

@@ -18,22 +18,25 @@ namespace tt {
 enum class BnMode { Sync, Frozen };
 
 struct SegmentTimes {
-  double fwd = 0, bwd = 0, halo = 0;
+  double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
 };
+
+constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
 
 class Segment {
  public:
   // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
+  // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
   Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-          BnMode bn, bool need_input_delta);
+          BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank);
   ~Segment();
 
-  // `input` holds (at least) the whole input map of layer `first`.
+  // `input`: the whole input map of layer `first` (read on the root process only).
   void forward(const TensorView& input, bool training);
-  // Copies the owned output cells of every tile into `out` (whole output map).
-  void gather_output(const TensorView& out) const;
-  // `delta_out`: dL/d(output) on the whole output map; `delta_in` (optional) receives
-  // dL/d(input) on the whole input map.
+  // Copies the owned output cells of every tile into `out` (whole map, root only).
+  void gather_output(const TensorView* out);
+  // `delta_out`: dL/d(output) on the whole output map (root only); with
+  // need_input_delta, `delta_in` receives dL/d(input) on the whole input map (root only).
   void backward(const TensorView& delta_out, const TensorView* delta_in);
   // Re-reads the master weights into the kernels' formats (after an update or load).
   void refresh_weights();
@@ -42,12 +45,22 @@ class Segment {
   const Plan& plan() const { return plan_; }
   SegmentTimes times;
   size_t buffer_bytes() const;
+  struct MemoryUse {
+    size_t maps = 0, deltas = 0, messages = 0;  // bytes: feature maps (+argmax), delta maps (+crops), message buffers
+  };
+  MemoryUse memory_use() const;
 
  private:
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
   bool input_aliases(int t, int l) const;
+  template <class Src, class Dst>
+  void exchange(const std::vector<Piece>& pieces, std::vector<Buffer>& bufs, int c, int cb, Src src_of, Dst dst_of);
+  template <class Box_, class Dst>
+  void scatter(const TensorView& full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Dst dst_of);
+  template <class Box_, class Src>
+  void gather(const TensorView* full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Src src_of);
   bool bwd_exchange_local(int l) const;
   void simulate_backward(int t, size_t need[2]) const;
   void forward_layer(int l, bool training);
@@ -66,6 +79,12 @@ class Segment {
   std::vector<std::unique_ptr<LayerState>> layers_;
   std::vector<std::unique_ptr<TileState>> tiles_;
   Buffer crop_src_, crop_dst_;
+  Comm& comm_;
+  std::vector<int> tile_rank_;
+  std::vector<int> local_;  // tiles this process runs
+  std::vector<std::vector<Buffer>> fwd_bufs_, bwd_bufs_;  // per layer, per halo piece
+  std::vector<Buffer> scatter_in_bufs_, gather_out_bufs_, scatter_delta_bufs_, gather_delta_bufs_;  // per tile
+  double bn_wait_ = 0;
 };
 
 }  // namespace tt

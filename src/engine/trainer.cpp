@@ -8,6 +8,18 @@
 
 namespace tt {
 
+std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
+  if (tiles_per_rank < 1) fail("--tiles-per-rank must be at least 1");
+  std::vector<int> ranks(size_t(tiles), 0);
+  if (processes == 1) return ranks;  // one process runs every tile
+  if (tiles % tiles_per_rank != 0 || tiles / tiles_per_rank != processes)
+    fail("the grid has ", tiles, " tiles; with ", tiles_per_rank, " tile(s) per rank that needs ",
+         tiles % tiles_per_rank == 0 ? std::to_string(tiles / tiles_per_rank) : std::string("a divisor of the tile count"),
+         " ranks, but ", processes, " were started (mpirun -np N must equal tiles / --tiles-per-rank)");
+  for (int t = 0; t < tiles; ++t) ranks[size_t(t)] = t / tiles_per_rank;
+  return ranks;
+}
+
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
     : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()) {
   const LayerType lt = net.layers.back().type;
@@ -19,12 +31,15 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   momentum_.assign(params.values.size(), 0.f);
 
   Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_));
+  std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
-                                     opt.need_input_delta);
+                                     opt.need_input_delta, comm, std::move(ranks));
   int cb = tiled_->out_cb();
+  if (!root()) return;  // the rest of the net lives on the root process
   if (dense_begin_ > cut_) {
     Plan p1 = make_plan(net, 1, 1, cut_, dense_begin_, {cut_});
-    untiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(p1), n_, cb, opt.bn, true);
+    untiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(p1), n_, cb, opt.bn, true,
+                                         local_comm_, std::vector<int>{0});
     cb = untiled_->out_cb();
   }
   // Whole maps at the cut and at the start of the dense head.
@@ -52,6 +67,24 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (opt.need_input_delta) input_delta_.assign(size_t(n_ * net.input().size()), 0.f);
 }
 
+Trainer::Memory Trainer::memory() const {
+  Memory m;
+  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
+    if (!s) continue;
+    Segment::MemoryUse u = s->memory_use();
+    m.maps_mb += u.maps / 1048576.0;
+    m.deltas_mb += u.deltas / 1048576.0;
+    m.messages_mb += u.messages / 1048576.0;
+  }
+  m.maps_mb += (map_a_.size() + map_b_.size()) * 4 / 1048576.0;
+  m.deltas_mb += (delta_map_a_.size() + delta_map_b_.size()) * 4 / 1048576.0;
+  for (auto& v : dense_out_) m.maps_mb += v.size() * 4 / 1048576.0;
+  for (auto& v : dense_pre_) m.maps_mb += v.size() * 4 / 1048576.0;
+  for (auto& v : dense_delta_) m.deltas_mb += v.size() * 4 / 1048576.0;
+  m.filters_mb = (grad_.size() + momentum_.size() + params_.values.size()) * 4 / 1048576.0;
+  return m;
+}
+
 Trainer::~Trainer() = default;
 
 void Trainer::reload_weights() {
@@ -66,6 +99,7 @@ StepTimes Trainer::times() const {
     t.fwd += s->times.fwd;
     t.bwd += s->times.bwd;
     t.halo += s->times.halo;
+    t.io += s->times.io;
   }
   return t;
 }
@@ -90,17 +124,16 @@ void Trainer::forward(const float* input, bool training) {
   const Shape in = net_.input();
   const TensorView input_view{const_cast<float*>(input), n_, in.c, 1, full_box(in.h, in.w)};
   tiled_->forward(input_view, training);
-  const double io0 = now_s();
   const Shape at_cut = net_.layers[cut_ - 1].out;
   TensorView cut_map{map_a_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
-  tiled_->gather_output(cut_map);
-  times_.io += now_s() - io0;
+  tiled_->gather_output(&cut_map);
+  if (!root()) return;
   TensorView head_in = cut_map;
   if (untiled_) {
     untiled_->forward(cut_map, training);
     const Shape s = net_.layers[dense_begin_ - 1].out;
     head_in = TensorView{map_b_.data(), n_, s.c, untiled_->out_cb(), full_box(s.h, s.w)};
-    untiled_->gather_output(head_in);
+    untiled_->gather_output(&head_in);
   }
   // Dense head on plain [n][c*h*w].
   const double d0 = now_s();
@@ -136,10 +169,16 @@ void Trainer::forward(const float* input, bool training) {
 
 const float* Trainer::predict(const float* input) {
   forward(input, false);
-  return out_;
+  return root() ? out_ : nullptr;
 }
 
 double Trainer::loss_and_backward(const float* truth) {
+  const Shape in = net_.input();
+  TensorView din{input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
+  if (!root()) {  // the root computes the head and sends each tile its delta
+    tiled_->backward(TensorView{}, &din);
+    return 0;
+  }
   const double d0 = now_s();
   const size_t L = net_.layers.size();
   const int64_t count = n_ * net_.output().size();
@@ -183,9 +222,7 @@ double Trainer::loss_and_backward(const float* truth) {
   } else {
     copy_region(plain, cut_delta, cut_delta.box);
   }
-  const Shape in = net_.input();
-  TensorView din{input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
-  tiled_->backward(cut_delta, opt_.need_input_delta ? &din : nullptr);
+  tiled_->backward(cut_delta, &din);
   return loss;
 }
 
@@ -198,6 +235,7 @@ void Trainer::update() {
   const double w0 = now_s();
   comm_.allreduce_sum(grad_.data(), grad_.size());
   times_.weights += now_s() - w0;
+  if (opt_.need_input_delta) last_grad_ = grad_;
   const double u0 = now_s();
   params_.seen += net_.batch;  // Darknet counts this batch before asking for its rate
   const int64_t batch_num = params_.seen / net_.batch;

@@ -20,7 +20,11 @@ struct TrainOptions {
   BnMode bn = BnMode::Sync;
   bool need_input_delta = false;
   uint64_t seed = 1;        // dropout masks
+  int tiles_per_rank = 1;   // with several processes: tile t runs on process t / tiles_per_rank
 };
+
+// Which process runs each tile; throws if the process count does not fit the grid.
+std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes);
 
 struct StepTimes {
   double fwd = 0, bwd = 0, halo = 0, update = 0, io = 0, weights = 0, total = 0;
@@ -42,10 +46,17 @@ class Trainer {
   double train_step(const float* input, const float* truth);
 
   const std::vector<float>& grad() const { return grad_; }
+  // With need_input_delta (verify): the summed gradient the last update() applied.
+  const std::vector<float>& last_grad() const { return last_grad_; }
   const float* output() const { return out_; }        // [micro_batch][output size]
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();  // after Params were changed from outside
   StepTimes times() const;  // accumulated since reset_times(), all parts
+  struct Memory {
+    double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0;
+  };
+  Memory memory() const;
+  bool root() const { return comm_.rank() == kRoot; }
   void reset_times();
   size_t buffer_bytes() const;
   int cut() const { return cut_; }
@@ -61,7 +72,8 @@ class Trainer {
   Comm& comm_;
   int n_, cut_, dense_begin_;
   DnnlContext ctx_;
-  std::vector<float> grad_, momentum_;
+  LocalComm local_comm_;  // for the untiled layers after the cut, which run on the root only
+  std::vector<float> grad_, momentum_, last_grad_;
   std::unique_ptr<Segment> tiled_, untiled_;
   Buffer map_a_, map_b_, delta_map_a_, delta_map_b_;
   // dense head: per layer output (and pre-activation for connected), per layer delta
