@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
 
+#include "data/idx.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 #include "tiling/plan.hpp"
@@ -358,6 +360,121 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   }
   comm.broadcast(&verdict, 1, kRoot);
   return verdict == 0 ? 0 : 1;
+}
+
+int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
+                   const std::string& weights_out) {
+  NetSpec net = load(o);
+  Params params(net);
+  if (weights_in.empty())
+    init_params(params, net, o.seed);
+  else
+    load_weights(params, net, weights_in);
+  Trainer trainer(net, params, train_options(o), comm);
+  const bool root = trainer.root();
+  const std::string dir = d.data == "fashion-mnist" ? kFashionMnistDir : d.data;
+  // Only the root reads the data; it scatters each batch to the tiles.
+  ImageSet train_set, test_set;
+  double counts[2] = {0, 0};
+  if (root) {
+    train_set = load_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
+    test_set = load_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+    if (train_set.rows != net.height || train_set.cols != net.width || net.channels != 1)
+      fail(o.cfg, ": the net takes ", net.channels, "x", net.height, "x", net.width, " input but the images are 1x",
+           train_set.rows, "x", train_set.cols);
+    if (net.output().size() != train_set.classes)
+      fail(o.cfg, ": the net has ", net.output().size(), " outputs for ", train_set.classes, " classes");
+    counts[0] = train_set.count;
+    counts[1] = test_set.count;
+  }
+  comm.broadcast(counts, 2, kRoot);
+  const int B = net.batch, n_train = int(counts[0]), n_test = int(counts[1]);
+  const int per_epoch = n_train / B;
+  const int total = d.max_steps > 0 ? d.max_steps : per_epoch * d.epochs;
+  const int64_t pix = net.input().size(), classes = net.output().size();
+  std::vector<float> input(size_t(B * pix)), truth(size_t(B * classes));
+  std::vector<int> order(static_cast<size_t>(n_train));
+  auto fill = [&](const ImageSet& set, const int* idx, int n, float* in, float* tr) {
+    for (int k = 0; k < n; ++k) {
+      const uint8_t* p = set.pixels.data() + int64_t(idx[k]) * pix;
+      for (int64_t j = 0; j < pix; ++j) in[k * pix + j] = p[j] / 255.f - 0.5f;
+      if (tr) {
+        std::fill(tr + k * classes, tr + (k + 1) * classes, 0.f);
+        tr[k * classes + set.labels[size_t(idx[k])]] = 1.f;
+      }
+    }
+  };
+  if (root)
+    std::printf("training %s on %s: %d steps of %d images (%d per epoch), grid %s, %d rank(s)\n", o.cfg.c_str(),
+                dir.c_str(), total, B, per_epoch, o.grid.c_str(), comm.size());
+  std::vector<double> losses;
+  trainer.reset_times();
+  const double t_start = now_s();
+  double window = 0;
+  for (int step = 0; step < total; ++step) {
+    const int epoch = step / per_epoch, pos = step % per_epoch;
+    if (pos == 0 && root) {
+      for (int i = 0; i < n_train; ++i) order[size_t(i)] = i;
+      std::mt19937_64 rng(o.seed * 1315423911ULL + uint64_t(epoch));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    if (root) fill(train_set, order.data() + int64_t(pos) * B, B, input.data(), truth.data());
+    const double loss = trainer.train_step(input.data(), truth.data()) / B;
+    if (!root) continue;
+    losses.push_back(loss);
+    window += loss;
+    if ((step + 1) % d.log_every == 0 || step + 1 == total) {
+      const int k = (step + 1) % d.log_every == 0 ? d.log_every : (step + 1) % d.log_every;
+      const double el = now_s() - t_start;
+      std::printf("epoch %d step %d/%d: loss %.4f (mean of last %d), %.0f images/s\n", epoch, step + 1, total,
+                  window / k, k, (step + 1) * double(B) / el);
+      std::fflush(stdout);
+      window = 0;
+    }
+  }
+  const double train_s = now_s() - t_start;
+  const StepTimes t = trainer.times();
+  // Test accuracy: every rank runs the tiled forward, the root scores.
+  const int n = net.micro_batch();
+  std::vector<int> idx(static_cast<size_t>(n));
+  std::vector<float> batch_in(size_t(n) * size_t(pix), 0.f);
+  int correct = 0;
+  for (int start = 0; start < n_test; start += n) {
+    const int m = std::min(n, n_test - start);
+    if (root) {
+      for (int k = 0; k < n; ++k) idx[size_t(k)] = start + std::min(k, m - 1);  // pad the last chunk
+      fill(test_set, idx.data(), n, batch_in.data(), nullptr);
+    }
+    const float* out = trainer.predict(batch_in.data());
+    if (!root) continue;
+    for (int k = 0; k < m; ++k) {
+      const float* p = out + k * classes;
+      const int guess = int(std::max_element(p, p + classes) - p);
+      correct += guess == test_set.labels[size_t(start + k)];
+    }
+  }
+  const double acc = n_test ? 100.0 * correct / n_test : 0;
+  const auto all_fwd = comm.all_gather(t.fwd), all_bwd = comm.all_gather(t.bwd), all_halo = comm.all_gather(t.halo),
+             all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io), all_rss = comm.all_gather(peak_rss_mb());
+  if (!root) return 0;
+  std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
+              train_s);
+  std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
+              "weights", "io", "peak MB");
+  for (size_t r = 0; r < all_fwd.size(); ++r)
+    std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, all_fwd[r] / total,
+                all_bwd[r] / total, all_halo[r] / total, all_w[r] / total, all_io[r] / total, all_rss[r]);
+  if (!d.loss_log.empty())
+    write_file_atomically(d.loss_log, [&](std::ostream& out) {
+      out.precision(9);
+      for (double l : losses) out << l << "\n";
+      out << "accuracy " << acc << "\n";
+    });
+  if (!weights_out.empty()) {
+    save_weights(params, net, weights_out);
+    std::printf("saved %s\n", weights_out.c_str());
+  }
+  return 0;
 }
 
 }  // namespace tt

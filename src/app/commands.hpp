@@ -28,4 +28,14 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
 int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in, const std::string& weights_out);
 int cmd_verify(const RunOptions& o, Comm& comm, int steps);
 
+struct DataOptions {
+  std::string data;      // "fashion-mnist" or a folder with the four IDX files
+  int epochs = 1;
+  int max_steps = 0;     // 0: whole epochs
+  int log_every = 50;
+  std::string loss_log;  // one loss per line, written at the end
+};
+int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
+                   const std::string& weights_out);
+
 }  // namespace tt

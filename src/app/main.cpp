@@ -44,7 +44,18 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", o.json, "end with one JSON line");
   auto* train = app.add_subcommand("train", "train on synthetic data");
   common(train, true);
-  train->add_option("--steps", steps, "training steps (batches)")->required()->check(CLI::PositiveNumber);
+  DataOptions data;
+  train->add_option("--steps", steps, "training steps (batches); with --data: at most this many")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--data", data.data, "train on a data set: fashion-mnist, or a folder with its four IDX files "
+                                         "(default: synthetic data)");
+  train->add_option("--epochs", data.epochs, "with --data: passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--log-every", data.log_every, "with --data: steps between progress lines")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--loss-log", data.loss_log, "with --data: write every step's loss and the accuracy here");
   train->add_option("--weights", weights_in, "Darknet .weights to start from");
   train->add_option("--save-weights", weights_out, "write Darknet .weights here at the end (atomically)");
   auto* verify = app.add_subcommand("verify", "train tiled and untiled from the same start and compare every tensor");
@@ -77,7 +88,14 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o);
     if (*bench) return cmd_bench(o, *comm, steps, warmup);
-    if (*train) return cmd_train(o, *comm, steps, weights_in, weights_out);
+    if (*train && !data.data.empty()) {
+      data.max_steps = train->count("--steps") ? steps : 0;
+      return cmd_train_data(o, *comm, data, weights_in, weights_out);
+    }
+    if (*train) {
+      if (!train->count("--steps")) throw tt::Error("train: --steps is required without --data");
+      return cmd_train(o, *comm, steps, weights_in, weights_out);
+    }
     if (*verify) return cmd_verify(o, *comm, steps);
   } catch (const tt::Error& e) {
     return report("error", e.what(), 2);
