@@ -12,10 +12,13 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
   if (tiles_per_rank < 1) fail("--tiles-per-rank must be at least 1");
   std::vector<int> ranks(size_t(tiles), 0);
   if (processes == 1) return ranks;  // one process runs every tile
-  if (tiles % tiles_per_rank != 0 || tiles / tiles_per_rank != processes)
+  if (tiles % tiles_per_rank != 0)
+    fail("the grid has ", tiles, " tiles, which do not split into ", tiles_per_rank,
+         " tile(s) per rank (--tiles-per-rank must divide the tile count)");
+  if (tiles / tiles_per_rank != processes)
     fail("the grid has ", tiles, " tiles; with ", tiles_per_rank, " tile(s) per rank that needs ",
-         tiles % tiles_per_rank == 0 ? std::to_string(tiles / tiles_per_rank) : std::string("a divisor of the tile count"),
-         " ranks, but ", processes, " were started (mpirun -np N must equal tiles / --tiles-per-rank)");
+         tiles / tiles_per_rank, " ranks, but ", processes,
+         " were started (mpirun -np must equal tiles / --tiles-per-rank)");
   for (int t = 0; t < tiles; ++t) ranks[size_t(t)] = t / tiles_per_rank;
   return ranks;
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A rank killed mid-run: every rank must end within 10 s with a non-zero status and no
+# weights file (not even a partial one) may appear.
+# Usage: kill_rank.sh TILETRAIN_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np 4 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" train \
+  --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 2x2 --epochs 50 --log-every 1000 \
+  --save-weights "$tmp/out.weights" > "$tmp/log" 2>&1 &
+launcher=$!
+# wait until the ranks are training, then kill one of them (not the root)
+for _ in $(seq 100); do
+  pids=$(pgrep -f "cfgs/fashion-mnist.cfg --data fashion-mnist --grid 2x2 --epochs 50" | grep -v "^$launcher\$" || true)
+  [ "$(echo "$pids" | grep -c .)" -ge 4 ] && break
+  sleep 0.2
+done
+sleep 3
+victim=$(echo "$pids" | sort -n | tail -n 1)
+[ -n "$victim" ] || { echo "FAIL: ranks never started"; cat "$tmp/log"; exit 1; }
+kill -9 "$victim"
+killed_at=$(date +%s.%N)
+for _ in $(seq 100); do
+  kill -0 "$launcher" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$launcher" 2>/dev/null; then
+  echo "FAIL: mpirun still running 10 s after a rank was killed"
+  kill -9 "$launcher"; pkill -9 -f "epochs 50" ; exit 1
+fi
+wait "$launcher"
+rc=$?
+took=$(echo "$(date +%s.%N) - $killed_at" | bc)
+left=$(pgrep -f "cfgs/fashion-mnist.cfg --data fashion-mnist --grid 2x2 --epochs 50" | wc -l)
+echo "mpirun exited with $rc, ${took}s after the kill; $left rank(s) left"
+[ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after a rank died"; exit 1; }
+[ "$left" -eq 0 ] || { echo "FAIL: ranks still running"; pkill -9 -f "epochs 50"; exit 1; }
+if ls "$tmp"/out.weights* >/dev/null 2>&1; then echo "FAIL: a weights file was written"; ls -la "$tmp"; exit 1; fi
+grep -qiE "killed|signal|exited|terminated|aborted" "$tmp/log" || { echo "FAIL: no message about the dead rank"; cat "$tmp/log"; exit 1; }
+echo "PASS"
