@@ -240,6 +240,10 @@ Segment::MemoryUse Segment::memory_use() const {
       for (const Buffer& b : bufs) m.messages += b.size() * 4;
   for (const auto* v : {&scatter_in_bufs_, &gather_out_bufs_, &scatter_delta_bufs_, &gather_delta_bufs_})
     for (const Buffer& b : *v) m.messages += b.size() * 4;
+  for (const auto& L : layers_) {
+    if (L->weights) m.weight_copies += L->weights->bytes();
+    m.weight_copies += L->packed_1x1.size() * 4;
+  }
   return m;
 }
 

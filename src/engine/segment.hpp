@@ -47,6 +47,7 @@ class Segment {
   size_t buffer_bytes() const;
   struct MemoryUse {
     size_t maps = 0, deltas = 0, messages = 0;  // bytes: feature maps (+argmax), delta maps (+crops), message buffers
+    size_t weight_copies = 0;                   // weights in the layouts the kernels chose
   };
   MemoryUse memory_use() const;
 

@@ -78,13 +78,15 @@ Trainer::Memory Trainer::memory() const {
     m.maps_mb += u.maps / 1048576.0;
     m.deltas_mb += u.deltas / 1048576.0;
     m.messages_mb += u.messages / 1048576.0;
+    m.filters_mb += u.weight_copies / 1048576.0;
   }
+  m.scratch_mb = ctx_.scratch_bytes() / 1048576.0;
   m.maps_mb += (map_a_.size() + map_b_.size()) * 4 / 1048576.0;
   m.deltas_mb += (delta_map_a_.size() + delta_map_b_.size()) * 4 / 1048576.0;
   for (auto& v : dense_out_) m.maps_mb += v.size() * 4 / 1048576.0;
   for (auto& v : dense_pre_) m.maps_mb += v.size() * 4 / 1048576.0;
   for (auto& v : dense_delta_) m.deltas_mb += v.size() * 4 / 1048576.0;
-  m.filters_mb = (grad_.size() + momentum_.size() + params_.values.size()) * 4 / 1048576.0;
+  m.filters_mb += (grad_.size() + momentum_.size() + params_.values.size()) * 4 / 1048576.0;
   return m;
 }
 

@@ -53,7 +53,7 @@ class Trainer {
   void reload_weights();  // after Params were changed from outside
   StepTimes times() const;  // accumulated since reset_times(), all parts
   struct Memory {
-    double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0;
+    double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0, scratch_mb = 0;
   };
   Memory memory() const;
   bool root() const { return comm_.rank() == kRoot; }

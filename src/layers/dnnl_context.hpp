@@ -42,6 +42,7 @@ class DnnlContext {
   memory grad_scratch(const memory::desc& d);
   float* grad_scratch_data() const { return grad_scratch_.data(); }
   void execute(const dnnl::primitive& p, Args& args);
+  size_t scratch_bytes() const { return (scratch_.size() + grad_scratch_.size()) * sizeof(float); }
 
  private:
   Buffer scratch_, grad_scratch_;
@@ -55,6 +56,11 @@ class WeightCache {
   int slot(const memory::desc& d);
   void refresh(const float* plain_weights);
   float* data(int slot) const { return entries_[slot].buf.data(); }
+  size_t bytes() const {
+    size_t b = 0;
+    for (const auto& e : entries_) b += e.buf.size() * sizeof(float);
+    return b;
+  }
 
  private:
   struct Entry {
