@@ -1,0 +1,838 @@
+// Layer kernels against naive loops in double: oneDNN convolution (forward, backward
+// data, backward weights), Darknet max-pooling, the pointwise batch-norm/activation
+// kernels and the dense head. Each spatial kernel is also checked on boxes ("ready for
+// tiles"): a box computes exactly the matching region of the full-map result.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layers/conv.hpp"
+#include "layers/conv1x1.hpp"
+#include "layers/dense.hpp"
+#include "layers/maxpool.hpp"
+#include "layers/pointwise.hpp"
+#include "layers/tensor.hpp"
+#include "test_util.hpp"
+
+namespace tt {
+namespace {
+
+using Rng = std::mt19937_64;
+constexpr double kTol = 1e-5;  // per tensor, ||a-b||/||b|| against the double reference
+
+std::vector<float> uniform(Rng& rng, size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+int randint(Rng& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// rel_diff of a float result against a double reference.
+double rel_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// (Box::str() trips a GCC 12 -Wrestrict false positive when inlined here.)
+std::string box_str(const Box& b) {
+  char s[96];
+  std::snprintf(s, sizeof s, "box [%d,%d)x[%d,%d)", b.y0, b.y1, b.x0, b.x1);
+  return s;
+}
+
+// Splits [0, n) at up to two random interior points: the first, middle and last pieces
+// make corner, edge and interior boxes.
+std::vector<int> cuts(Rng& rng, int n) {
+  std::vector<int> c{0};
+  if (n >= 3) {
+    int a = randint(rng, 1, n - 2);
+    int b = randint(rng, a + 1, n - 1);
+    c.push_back(a);
+    c.push_back(b);
+  } else if (n == 2) {
+    c.push_back(1);
+  }
+  c.push_back(n);
+  return c;
+}
+std::vector<Box> partition(Rng& rng, int h, int w) {
+  std::vector<int> ys = cuts(rng, h), xs = cuts(rng, w);
+  std::vector<Box> out;
+  for (size_t i = 0; i + 1 < ys.size(); ++i)
+    for (size_t j = 0; j + 1 < xs.size(); ++j) out.push_back({ys[i], ys[i + 1], xs[j], xs[j + 1]});
+  return out;
+}
+
+// Outputs of an oh x ow map whose window reads input cell (y, x), by brute force.
+bool touching_outputs_inside(int y, int x, const Window& w, int oh, int ow, const Box& o) {
+  for (int oy = 0; oy < oh; ++oy)
+    for (int ox = 0; ox < ow; ++ox) {
+      const int y0 = oy * w.stride - w.pad, x0 = ox * w.stride - w.pad;
+      const bool reads = y >= y0 && y < y0 + w.size && x >= x0 && x < x0 + w.size;
+      if (reads && !(oy >= o.y0 && oy < o.y1 && ox >= o.x0 && ox < o.x1)) return false;
+    }
+  return true;
+}
+
+// A plain NCHW map and converters to/from a (possibly blocked) box buffer.
+struct Map {
+  int n, c, h, w;
+  std::vector<float> v;
+  TensorView view() { return {v.data(), n, c, 1, full_box(h, w)}; }
+  float& at(int s, int ch, int y, int x) { return v[((size_t(s) * c + ch) * h + y) * w + x]; }
+};
+struct Blocked {
+  Buffer buf;
+  TensorView t;
+  Blocked(int n, int c, int cb, const Box& b) : buf(size_t(tensor_floats(n, c, cb, b))), t{buf.data(), n, c, cb, b} {}
+};
+Blocked to_box(Map& m, int cb, const Box& b) {
+  Blocked r(m.n, m.c, cb, b);
+  copy_region(m.view(), r.t, b);
+  return r;
+}
+Map to_map(const TensorView& t, int h, int w) {
+  Map m{t.n, t.c, h, w, std::vector<float>(size_t(t.n) * t.c * h * w, 0.f)};
+  copy_region(t, m.view(), t.box);
+  return m;
+}
+// True when every padded channel (c..cblocks*cb) of a blocked view is zero.
+bool padded_channels_zero(const TensorView& t) {
+  if (t.cb == 1 || t.c % t.cb == 0) return true;
+  const int blk = t.cblocks() - 1;
+  for (int s = 0; s < t.n; ++s)
+    for (int y = t.box.y0; y < t.box.y1; ++y)
+      for (int x = t.box.x0; x < t.box.x1; ++x)
+        for (int c = t.c % t.cb; c < t.cb; ++c)
+          if (t.at(s, blk, y, x)[c] != 0.f) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------- convolution
+
+struct ConvCase {
+  int n, ic, oc, k, s, p, ih, iw, cb;
+  bool bias;
+  int oh() const { return (ih + 2 * p - k) / s + 1; }
+  int ow() const { return (iw + 2 * p - k) / s + 1; }
+  Window win() const { return {k, s, p}; }
+  std::string str() const {
+    char b[128];
+    std::snprintf(b, sizeof b, "n%d ic%d oc%d k%d s%d p%d %dx%d cb%d%s", n, ic, oc, k, s, p, ih, iw, cb,
+                  bias ? " bias" : "");
+    return b;
+  }
+};
+
+// Naive double-precision convolution with Darknet's symmetric padding p.
+struct NaiveConv {
+  const ConvCase& c;
+  std::vector<double> fwd(const Map& x, const std::vector<float>& w, const std::vector<float>& b) const {
+    const int oh = c.oh(), ow = c.ow();
+    std::vector<double> y(size_t(c.n) * c.oc * oh * ow);
+    for (int s = 0; s < c.n; ++s)
+      for (int o = 0; o < c.oc; ++o)
+        for (int oy = 0; oy < oh; ++oy)
+          for (int ox = 0; ox < ow; ++ox) {
+            double acc = c.bias ? b[o] : 0.;
+            for (int i = 0; i < c.ic; ++i)
+              for (int ky = 0; ky < c.k; ++ky) {
+                const int iy = oy * c.s - c.p + ky;
+                if (iy < 0 || iy >= c.ih) continue;
+                for (int kx = 0; kx < c.k; ++kx) {
+                  const int ix = ox * c.s - c.p + kx;
+                  if (ix < 0 || ix >= c.iw) continue;
+                  acc += double(w[((size_t(o) * c.ic + i) * c.k + ky) * c.k + kx]) *
+                         x.v[((size_t(s) * c.ic + i) * c.ih + iy) * c.iw + ix];
+                }
+              }
+            y[((size_t(s) * c.oc + o) * oh + oy) * ow + ox] = acc;
+          }
+    return y;
+  }
+  // dx (plain, full input map), dw (oihw), db from dy restricted to the outputs in `ob`.
+  void bwd(const Map& x, const Map& dy, const std::vector<float>& w, std::vector<double>& dx, std::vector<double>& dw,
+           std::vector<double>& db, Box ob = {0, 1 << 30, 0, 1 << 30}) const {
+    const int oh = c.oh(), ow = c.ow();
+    ob = intersect(ob, full_box(oh, ow));
+    dx.assign(size_t(c.n) * c.ic * c.ih * c.iw, 0.);
+    dw.assign(w.size(), 0.);
+    db.assign(size_t(c.oc), 0.);
+    for (int s = 0; s < c.n; ++s)
+      for (int o = 0; o < c.oc; ++o)
+        for (int oy = ob.y0; oy < ob.y1; ++oy)
+          for (int ox = ob.x0; ox < ob.x1; ++ox) {
+            const double g = dy.v[((size_t(s) * c.oc + o) * oh + oy) * ow + ox];
+            db[o] += g;
+            for (int i = 0; i < c.ic; ++i)
+              for (int ky = 0; ky < c.k; ++ky) {
+                const int iy = oy * c.s - c.p + ky;
+                if (iy < 0 || iy >= c.ih) continue;
+                for (int kx = 0; kx < c.k; ++kx) {
+                  const int ix = ox * c.s - c.p + kx;
+                  if (ix < 0 || ix >= c.iw) continue;
+                  const size_t wi = ((size_t(o) * c.ic + i) * c.k + ky) * c.k + kx;
+                  const size_t xi = ((size_t(s) * c.ic + i) * c.ih + iy) * c.iw + ix;
+                  dx[xi] += g * w[wi];
+                  dw[wi] += g * x.v[xi];
+                }
+              }
+          }
+  }
+};
+
+ConvCase random_conv_case(Rng& rng, int k, int s, int cb) {
+  ConvCase c;
+  c.n = randint(rng, 1, 3);
+  c.ic = cb == 16 ? randint(rng, 3, 20) : randint(rng, 1, 7);
+  c.oc = randint(rng, 1, 20);
+  c.k = k;
+  c.s = s;
+  c.p = randint(rng, 0, k / 2);
+  c.cb = cb;
+  c.bias = randint(rng, 0, 1) == 1;
+  do {
+    c.ih = 2 * randint(rng, 2, 6) + 1;  // odd sizes 5..13, sometimes even below
+    c.iw = 2 * randint(rng, 2, 6) + randint(rng, 0, 1);
+  } while (c.ih + 2 * c.p < k || c.iw + 2 * c.p < k);
+  return c;
+}
+
+class ConvNaive : public ::testing::TestWithParam<int> {};
+
+// Full map: forward, backward_data, backward_weights (accumulating) against naive
+// loops; then the same layer on a 3x3 partition of boxes (corner, edge, interior).
+TEST_P(ConvNaive, FullMapAndBoxes) {
+  const int id = GetParam();
+  Rng rng(1000 + id);
+  static const int ks[] = {1, 3, 5, 7};
+  const ConvCase c = random_conv_case(rng, ks[id % 4], 1 + (id / 4) % 2, (id / 8) % 2 ? 16 : 1);
+  SCOPED_TRACE(c.str());
+  const int oh = c.oh(), ow = c.ow();
+  const Window win = c.win();
+  Map x{c.n, c.ic, c.ih, c.iw, uniform(rng, size_t(c.n) * c.ic * c.ih * c.iw)};
+  Map dy{c.n, c.oc, oh, ow, uniform(rng, size_t(c.n) * c.oc * oh * ow)};
+  const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic * c.k * c.k, -0.5f, 0.5f);
+  const std::vector<float> b = uniform(rng, size_t(c.oc));
+  const NaiveConv naive{c};
+  const std::vector<double> y_ref = naive.fwd(x, w, b);
+  std::vector<double> dx_ref, dw_ref, db_ref;
+  naive.bwd(x, dy, w, dx_ref, dw_ref, db_ref);
+
+  DnnlContext ctx;
+  WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw));
+  const int all = ConvKernel::kFwd | ConvKernel::kBwdData | ConvKernel::kBwdWeights;
+  const Box out_full = full_box(oh, ow);
+  std::vector<std::unique_ptr<ConvKernel>> kernels;
+  auto make_kernel = [&](const Box& o) {
+    kernels.push_back(std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, c.cb, c.bias), all));
+    wc.refresh(w.data());  // new kernels may register new weight formats
+    return kernels.back().get();
+  };
+
+  // --- full map
+  {
+    ConvKernel* k = make_kernel(out_full);
+    const Box in_box = window_in(out_full, win, c.ih, c.iw);
+    EXPECT_EQ(k->geom().ih, in_box.h());
+    Blocked src = to_box(x, c.cb, in_box);
+    Blocked dst(c.n, c.oc, 16, out_full);
+    std::fill_n(dst.buf.data(), dst.buf.size(), 7.f);  // must be overwritten, padded channels zeroed
+    k->forward(src.t.data, b.data(), dst.t.data);
+    EXPECT_LE(rel_diff(to_map(dst.t, oh, ow).v, y_ref), kTol) << "conv_forward";
+    EXPECT_TRUE(padded_channels_zero(dst.t)) << "conv_forward leaves padded output channels non-zero";
+
+    Blocked ddst = to_box(dy, 16, out_full);
+    Blocked dsrc(c.n, c.ic, c.cb, in_box);
+    std::fill_n(dsrc.buf.data(), dsrc.buf.size(), 7.f);
+    k->backward_data(ddst.t.data, dsrc.t.data);
+    EXPECT_LE(rel_diff(to_map(dsrc.t, c.ih, c.iw).v, dx_ref), kTol) << "conv_backward_data";
+    EXPECT_TRUE(padded_channels_zero(dsrc.t)) << "conv_backward_data leaves padded channels non-zero";
+
+    std::vector<float> gw = uniform(rng, w.size()), gb = uniform(rng, b.size());
+    const std::vector<float> gw0 = gw, gb0 = gb;
+    k->backward_weights(src.t.data, ddst.t.data, gw.data(), gb.data());
+    std::vector<double> want_w(w.size()), want_b(b.size());
+    for (size_t i = 0; i < w.size(); ++i) want_w[i] = gw0[i] + dw_ref[i];
+    for (size_t i = 0; i < b.size(); ++i) want_b[i] = c.bias ? gb0[i] + db_ref[i] : gb0[i];
+    EXPECT_LE(rel_diff(gw, want_w), kTol) << "conv_backward_weights (accumulates)";
+    EXPECT_LE(rel_diff(gb, want_b), kTol) << "conv_backward_weights bias";
+  }
+
+  // --- boxes of a partition of the output map
+  std::vector<float> gw_sum(w.size(), 0.f), gb_sum(b.size(), 0.f);
+  int checked_cells = 0;
+  for (const Box& o : partition(rng, oh, ow)) {
+    SCOPED_TRACE(box_str(o));
+    ConvKernel* k = make_kernel(o);
+    const Box in_box = window_in(o, win, c.ih, c.iw);
+    const Pad pad = border_pad(o, win, c.ih, c.iw);
+    EXPECT_EQ(k->geom().pad.t, pad.t);
+    Blocked src = to_box(x, c.cb, in_box);
+    Blocked dst(c.n, c.oc, 16, o);
+    k->forward(src.t.data, b.data(), dst.t.data);
+    // forward: equals the full-map reference on the box
+    {
+      double num = 0, den = 0;
+      for (int s = 0; s < c.n; ++s)
+        for (int ch = 0; ch < c.oc; ++ch)
+          for (int yy = o.y0; yy < o.y1; ++yy)
+            for (int xx = o.x0; xx < o.x1; ++xx) {
+              const double r = y_ref[((size_t(s) * c.oc + ch) * oh + yy) * ow + xx];
+              const double d = dst.t.at(s, ch / 16, yy, xx)[ch % 16] - r;
+              num += d * d;
+              den += r * r;
+            }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), kTol) << "conv_forward on a box";
+    }
+    // backward_data and backward_weights of a box are the full-map operations with
+    // dL/d(output) masked to the box; on input cells read only by outputs of the box,
+    // backward_data equals the full-map result.
+    std::vector<double> dx_o, dw_o, db_o;
+    naive.bwd(x, dy, w, dx_o, dw_o, db_o, o);
+    Blocked ddst = to_box(dy, 16, o);
+    Blocked dsrc(c.n, c.ic, c.cb, in_box);
+    k->backward_data(ddst.t.data, dsrc.t.data);
+    const Map dx_box = to_map(dsrc.t, c.ih, c.iw);
+    EXPECT_LE(rel_diff(dx_box.v, dx_o), kTol) << "conv_backward_data on a box";
+    {
+      double num = 0, den = 0;
+      for (int yy = in_box.y0; yy < in_box.y1; ++yy)
+        for (int xx = in_box.x0; xx < in_box.x1; ++xx) {
+          if (!touching_outputs_inside(yy, xx, win, oh, ow, o)) continue;
+          ++checked_cells;
+          for (int s = 0; s < c.n; ++s)
+            for (int ch = 0; ch < c.ic; ++ch) {
+              const size_t i = ((size_t(s) * c.ic + ch) * c.ih + yy) * c.iw + xx;
+              num += (dx_box.v[i] - dx_ref[i]) * (dx_box.v[i] - dx_ref[i]);
+              den += dx_ref[i] * dx_ref[i];
+            }
+        }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), kTol) << "conv_backward_data on cells inside a box";
+    }
+    std::vector<float> gw(w.size(), 0.f), gb(b.size(), 0.f);
+    k->backward_weights(src.t.data, ddst.t.data, gw.data(), gb.data());
+    EXPECT_LE(rel_diff(gw, dw_o), kTol) << "conv_backward_weights on a box";
+    for (size_t i = 0; i < gw.size(); ++i) gw_sum[i] += gw[i];
+    for (size_t i = 0; i < gb.size(); ++i) gb_sum[i] += gb[i];
+  }
+  RecordProperty("cells_checked_inside_boxes", checked_cells);
+  EXPECT_LE(rel_diff(gw_sum, dw_ref), kTol) << "conv_backward_weights summed over a partition";
+  if (c.bias) {
+    EXPECT_LE(rel_diff(gb_sum, db_ref), kTol) << "conv bias gradient summed over a partition";
+  }
+}
+
+// k 1/3/5/7 x stride 1/2 x src layout nchw/nChw16c, three random draws each.
+INSTANTIATE_TEST_SUITE_P(Random, ConvNaive, ::testing::Range(0, 48));
+
+// The engine's own 1x1 forward: against naive loops, padded output channels zero, and
+// bit-identical values on any sub-box of the map (a fixed summation order per pixel).
+TEST(Conv1x1Naive, ForwardAndBoxes) {
+  Rng rng(77);
+  struct C {
+    int n, ic, oc, h, w;
+    bool bias;
+  };
+  for (const C& c : {C{1, 3, 5, 7, 9, true}, C{2, 16, 16, 5, 5, false}, C{2, 21, 35, 9, 6, true},
+                     C{3, 40, 7, 3, 11, false}, C{1, 1, 1, 1, 1, true}}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "n%d ic%d oc%d %dx%d", c.n, c.ic, c.oc, c.h, c.w);
+    SCOPED_TRACE(name);
+    Map x{c.n, c.ic, c.h, c.w, uniform(rng, size_t(c.n) * c.ic * c.h * c.w)};
+    const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic), b = uniform(rng, size_t(c.oc));
+    std::vector<float> packed(size_t(conv1x1_packed_size(c.oc, c.ic)), 9.f);
+    pack_conv1x1_weights(w.data(), c.oc, c.ic, packed.data());
+    std::vector<double> ref(size_t(c.n) * c.oc * c.h * c.w);
+    for (int s = 0; s < c.n; ++s)
+      for (int o = 0; o < c.oc; ++o)
+        for (int p = 0; p < c.h * c.w; ++p) {
+          double acc = c.bias ? b[o] : 0.;
+          for (int i = 0; i < c.ic; ++i) acc += double(w[size_t(o) * c.ic + i]) * x.v[(size_t(s) * c.ic + i) * c.h * c.w + p];
+          ref[(size_t(s) * c.oc + o) * c.h * c.w + p] = acc;
+        }
+    const Box full = full_box(c.h, c.w);
+    Blocked src = to_box(x, 16, full);
+    Blocked dst(c.n, c.oc, 16, full);
+    std::fill_n(dst.buf.data(), dst.buf.size(), 7.f);
+    conv1x1_forward(src.t.data, packed.data(), c.bias ? b.data() : nullptr, dst.t.data, c.n, c.ic, c.oc, full.area());
+    EXPECT_LE(rel_diff(to_map(dst.t, c.h, c.w).v, ref), kTol) << "conv1x1_forward";
+    EXPECT_TRUE(padded_channels_zero(dst.t)) << "conv1x1_forward: padded output channels";
+    for (const Box& o : partition(rng, c.h, c.w)) {
+      SCOPED_TRACE(box_str(o));
+      Blocked bs = to_box(x, 16, o);
+      Blocked bd(c.n, c.oc, 16, o);
+      conv1x1_forward(bs.t.data, packed.data(), c.bias ? b.data() : nullptr, bd.t.data, c.n, c.ic, c.oc, o.area());
+      Blocked want(c.n, c.oc, 16, o);
+      copy_region(dst.t, want.t, o);
+      EXPECT_TRUE(std::equal(bd.buf.data(), bd.buf.data() + bd.buf.size(), want.buf.data()))
+          << "a box differs from the full map in some bit";
+    }
+  }
+}
+
+// ---------------------------------------------------------------- max-pooling
+
+struct PoolCase {
+  int size, stride, padding;  // Darknet's `padding` (total over both sides)
+  int n, c, h, w, cb;
+  bool ties;  // small integer values: many equal maxima
+  Window win() const { return {size, stride, padding / 2}; }
+  int oh() const { return (h + padding - size) / stride + 1; }
+  int ow() const { return (w + padding - size) / stride + 1; }
+  std::string str() const {
+    char b[128];
+    std::snprintf(b, sizeof b, "size%d stride%d padding%d n%d c%d %dx%d cb%d%s", size, stride, padding, n, c, h, w, cb,
+                  ties ? " ties" : "");
+    return b;
+  }
+};
+
+// Darknet's max: window of output i starts at i*stride - padding/2; cells outside the
+// map never win; the first maximum in row-major order wins ties. Returns the winner's
+// global index y*w + x (-1 if the window has no cell in the map).
+int naive_argmax(const Map& m, int s, int ch, int oy, int ox, const Window& w) {
+  int best = -1;
+  float bv = -std::numeric_limits<float>::infinity();
+  for (int ky = 0; ky < w.size; ++ky)
+    for (int kx = 0; kx < w.size; ++kx) {
+      const int y = oy * w.stride - w.pad + ky, x = ox * w.stride - w.pad + kx;
+      if (y < 0 || y >= m.h || x < 0 || x >= m.w) continue;
+      const float v = m.v[((size_t(s) * m.c + ch) * m.h + y) * m.w + x];
+      if (best < 0 || v > bv) {
+        bv = v;
+        best = y * m.w + x;
+      }
+    }
+  return best;
+}
+
+class MaxPoolNaive : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(MaxPoolNaive, FullMapAndBoxes) {
+  const PoolCase pc = GetParam();
+  SCOPED_TRACE(pc.str());
+  Rng rng(std::hash<std::string>{}(pc.str()));
+  const Window win = pc.win();
+  const int oh = pc.oh(), ow = pc.ow();
+  Map x{pc.n, pc.c, pc.h, pc.w, uniform(rng, size_t(pc.n) * pc.c * pc.h * pc.w)};
+  if (pc.ties)
+    for (auto& v : x.v) v = std::floor(v * 2.f);  // values in {-2,-1,0}
+  Map dy{pc.n, pc.c, oh, ow, uniform(rng, size_t(pc.n) * pc.c * oh * ow)};
+  // references
+  std::vector<int> arg_ref(size_t(pc.n) * pc.c * oh * ow);
+  std::vector<double> y_ref(arg_ref.size()), dx_ref(x.v.size(), 0.);
+  for (int s = 0; s < pc.n; ++s)
+    for (int ch = 0; ch < pc.c; ++ch)
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const size_t o = ((size_t(s) * pc.c + ch) * oh + oy) * ow + ox;
+          const int a = naive_argmax(x, s, ch, oy, ox, win);
+          ASSERT_GE(a, 0) << "a window with no cell in the map";
+          arg_ref[o] = a;
+          y_ref[o] = x.v[(size_t(s) * pc.c + ch) * pc.h * pc.w + a];
+          dx_ref[(size_t(s) * pc.c + ch) * pc.h * pc.w + a] += dy.v[o];
+        }
+  auto check_out = [&](const TensorView& out, const std::vector<int32_t>& arg, const char* what) {
+    int bad_v = 0, bad_a = 0;
+    for (int s = 0; s < pc.n; ++s)
+      for (int ch = 0; ch < pc.c; ++ch)
+        for (int oy = out.box.y0; oy < out.box.y1; ++oy)
+          for (int ox = out.box.x0; ox < out.box.x1; ++ox) {
+            const size_t o = ((size_t(s) * pc.c + ch) * oh + oy) * ow + ox;
+            const int64_t off = out.offset(s, ch / out.cb, oy, ox) + ch % out.cb;
+            bad_v += out.data[off] != float(y_ref[o]);
+            bad_a += arg[size_t(off)] != arg_ref[o];
+          }
+    EXPECT_EQ(bad_v, 0) << what << ": outputs differ from the naive max";
+    EXPECT_EQ(bad_a, 0) << what << ": winners differ from the first max in row-major order";
+  };
+
+  const Box out_full = full_box(oh, ow);
+  Blocked in = to_box(x, pc.cb, full_box(pc.h, pc.w));
+  Blocked out(pc.n, pc.c, pc.cb, out_full);
+  std::vector<int32_t> arg(size_t(out.t.size()), -7);
+  maxpool_forward(in.t, out.t, arg.data(), win, pc.w);
+  check_out(out.t, arg, "maxpool_forward");
+  EXPECT_TRUE(padded_channels_zero(out.t));
+
+  Blocked ddst = to_box(dy, pc.cb, out_full);
+  Blocked dsrc(pc.n, pc.c, pc.cb, full_box(pc.h, pc.w));
+  maxpool_backward(ddst.t, out_full, out_full, arg.data(), dsrc.t, pc.w);
+  EXPECT_LE(rel_diff(to_map(dsrc.t, pc.h, pc.w).v, dx_ref), 1e-6) << "maxpool_backward";
+  EXPECT_TRUE(padded_channels_zero(dsrc.t));
+
+  // Boxes: forward on window_in(o) only; backward of region o with winners recorded on
+  // a larger forward box F ⊇ o, into a buffer holding window_in(o); summed over the
+  // partition it is the full backward, and on cells read only by o it is exact alone.
+  Map dx_sum{pc.n, pc.c, pc.h, pc.w, std::vector<float>(x.v.size(), 0.f)};
+  for (const Box& o : partition(rng, oh, ow)) {
+    SCOPED_TRACE(box_str(o));
+    const Box F = intersect({o.y0 - 1, o.y1 + 1, o.x0 - 1, o.x1 + 1}, out_full);
+    for (const Box& fb : {o, F}) {
+      Blocked bin = to_box(x, pc.cb, window_in(fb, win, pc.h, pc.w));
+      Blocked bout(pc.n, pc.c, pc.cb, fb);
+      std::vector<int32_t> barg(size_t(bout.t.size()), -7);
+      maxpool_forward(bin.t, bout.t, barg.data(), win, pc.w);
+      check_out(bout.t, barg, "maxpool_forward on a box");
+      if (!(fb == F)) continue;
+      const Box reach = window_in(o, win, pc.h, pc.w);
+      Blocked bd(pc.n, pc.c, pc.cb, reach);
+      Blocked bdy = to_box(dy, pc.cb, o);
+      maxpool_backward(bdy.t, o, F, barg.data(), bd.t, pc.w);
+      Map part = to_map(bd.t, pc.h, pc.w);
+      for (size_t i = 0; i < part.v.size(); ++i) dx_sum.v[i] += part.v[i];
+      std::vector<double> dx_o(x.v.size(), 0.);  // naive backward of the outputs in o only
+      for (int s = 0; s < pc.n; ++s)
+        for (int ch = 0; ch < pc.c; ++ch)
+          for (int oy = o.y0; oy < o.y1; ++oy)
+            for (int ox = o.x0; ox < o.x1; ++ox) {
+              const size_t oi = ((size_t(s) * pc.c + ch) * oh + oy) * ow + ox;
+              dx_o[(size_t(s) * pc.c + ch) * pc.h * pc.w + arg_ref[oi]] += dy.v[oi];
+            }
+      EXPECT_LE(rel_diff(part.v, dx_o), 1e-6) << "maxpool_backward on a box";
+      double num = 0, den = 0;
+      for (int yy = reach.y0; yy < reach.y1; ++yy)
+        for (int xx = reach.x0; xx < reach.x1; ++xx) {
+          if (!touching_outputs_inside(yy, xx, win, oh, ow, o)) continue;
+          for (int s = 0; s < pc.n; ++s)
+            for (int ch = 0; ch < pc.c; ++ch) {
+              const double r = dx_ref[((size_t(s) * pc.c + ch) * pc.h + yy) * pc.w + xx];
+              const double d = part.at(s, ch, yy, xx) - r;
+              num += d * d;
+              den += r * r;
+            }
+        }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-6) << "maxpool_backward on cells inside a box";
+    }
+  }
+  EXPECT_LE(rel_diff(dx_sum.v, dx_ref), 1e-6) << "maxpool_backward summed over a partition";
+}
+
+std::vector<PoolCase> pool_cases() {
+  std::vector<PoolCase> v;
+  struct W {
+    int size, stride, padding;
+  };
+  // Darknet defaults (padding = size-1) and explicit paddings.
+  const W ws[] = {{2, 2, 1}, {3, 2, 2}, {2, 1, 1}, {3, 1, 2}, {2, 2, 0}, {3, 2, 0}, {5, 3, 4}, {1, 1, 0}};
+  int i = 0;
+  for (const W& w : ws)
+    for (int cb : {1, 16})
+      for (bool ties : {false, true}) {
+        ++i;
+        v.push_back({w.size, w.stride, w.padding, 1 + i % 2, cb == 16 ? 5 + 7 * (i % 3) : 3, 7 + 2 * (i % 4),
+                     6 + 3 * (i % 3), cb, ties});
+      }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Darknet, MaxPoolNaive, ::testing::ValuesIn(pool_cases()));
+
+// ---------------------------------------------------------------- pointwise
+
+// A blocked tensor on a box away from the origin, real channels random, padded zero.
+struct PwFixture {
+  int n = 2, c;
+  Box box{3, 10, 2, 9};
+  Box region{4, 8, 3, 9};
+  Blocked y, z, g;
+  explicit PwFixture(int channels, Rng& rng)
+      : c(channels), y(n, c, 16, box), z(n, c, 16, box), g(n, c, 16, box) {
+    for (Blocked* t : {&y, &g}) {
+      Map m{n, c, box.y1, box.x1, uniform(rng, size_t(n) * c * box.y1 * box.x1, -2.f, 2.f)};
+      copy_region(m.view(), t->t, box);
+    }
+  }
+  bool in_region(int yy, int xx) const { return yy >= region.y0 && yy < region.y1 && xx >= region.x0 && xx < region.x1; }
+};
+
+double act_ref(Act a, double v) {
+  switch (a) {
+    case Act::Leaky: return v > 0 ? v : 0.1 * v;
+    case Act::Relu: return v > 0 ? v : 0.;
+    case Act::Logistic: return 1. / (1. + std::exp(-v));
+    case Act::Linear: break;
+  }
+  return v;
+}
+double act_grad_ref(Act a, double v) {
+  switch (a) {
+    case Act::Leaky: return v > 0 ? 1. : 0.1;
+    case Act::Relu: return v > 0 ? 1. : 0.;
+    case Act::Logistic: {
+      const double s = 1. / (1. + std::exp(-v));
+      return s * (1. - s);
+    }
+    case Act::Linear: break;
+  }
+  return 1.;
+}
+
+class Pointwise : public ::testing::TestWithParam<int> {};  // channel count
+
+TEST_P(Pointwise, ChannelSums) {
+  Rng rng(11 + GetParam());
+  PwFixture f(GetParam(), rng);
+  std::vector<double> sum(f.c, 0.5), sq(f.c, 0.25), want_s(f.c, 0.5), want_q(f.c, 0.25);
+  for (int s = 0; s < f.n; ++s)
+    for (int ch = 0; ch < f.c; ++ch)
+      for (int yy = f.region.y0; yy < f.region.y1; ++yy)
+        for (int xx = f.region.x0; xx < f.region.x1; ++xx) {
+          const double v = f.y.t.at(s, ch / 16, yy, xx)[ch % 16];
+          want_s[ch] += v;
+          want_q[ch] += v * v;
+        }
+  channel_sums(f.y.t, f.region, sum.data(), sq.data());
+  for (int ch = 0; ch < f.c; ++ch) {
+    EXPECT_NEAR(sum[ch], want_s[ch], 1e-5 * (1 + std::fabs(want_s[ch]))) << "channel " << ch;
+    EXPECT_NEAR(sq[ch], want_q[ch], 1e-5 * (1 + std::fabs(want_q[ch]))) << "channel " << ch;
+  }
+}
+
+TEST_P(Pointwise, AffineActForwardAndBackward) {
+  Rng rng(23 + GetParam());
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic}) {
+    SCOPED_TRACE(act_name(act));
+    PwFixture f(GetParam(), rng);
+    const std::vector<float> a = uniform(rng, f.c, 0.5f, 1.5f), b = uniform(rng, f.c, -0.5f, 0.5f);
+    std::fill_n(f.z.buf.data(), f.z.buf.size(), 9.f);  // sentinel outside the region
+    affine_act_forward(f.y.t, f.z.t, f.region, a.data(), b.data(), act);
+    // in place (y and z alias) gives the same values
+    Blocked inplace(f.n, f.c, 16, f.box);
+    std::copy_n(f.y.buf.data(), f.y.buf.size(), inplace.buf.data());
+    affine_act_forward(inplace.t, inplace.t, f.region, a.data(), b.data(), act);
+    const std::vector<float> g0(f.g.buf.data(), f.g.buf.data() + f.g.buf.size());
+    act_backward(f.g.t, f.y.t, f.region, a.data(), b.data(), act);
+    int bad_fwd = 0, bad_bwd = 0, bad_outside = 0, bad_pad = 0;
+    for (int s = 0; s < f.n; ++s)
+      for (int blk = 0; blk < f.y.t.cblocks(); ++blk)
+        for (int yy = f.box.y0; yy < f.box.y1; ++yy)
+          for (int xx = f.box.x0; xx < f.box.x1; ++xx)
+            for (int c16 = 0; c16 < 16; ++c16) {
+              const int ch = blk * 16 + c16;
+              const int64_t off = f.y.t.offset(s, blk, yy, xx) + c16;
+              const float zv = f.z.buf.data()[off], gv = f.g.buf.data()[off];
+              if (!f.in_region(yy, xx)) {
+                bad_outside += zv != 9.f || gv != g0[size_t(off)];
+                continue;
+              }
+              if (ch >= f.c) {
+                bad_pad += zv != 0.f || gv != 0.f || inplace.buf.data()[off] != 0.f;
+                continue;
+              }
+              const double pre = double(a[ch]) * f.y.buf.data()[off] + b[ch];
+              const double zr = act_ref(act, pre), gr = g0[size_t(off)] * act_grad_ref(act, pre);
+              bad_fwd += std::fabs(zv - zr) > 1e-5 * (1 + std::fabs(zr)) || inplace.buf.data()[off] != zv;
+              bad_bwd += std::fabs(gv - gr) > 1e-5 * (1 + std::fabs(gr));
+            }
+    EXPECT_EQ(bad_fwd, 0) << "affine_act_forward";
+    EXPECT_EQ(bad_bwd, 0) << "act_backward";
+    EXPECT_EQ(bad_outside, 0) << "cells outside the region were written";
+    EXPECT_EQ(bad_pad, 0) << "padded channels are not zero";
+  }
+}
+
+TEST_P(Pointwise, BatchNormBackward) {
+  Rng rng(37 + GetParam());
+  PwFixture f(GetParam(), rng);
+  std::vector<double> mean(f.c), rstd(f.c);
+  for (int ch = 0; ch < f.c; ++ch) {
+    mean[ch] = std::uniform_real_distribution<double>(-0.5, 0.5)(rng);
+    rstd[ch] = std::uniform_real_distribution<double>(0.5, 2.)(rng);
+  }
+  std::vector<double> sg(f.c, 1.), sgx(f.c, -1.), want_g(f.c, 1.), want_gx(f.c, -1.);
+  for (int s = 0; s < f.n; ++s)
+    for (int ch = 0; ch < f.c; ++ch)
+      for (int yy = f.region.y0; yy < f.region.y1; ++yy)
+        for (int xx = f.region.x0; xx < f.region.x1; ++xx) {
+          const double gv = f.g.t.at(s, ch / 16, yy, xx)[ch % 16], yv = f.y.t.at(s, ch / 16, yy, xx)[ch % 16];
+          want_g[ch] += gv;
+          want_gx[ch] += gv * (yv - mean[ch]) * rstd[ch];
+        }
+  bn_grad_sums(f.g.t, f.y.t, f.region, mean.data(), rstd.data(), sg.data(), sgx.data());
+  for (int ch = 0; ch < f.c; ++ch) {
+    EXPECT_NEAR(sg[ch], want_g[ch], 1e-5 * (1 + std::fabs(want_g[ch]))) << "bn_grad_sums Σg, channel " << ch;
+    EXPECT_NEAR(sgx[ch], want_gx[ch], 1e-5 * (1 + std::fabs(want_gx[ch]))) << "bn_grad_sums Σg·x̂, channel " << ch;
+  }
+
+  const std::vector<float> k1 = uniform(rng, f.c), k2 = uniform(rng, f.c), k3 = uniform(rng, f.c),
+                           mf = uniform(rng, f.c);
+  const std::vector<float> g0(f.g.buf.data(), f.g.buf.data() + f.g.buf.size());
+  bn_backward_apply(f.g.t, f.y.t, f.region, k1.data(), k2.data(), k3.data(), mf.data());
+  int bad = 0, bad_outside = 0, bad_pad = 0;
+  for (int s = 0; s < f.n; ++s)
+    for (int blk = 0; blk < f.g.t.cblocks(); ++blk)
+      for (int yy = f.box.y0; yy < f.box.y1; ++yy)
+        for (int xx = f.box.x0; xx < f.box.x1; ++xx)
+          for (int c16 = 0; c16 < 16; ++c16) {
+            const int ch = blk * 16 + c16;
+            const int64_t off = f.g.t.offset(s, blk, yy, xx) + c16;
+            const float gv = f.g.buf.data()[off];
+            if (!f.in_region(yy, xx)) {
+              bad_outside += gv != g0[size_t(off)];
+            } else if (ch >= f.c) {
+              bad_pad += gv != 0.f;
+            } else {
+              const double r =
+                  double(k1[ch]) * g0[size_t(off)] + double(k2[ch]) * (double(f.y.buf.data()[off]) - mf[ch]) + k3[ch];
+              bad += std::fabs(gv - r) > 1e-5 * (1 + std::fabs(r));
+            }
+          }
+  EXPECT_EQ(bad, 0) << "bn_backward_apply";
+  EXPECT_EQ(bad_outside, 0) << "bn_backward_apply wrote outside the region";
+  EXPECT_EQ(bad_pad, 0) << "bn_backward_apply: padded channels are not zero";
+}
+
+INSTANTIATE_TEST_SUITE_P(Channels, Pointwise, ::testing::Values(1, 5, 16, 21, 35));
+
+TEST(Pointwise, Activate) {
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic})
+    for (float v : {-3.f, -0.5f, 0.f, 0.25f, 2.f}) EXPECT_NEAR(activate(act, v), act_ref(act, v), 1e-6) << act_name(act) << " " << v;
+}
+
+// ---------------------------------------------------------------- dense head
+
+TEST(DenseNaive, AvgPool) {
+  Rng rng(5);
+  const int n = 3, c = 7, hw = 13;
+  const std::vector<float> x = uniform(rng, size_t(n) * c * hw), dy = uniform(rng, size_t(n) * c);
+  std::vector<float> y(size_t(n) * c), dx(x.size(), 5.f);
+  avgpool_forward(x.data(), y.data(), n, c, hw);
+  avgpool_backward(dy.data(), dx.data(), n, c, hw);
+  std::vector<double> yr(y.size(), 0.), dxr(x.size());
+  for (int i = 0; i < n * c; ++i) {
+    for (int k = 0; k < hw; ++k) yr[i] += x[size_t(i) * hw + k] / double(hw);
+    for (int k = 0; k < hw; ++k) dxr[size_t(i) * hw + k] = dy[i] / double(hw);
+  }
+  EXPECT_LE(rel_diff(y, yr), 1e-6);
+  EXPECT_LE(rel_diff(dx, dxr), 1e-6);
+}
+
+TEST(DenseNaive, Connected) {
+  Rng rng(6);
+  const int n = 3, in = 37, out = 11;
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic}) {
+    SCOPED_TRACE(act_name(act));
+    const std::vector<float> x = uniform(rng, size_t(n) * in), w = uniform(rng, size_t(out) * in, -0.3f, 0.3f),
+                             b = uniform(rng, out), g0 = uniform(rng, size_t(n) * out);
+    std::vector<float> y(size_t(n) * out), z(y.size());
+    connected_forward(x.data(), w.data(), b.data(), y.data(), z.data(), n, in, out, act);
+    std::vector<double> yr(y.size()), zr(y.size()), gyr(y.size()), dwr(w.size()), dbr(out, 0.), dxr(x.size(), 0.);
+    for (int s = 0; s < n; ++s)
+      for (int o = 0; o < out; ++o) {
+        double acc = b[o];
+        for (int i = 0; i < in; ++i) acc += double(x[size_t(s) * in + i]) * w[size_t(o) * in + i];
+        yr[size_t(s) * out + o] = acc;
+        zr[size_t(s) * out + o] = act_ref(act, acc);
+        gyr[size_t(s) * out + o] = g0[size_t(s) * out + o] * act_grad_ref(act, acc);
+      }
+    EXPECT_LE(rel_diff(y, yr), 1e-6) << "connected_forward pre-activation";
+    EXPECT_LE(rel_diff(z, zr), 1e-6) << "connected_forward output";
+    // backward: dW and db accumulate onto what is there, dx is written
+    std::vector<float> g = g0, dw = uniform(rng, w.size()), db = uniform(rng, out), dx(x.size(), 3.f);
+    for (size_t i = 0; i < dw.size(); ++i) dwr[i] = dw[i];
+    for (int o = 0; o < out; ++o) dbr[o] = db[o];
+    for (int s = 0; s < n; ++s)
+      for (int o = 0; o < out; ++o) {
+        const double gy = gyr[size_t(s) * out + o];
+        dbr[o] += gy;
+        for (int i = 0; i < in; ++i) {
+          dwr[size_t(o) * in + i] += gy * x[size_t(s) * in + i];
+          dxr[size_t(s) * in + i] += gy * w[size_t(o) * in + i];
+        }
+      }
+    connected_backward(g.data(), x.data(), w.data(), y.data(), dw.data(), db.data(), dx.data(), n, in, out, act);
+    EXPECT_LE(rel_diff(g, gyr), 1e-6) << "connected_backward: g becomes dL/dy";
+    EXPECT_LE(rel_diff(dw, dwr), 1e-6) << "connected_backward dW";
+    EXPECT_LE(rel_diff(db, dbr), 1e-6) << "connected_backward db";
+    EXPECT_LE(rel_diff(dx, dxr), 1e-6) << "connected_backward dx";
+    // dx may be skipped
+    std::vector<float> g2 = g0, dw2(w.size(), 0.f), db2(size_t(out), 0.f);
+    connected_backward(g2.data(), x.data(), w.data(), y.data(), dw2.data(), db2.data(), nullptr, n, in, out, act);
+    EXPECT_EQ(g2, g);
+  }
+}
+
+TEST(DenseNaive, Softmax) {
+  Rng rng(7);
+  const int n = 4, c = 9;
+  std::vector<float> x = uniform(rng, size_t(n) * c, -3.f, 3.f);
+  for (int i = 0; i < c; ++i) x[size_t(3) * c + i] += 1000.f;  // large logits must not overflow
+  std::vector<float> p(x.size());
+  softmax_forward(x.data(), p.data(), n, c);
+  std::vector<double> pr(x.size());
+  for (int s = 0; s < n; ++s) {
+    double m = -1e300, sum = 0;
+    for (int i = 0; i < c; ++i) m = std::max(m, double(x[size_t(s) * c + i]));
+    for (int i = 0; i < c; ++i) sum += std::exp(x[size_t(s) * c + i] - m);
+    for (int i = 0; i < c; ++i) pr[size_t(s) * c + i] = std::exp(x[size_t(s) * c + i] - m) / sum;
+  }
+  EXPECT_LE(rel_diff(p, pr), 1e-6);
+  for (float v : p) EXPECT_TRUE(std::isfinite(v));
+
+  // cross-entropy against a distribution; grad = p - truth
+  std::vector<float> truth(p.size(), 0.f), grad(p.size());
+  for (int s = 0; s < n; ++s) truth[size_t(s) * c + (s * 5) % c] = 1.f;
+  double want = 0;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (truth[i] != 0) want -= truth[i] * std::log(double(p[i]));
+  EXPECT_NEAR(softmax_cross_entropy(p.data(), truth.data(), grad.data(), int64_t(p.size())), want, 1e-5 * std::fabs(want));
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(grad[i], p[i] - truth[i]);
+}
+
+TEST(DenseNaive, Sse) {
+  Rng rng(8);
+  const std::vector<float> out = uniform(rng, 101), truth = uniform(rng, 101);
+  std::vector<float> grad(out.size());
+  double want = 0;
+  for (size_t i = 0; i < out.size(); ++i) want += double(out[i] - truth[i]) * (out[i] - truth[i]);
+  EXPECT_NEAR(sse(out.data(), truth.data(), grad.data(), int64_t(out.size())), want, 1e-9 * want);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(grad[i], out[i] - truth[i]);
+}
+
+TEST(DenseNaive, DropoutMask) {
+  Rng rng(9);
+  const int n = 3;
+  const int64_t per = 5000;
+  const float p = 0.3f;
+  const std::vector<float> x = uniform(rng, size_t(n * per), 0.5f, 1.5f);  // never zero
+  std::vector<float> a(x.size()), b(x.size()), c(x.size()), two(size_t(2 * per));
+  dropout_apply(x.data(), a.data(), per, n, p, 42, 7);
+  dropout_apply(x.data(), b.data(), per, n, p, 42, 7);
+  dropout_apply(x.data(), c.data(), per, n, p, 42, 8);
+  dropout_apply(x.data(), two.data(), per, 2, p, 42, 7);
+  EXPECT_EQ(a, b) << "the mask is a function of (seed, step, sample, index)";
+  EXPECT_NE(a, c) << "the mask changes with the step";
+  EXPECT_TRUE(std::equal(two.begin(), two.end(), a.begin())) << "a sample's mask does not depend on the batch size";
+  int64_t dropped = 0, bad_scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (a[i] == 0.f) {
+      ++dropped;
+    } else {
+      bad_scale += std::fabs(a[i] - x[i] / (1.f - p)) > 1e-6f * std::fabs(a[i]);
+    }
+  }
+  EXPECT_EQ(bad_scale, 0) << "kept cells are scaled by 1/(1-p)";
+  EXPECT_NEAR(double(dropped) / double(x.size()), p, 0.02);
+  // samples get different masks
+  int same = 0;
+  for (int64_t i = 0; i < per; ++i) same += (a[size_t(i)] == 0.f) == (a[size_t(per + i)] == 0.f);
+  EXPECT_LT(same, per * 0.7);
+}
+
+}  // namespace
+}  // namespace tt
