@@ -161,8 +161,12 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
           max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
         if (!(x.delta == x.own)) max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
-        ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
-        ts->argmax[i].assign(size_t(ts->z[i].size()), -1);
+        // Max-pool backward needs only the winners; the output persists only when the
+        // next convolution reads it in place.
+        const bool next_reads_in_place =
+            l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
+        ts->z[i] = next_reads_in_place ? make(s.out.c, L.out_cb, x.fwd) : TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};
+        ts->argmax[i].assign(size_t(tensor_floats(batch, s.out.c, L.out_cb, x.fwd)), -1);
       }
     }
     tiles_.push_back(std::move(ts));
@@ -171,14 +175,19 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     TileState& ts = *tiles_[t];
     size_t need[2] = {0, 0};
     simulate_backward(t, need);
-    // Transient forward outputs go to the larger of the two delta buffers.
+    // Transient forward outputs live in the larger delta buffer, or in the other one
+    // when the layer's input is itself transient there (never overwrite what is read).
     const int big = need[1] > need[0] ? 1 : 0;
-    for (int i = 0; i < last - first; ++i)
-      if (!ts.z[i].data) need[big] = std::max(need[big], size_t(ts.z[i].size()));
+    std::vector<int> home(size_t(last - first), -1);
+    for (int i = 0; i < last - first; ++i) {
+      if (ts.z[i].data) continue;
+      home[size_t(i)] = i > 0 && home[size_t(i - 1)] == big ? 1 - big : big;
+      need[home[size_t(i)]] = std::max(need[home[size_t(i)]], size_t(ts.z[i].size()));
+    }
     ts.buf[0] = Buffer(need[0]);
     ts.buf[1] = Buffer(need[1]);
     for (int i = 0; i < last - first; ++i)
-      if (!ts.z[i].data) ts.z[i].data = ts.buf[big].data();
+      if (home[size_t(i)] >= 0) ts.z[i].data = ts.buf[home[size_t(i)]].data();
   }
   for (int t : local_)
     for (int l = first + 1; l < last; ++l)
