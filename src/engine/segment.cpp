@@ -130,24 +130,29 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         if (k->geom() == g) return k.get();
       return nullptr;
     };
-    // Pass 1: which layer outputs must persist until backward.
+    // Inputs: the previous layer's output itself when it holds exactly the cells
+    // needed (and, at a group start, no neighbour contributes); else a buffer of its own.
+    for (int l = first; l < last; ++l)
+      if (!input_aliases(t, l)) ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
+    // Outputs, and which of them must persist until backward.
     for (int l = first; l < last; ++l) {
       LayerState& L = *layers_[l - first];
       const LayerSpec& s = *L.spec;
       const TileLayer& x = plan_.at(t, l);
       const int i = l - first;
-      // Input: the previous layer's output itself when it holds exactly the cells
-      // needed (and, at a group start, no neighbour contributes); else a buffer of its own.
-      if (input_aliases(t, l))
-        ts->in[i] = ts->z[i - 1];  // storage may still be unassigned: fixed up below
-      else
-        ts->in[i] = make(s.in.c, L.in_cb, x.in);
+      if (input_aliases(t, l)) ts->in[i] = ts->z[i - 1];  // storage may still be unassigned: fixed up below
       if (s.type == LayerType::Conv) {
         ts->y[i] = make(s.out.c, 16, x.fwd);
         // z persists only when the next layer reads it in place and needs it in backward.
         const bool next_reads_in_place = l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
+        // At a group start the next input is a buffer of its own that the halo exchange
+        // completes: batch-norm/activation write straight into it (no copy of own cells).
+        const bool into_next_input = l + 1 < last && !input_aliases(t, l + 1) && plan_.group_start(l + 1) &&
+                                     contains(plan_.at(t, l + 1).in, x.fwd);
         if (!L.pointwise)
           ts->z[i] = ts->y[i];
+        else if (into_next_input)
+          ts->z[i] = ts->in[i + 1];
         else if (next_reads_in_place)
           ts->z[i] = make(s.out.c, 16, x.fwd);
         else
