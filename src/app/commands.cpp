@@ -56,6 +56,16 @@ TrainOptions train_options(const RunOptions& o) {
   return t;
 }
 
+// Random initial weights from the seed, or a Darknet .weights file.
+Params start_params(const NetSpec& net, const RunOptions& o, const std::string& weights_in) {
+  Params params(net);
+  if (weights_in.empty())
+    init_params(params, net, o.seed);
+  else
+    load_weights(params, net, weights_in);
+  return params;
+}
+
 // Synthetic batch: N(0,1) input; truth N(0, 0.5) for SSE, one-hot for softmax.
 void synthetic(const NetSpec& net, int n, uint64_t seed, std::vector<float>& input, std::vector<float>& truth) {
   std::mt19937_64 rng(seed);
@@ -251,11 +261,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
 
 int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in, const std::string& weights_out) {
   NetSpec net = load(o);
-  Params params(net);
-  if (weights_in.empty())
-    init_params(params, net, o.seed);
-  else
-    load_weights(params, net, weights_in);
+  Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
   std::vector<float> input, truth;
   for (int i = 0; i < steps; ++i) {
@@ -370,11 +376,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
                    const std::string& weights_out) {
   NetSpec net = load(o);
-  Params params(net);
-  if (weights_in.empty())
-    init_params(params, net, o.seed);
-  else
-    load_weights(params, net, weights_in);
+  Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
   const bool root = trainer.root();
   const std::string dir = d.data == "fashion-mnist" ? kFashionMnistDir : d.data;
