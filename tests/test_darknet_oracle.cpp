@@ -120,12 +120,13 @@ class DarknetOracle : public ::testing::TestWithParam<Case> {
   }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
 
-  // Runs darknet_forward; returns its exit status and fills `err` with its stderr.
+  // Runs darknet_forward (which also re-saves the weights with Darknet's own writer when
+  // `resave` is given); returns its exit status and fills `err` with its stderr.
   int run_darknet(const std::string& cfg, const std::string& weights, const std::string& in, const std::string& out,
-                  std::string& err) {
+                  std::string& err, const std::string& resave = "") {
     const std::string err_file = path("darknet.stderr");
     const std::string cmd = std::string("'") + DARKNET_FORWARD + "' '" + cfg + "' '" + weights + "' '" + in + "' '" +
-                            out + "' >/dev/null 2>'" + err_file + "'";
+                            out + "'" + (resave.empty() ? "" : " '" + resave + "'") + " >/dev/null 2>'" + err_file + "'";
     const int status = std::system(cmd.c_str());
     std::ifstream e(err_file);
     err.assign(std::istreambuf_iterator<char>(e), {});
@@ -196,8 +197,16 @@ TEST_P(DarknetOracle, PredictMatchesDarknet) {
   for (auto& v : x) v = d(rng);
   write_dump(path("input.bin"), {{"input", {{n, net.channels, net.height, net.width}, x}}});
   std::string err;
-  const int rc = run_darknet(cfg_path, weights, path("input.bin"), path("output.bin"), err);
+  const int rc = run_darknet(cfg_path, weights, path("input.bin"), path("output.bin"), err, path("resaved.weights"));
   ASSERT_EQ(rc, 0) << "darknet_forward failed:\n" << err;
+
+  // The other direction: what Darknet's own save_weights wrote loads back bit for bit.
+  Params back(net);
+  load_weights(back, net, path("resaved.weights"));
+  EXPECT_EQ(back.seen, params.seen);
+  EXPECT_TRUE(back.values == params.values) << "parameters differ after a round trip through Darknet";
+  EXPECT_TRUE(back.rolling_mean == params.rolling_mean && back.rolling_var == params.rolling_var)
+      << "batch-norm statistics differ after a round trip through Darknet";
   const Dump out = read_dump(path("output.bin"));
   ASSERT_TRUE(out.count("output"));
   const DumpTensor& ref = out.at("output");

@@ -49,6 +49,7 @@ int WeightCache::slot(const memory::desc& d) {
   e.src = memory(plain_, ctx_.eng, DNNL_MEMORY_NONE);
   e.dst = memory(d, ctx_.eng, e.buf.data());
   e.to_format = dnnl::reorder(e.src, e.dst);
+  e.args = {{DNNL_ARG_FROM, e.src}, {DNNL_ARG_TO, e.dst}};
   entries_.push_back(std::move(e));
   return int(entries_.size() - 1);
 }
@@ -56,7 +57,7 @@ int WeightCache::slot(const memory::desc& d) {
 void WeightCache::refresh(const float* plain_weights) {
   for (auto& e : entries_) {
     e.src.set_data_handle(const_cast<float*>(plain_weights));
-    e.to_format.execute(ctx_.strm, e.src, e.dst);
+    e.to_format.execute(ctx_.strm, e.args);
   }
   ctx_.strm.wait();
 }

@@ -68,6 +68,7 @@ class WeightCache {
     Buffer buf;
     dnnl::reorder to_format;
     memory src, dst;
+    Args args;  // built once: executing with a fresh argument map would allocate
   };
   DnnlContext& ctx_;
   memory::desc plain_;

@@ -2,7 +2,9 @@
  * darknet_forward -- independent inference oracle built on Debian's libdarknet
  * (pjreddie darknet, git 61c9d02e, 2018-09-14; /usr/lib/darknet/libdarknet.so).
  *
- *   usage: darknet_forward CFG WEIGHTS INPUT.bin OUTPUT.bin
+ *   usage: darknet_forward CFG WEIGHTS INPUT.bin OUTPUT.bin [RESAVED.weights]
+ *   (with RESAVED.weights, Darknet also writes the loaded weights back with its own
+ *   save_weights, for the other direction of the interoperability test)
  *
  * Loads CFG with Darknet's own parse_network_cfg(), loads WEIGHTS with Darknet's
  * own load_weights(), reads the first tensor of INPUT.bin ([B,C,H,W], NCHW,
@@ -521,9 +523,9 @@ int main(int argc, char **argv)
     uint32_t odims[4];
     uint32_t ondim;
 
-    if (argc != 5) {
+    if (argc != 5 && argc != 6) {
         fprintf(stderr,
-                "usage: %s CFG WEIGHTS INPUT.bin OUTPUT.bin\n"
+                "usage: %s CFG WEIGHTS INPUT.bin OUTPUT.bin [RESAVED.weights]\n"
                 "  Runs libdarknet (test mode) on the first tensor of INPUT.bin ([B,C,H,W]) and\n"
                 "  writes the last non-cost layer's output as tensor \"output\" to OUTPUT.bin.\n",
                 argc > 0 ? argv[0] : PROG);
@@ -574,6 +576,7 @@ int main(int argc, char **argv)
     g_stage = "checking weights";
     check_weights_file(net, &cs, weights_path);
     DARKNET_CALL("load_weights", load_weights(net, (char *)weights_path));
+    if (argc == 6) DARKNET_CALL("save_weights", save_weights(net, argv[5]));
 
     /* Input shape. */
     if (net->h > 0 && net->w > 0 && net->c > 0) {
