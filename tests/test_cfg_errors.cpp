@@ -70,8 +70,10 @@ TEST(CfgErrors, UnknownKey) {
 }
 
 TEST(CfgErrors, UnknownKeyInNet) {
-  const std::string cfg = "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\nlearningrate=0.1\n"
-                          "[convolutional]\n" + kConvTail;
+  const std::string cfg =
+      "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\nlearningrate=0.1\n"
+      "[convolutional]\n" +
+      kConvTail;
   expect_error_at(cfg, "learningrate", {"unknown key", "learningrate"});
 }
 
@@ -141,15 +143,17 @@ TEST(CfgErrors, ImpossibleMaxpoolPadding) {
 
 TEST(CfgErrors, InputTooSmallForTheNet) {
   // 2x2 input: the first valid 3x3 conv already has no room.
-  const std::string cfg = "[net]\nbatch=1\nwidth=2\nheight=2\nchannels=1\n"
-                          "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n"
-                          "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n[cost]\n";
+  const std::string cfg =
+      "[net]\nbatch=1\nwidth=2\nheight=2\nchannels=1\n"
+      "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n"
+      "[convolutional]\nfilters=2\nsize=3\nstride=1\nactivation=linear\n[cost]\n";
   expect_error_at(cfg, "[convolutional]", {"too small", "2x2", "layer 0"});
   // 5x5 input: the first leaves 3x3, the second 1x1, the third has no room.
-  const std::string deeper = "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n"
-                             "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
-                             "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
-                             "[conv]\nfilters=2\nsize=3\nactivation=relu\n[cost]\n";
+  const std::string deeper =
+      "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n"
+      "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
+      "[convolutional]\nfilters=2\nsize=3\nactivation=linear\n"
+      "[conv]\nfilters=2\nsize=3\nactivation=relu\n[cost]\n";
   expect_error_at(deeper, "[conv]", {"too small", "1x1", "layer 2"});
 }
 
@@ -190,7 +194,8 @@ TEST(CfgErrors, DuplicateKey) {
 }
 
 TEST(CfgErrors, BatchNotDivisibleBySubdivisions) {
-  const std::string cfg = "[net]\nbatch=6\nsubdivisions=4\nwidth=8\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
+  const std::string cfg =
+      "[net]\nbatch=6\nsubdivisions=4\nwidth=8\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
   expect_error_at(cfg, "subdivisions=4", {"6", "4", "divisible"});
 }
 
@@ -212,8 +217,10 @@ TEST(CfgErrors, UnsupportedPolicy) {
 }
 
 TEST(CfgErrors, StepsWithoutMatchingScales) {
-  const std::string cfg = "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\npolicy=steps\nsteps=10,20\nscales=.1\n"
-                          "[convolutional]\n" + kConvTail;
+  const std::string cfg =
+      "[net]\nbatch=1\nwidth=8\nheight=8\nchannels=1\npolicy=steps\nsteps=10,20\nscales=.1\n"
+      "[convolutional]\n" +
+      kConvTail;
   expect_error_at(cfg, "steps=10,20", {"steps", "scales"});
 }
 
@@ -299,15 +306,15 @@ TEST(CfgShapes, MaxpoolDefaultPadding) {
 }
 
 TEST(CfgShapes, PadOneWithSizeOneMeansNoPadding) {
-  NetSpec net = parse_net(kNet + "[convolutional]\nfilters=3\nsize=1\nstride=1\npad=1\nactivation=linear\n[cost]\n",
-                          "test.cfg");
+  NetSpec net =
+      parse_net(kNet + "[convolutional]\nfilters=3\nsize=1\nstride=1\npad=1\nactivation=linear\n[cost]\n", "test.cfg");
   EXPECT_EQ(net.layers[0].win.pad, 0);
   EXPECT_EQ(net.layers[0].pad_total, 0);
   EXPECT_EQ(net.layers[0].out.h, 11);
   EXPECT_EQ(net.layers[0].out.w, 13);
   // pad=1 overrides padding=, as in Darknet (padding= is used only with pad=0).
-  NetSpec n5 = parse_net(kNet + "[convolutional]\nfilters=3\nsize=5\npad=1\npadding=1\nactivation=linear\n[cost]\n",
-                         "test.cfg");
+  NetSpec n5 =
+      parse_net(kNet + "[convolutional]\nfilters=3\nsize=5\npad=1\npadding=1\nactivation=linear\n[cost]\n", "test.cfg");
   EXPECT_EQ(n5.layers[0].win.pad, 2);
 }
 
@@ -324,11 +331,11 @@ TEST(CfgRate, Constant) {
 }
 
 TEST(CfgRate, Steps) {
-  NetSpec net = parse_net(kNet + "policy=steps\nsteps=10,20,30\nscales=.1,.5,2\n[convolutional]\n" + kConvTail,
-                          "test.cfg");
+  NetSpec net =
+      parse_net(kNet + "policy=steps\nsteps=10,20,30\nscales=.1,.5,2\n[convolutional]\n" + kConvTail, "test.cfg");
   EXPECT_FLOAT_EQ(net.rate_at(0), 0.01f);
   EXPECT_FLOAT_EQ(net.rate_at(9), 0.01f);
-  EXPECT_FLOAT_EQ(net.rate_at(10), 0.001f);   // steps[i] <= batch_num applies scales[i]
+  EXPECT_FLOAT_EQ(net.rate_at(10), 0.001f);  // steps[i] <= batch_num applies scales[i]
   EXPECT_FLOAT_EQ(net.rate_at(19), 0.001f);
   EXPECT_FLOAT_EQ(net.rate_at(20), 0.0005f);
   EXPECT_FLOAT_EQ(net.rate_at(30), 0.001f);
@@ -336,12 +343,11 @@ TEST(CfgRate, Steps) {
 }
 
 TEST(CfgRate, BurnIn) {
-  NetSpec net = parse_net(kNet + "burn_in=100\npolicy=steps\nsteps=200\nscales=.1\n[convolutional]\n" + kConvTail,
-                          "test.cfg");
+  NetSpec net =
+      parse_net(kNet + "burn_in=100\npolicy=steps\nsteps=200\nscales=.1\n[convolutional]\n" + kConvTail, "test.cfg");
   EXPECT_EQ(net.power, 4.f);  // Darknet's default
   // Darknet: lr * pow(batch_num / burn_in, power) while batch_num < burn_in.
-  for (int64_t b : {1, 10, 50, 99})
-    EXPECT_FLOAT_EQ(net.rate_at(b), 0.01f * std::pow(float(b) / 100.f, 4.f)) << b;
+  for (int64_t b : {1, 10, 50, 99}) EXPECT_FLOAT_EQ(net.rate_at(b), 0.01f * std::pow(float(b) / 100.f, 4.f)) << b;
   EXPECT_FLOAT_EQ(net.rate_at(50), 0.01f / 16);
   EXPECT_FLOAT_EQ(net.rate_at(100), 0.01f);
   EXPECT_FLOAT_EQ(net.rate_at(199), 0.01f);

@@ -33,8 +33,8 @@ std::string slurp(const fs::path& p) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tt_cli_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tt_cli_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -155,8 +155,7 @@ TEST_F(Cli, TruncatedWeightsFailAndSaveNothing) {
   const std::string bytes = slurp(path("full.weights"));
   ASSERT_EQ(bytes.size(), 6420u);
   write("truncated.weights", bytes.substr(0, 1000));
-  const Result r =
-      run("train --steps 2 --cfg '" + cfg + "' --weights truncated.weights --save-weights out.weights");
+  const Result r = run("train --steps 2 --cfg '" + cfg + "' --weights truncated.weights --save-weights out.weights");
   EXPECT_EQ(r.code, 2);
   EXPECT_CONTAINS(r.err, "tiletrain: error:");
   EXPECT_CONTAINS(r.err, "truncated.weights");

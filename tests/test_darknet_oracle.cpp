@@ -126,7 +126,8 @@ class DarknetOracle : public ::testing::TestWithParam<Case> {
                   std::string& err, const std::string& resave = "") {
     const std::string err_file = path("darknet.stderr");
     const std::string cmd = std::string("'") + DARKNET_FORWARD + "' '" + cfg + "' '" + weights + "' '" + in + "' '" +
-                            out + "'" + (resave.empty() ? "" : " '" + resave + "'") + " >/dev/null 2>'" + err_file + "'";
+                            out + "'" + (resave.empty() ? "" : " '" + resave + "'") + " >/dev/null 2>'" + err_file +
+                            "'";
     const int status = std::system(cmd.c_str());
     std::ifstream e(err_file);
     err.assign(std::istreambuf_iterator<char>(e), {});
@@ -246,9 +247,7 @@ TEST(DarknetOracleSanity, RefusesWeightsOfAnotherCfg) {
   const std::string head = "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n";
   const std::string a = head + "[convolutional]\nfilters=2\nsize=3\npad=1\nactivation=linear\n[cost]\n";
   const std::string b = head + "[convolutional]\nfilters=3\nsize=3\npad=1\nactivation=linear\n[cost]\n";
-  {
-    std::ofstream(dir / "b.cfg") << b;
-  }
+  { std::ofstream(dir / "b.cfg") << b; }
   NetSpec net = parse_net(a, "a.cfg");
   Params p(net);
   init_params(p, net, 1);

@@ -57,7 +57,8 @@ struct NetText {
 
 std::string conv(int filters, int size, int stride, int padding, bool bn, const char* act) {
   char b[256];
-  std::snprintf(b, sizeof b, "[convolutional]\nbatch_normalize=%d\nfilters=%d\nsize=%d\nstride=%d\npadding=%d\nactivation=%s\n",
+  std::snprintf(b, sizeof b,
+                "[convolutional]\nbatch_normalize=%d\nfilters=%d\nsize=%d\nstride=%d\npadding=%d\nactivation=%s\n",
                 bn ? 1 : 0, filters, size, stride, padding, act);
   return b;
 }
@@ -96,9 +97,7 @@ struct Problem {
     const double l = tr->forward_backward(input.data(), truth.data());
     return cross_entropy ? l : 0.5 * l;
   }
-  std::vector<float> output() const {
-    return {tr->output(), tr->output() + net.micro_batch() * net.output().size()};
-  }
+  std::vector<float> output() const { return {tr->output(), tr->output() + net.micro_batch() * net.output().size()}; }
 };
 
 // Watches one kink source while a point is perturbed.
@@ -108,7 +107,7 @@ struct Probe {
   std::unique_ptr<Problem> prefix;  // null: the max-pool reads the net's input itself
   Window win;                       // PoolWinner: the pooling window and shapes
   Shape in, out;
-  std::vector<float> base;          // values at the unperturbed point
+  std::vector<float> base;  // values at the unperturbed point
 };
 
 // Winner (first max, in-map cells only) of every pooling window, on plain [n][c][h][w]
@@ -207,7 +206,8 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
       const int64_t k = p.net.output().size();
       for (int s = 0; s < p.net.micro_batch(); ++s) {
         double sum = 0;
-        for (int64_t i = 0; i < k; ++i) sum += p.truth[size_t(s * k + i)] = 0.05f + std::uniform_real_distribution<float>(0, 1)(rng_);
+        for (int64_t i = 0; i < k; ++i)
+          sum += p.truth[size_t(s * k + i)] = 0.05f + std::uniform_real_distribution<float>(0, 1)(rng_);
         for (int64_t i = 0; i < k; ++i) p.truth[size_t(s * k + i)] = float(p.truth[size_t(s * k + i)] / sum);
       }
     } else {
@@ -217,8 +217,8 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
     // Probes: every relu/leaky activation, every max-pool.
     TrainOptions popt;  // untiled, no input delta: only values matter
     for (const auto& l : p.net.layers) {
-      const bool kink_act = (l.type == LayerType::Conv || l.type == LayerType::Connected) &&
-                            (l.act == Act::Relu || l.act == Act::Leaky);
+      const bool kink_act =
+          (l.type == LayerType::Conv || l.type == LayerType::Connected) && (l.act == Act::Relu || l.act == Act::Leaky);
       if (!kink_act && l.type != LayerType::MaxPool) continue;
       auto pr = std::make_unique<Probe>();
       pr->layer = l.index;
@@ -444,8 +444,8 @@ std::vector<GradCase> head_cases() {
   add("softmax_after_avgpool", {conv(6, 3, 1, 1, false, "linear"), kAvgpool, kSoftmax});
   add("softmax_after_connected", {conv(3, 3, 2, 1, true, "logistic"), connected(7, "linear"), kSoftmax});
   add("dropout_on_map", {conv(4, 3, 1, 1, false, "logistic"), dropout(0.4f), connected(3, "linear"), kCost});
-  add("dropout_after_connected", {conv(3, 1, 1, 0, false, "linear"), connected(8, "logistic"), dropout(0.3f),
-                                  connected(4, "linear"), kSoftmax});
+  add("dropout_after_connected",
+      {conv(3, 1, 1, 0, false, "linear"), connected(8, "logistic"), dropout(0.3f), connected(4, "linear"), kSoftmax});
   return v;
 }
 
@@ -454,9 +454,15 @@ std::vector<GradCase> composite_cases() {
   NetText n;
   n.h = 11;
   n.w = 9;
-  n.layers = {conv(4, 3, 1, 1, true, "leaky"), maxpool(2, 2),          conv(6, 3, 2, 1, false, "relu"),
-              conv(5, 1, 1, 0, true, "logistic"), kAvgpool,              connected(7, "leaky"),
-              dropout(0.25f),                     connected(4, "linear"), kCost};
+  n.layers = {conv(4, 3, 1, 1, true, "leaky"),
+              maxpool(2, 2),
+              conv(6, 3, 2, 1, false, "relu"),
+              conv(5, 1, 1, 0, true, "logistic"),
+              kAvgpool,
+              connected(7, "leaky"),
+              dropout(0.25f),
+              connected(4, "linear"),
+              kCost};
   NetText soft = n;
   soft.layers.back() = kSoftmax;
   NetText m;  // maxpool 3/2 and 2/1 between convs, ending in a cost on the map
@@ -464,9 +470,12 @@ std::vector<GradCase> composite_cases() {
   m.w = 10;
   m.layers = {conv(3, 3, 1, 1, false, "linear"), maxpool(3, 2), conv(4, 3, 1, 1, true, "logistic"), maxpool(2, 1),
               kCost};
-  return {{"composite_1x1", n, 1, 1, "none", 3.f},          {"composite_2x2", n, 2, 2, "none", 3.f},
-          {"composite_3x2_grouped", n, 3, 2, "0,2", 3.f},    {"composite_softmax_2x2", soft, 2, 2, "none"},
-          {"pools_1x1", m, 1, 1, "none"},                    {"pools_2x3_all", m, 2, 3, "all"}};
+  return {{"composite_1x1", n, 1, 1, "none", 3.f},
+          {"composite_2x2", n, 2, 2, "none", 3.f},
+          {"composite_3x2_grouped", n, 3, 2, "0,2", 3.f},
+          {"composite_softmax_2x2", soft, 2, 2, "none"},
+          {"pools_1x1", m, 1, 1, "none"},
+          {"pools_2x3_all", m, 2, 3, "all"}};
 }
 
 std::string case_name(const ::testing::TestParamInfo<GradCase>& i) { return i.param.name; }

@@ -239,7 +239,8 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   const Box out_full = full_box(oh, ow);
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   auto make_kernel = [&](const Box& o) {
-    kernels.push_back(std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, c.cb, c.bias), all));
+    kernels.push_back(
+        std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, c.cb, c.bias), all));
     wc.refresh(w.data());  // new kernels may register new weight formats
     return kernels.back().get();
   };
@@ -362,7 +363,8 @@ TEST(Conv1x1Naive, ForwardAndBoxes) {
       for (int o = 0; o < c.oc; ++o)
         for (int p = 0; p < c.h * c.w; ++p) {
           double acc = c.bias ? b[o] : 0.;
-          for (int i = 0; i < c.ic; ++i) acc += double(w[size_t(o) * c.ic + i]) * x.v[(size_t(s) * c.ic + i) * c.h * c.w + p];
+          for (int i = 0; i < c.ic; ++i)
+            acc += double(w[size_t(o) * c.ic + i]) * x.v[(size_t(s) * c.ic + i) * c.h * c.w + p];
           ref[(size_t(s) * c.oc + o) * c.h * c.w + p] = acc;
         }
     const Box full = full_box(c.h, c.w);
@@ -550,34 +552,42 @@ struct PwFixture {
   Box box{3, 10, 2, 9};
   Box region{4, 8, 3, 9};
   Blocked y, z, g;
-  explicit PwFixture(int channels, Rng& rng)
-      : c(channels), y(n, c, 16, box), z(n, c, 16, box), g(n, c, 16, box) {
+  explicit PwFixture(int channels, Rng& rng) : c(channels), y(n, c, 16, box), z(n, c, 16, box), g(n, c, 16, box) {
     for (Blocked* t : {&y, &g}) {
       Map m{n, c, box.y1, box.x1, uniform(rng, size_t(n) * c * box.y1 * box.x1, -2.f, 2.f)};
       copy_region(m.view(), t->t, box);
     }
   }
-  bool in_region(int yy, int xx) const { return yy >= region.y0 && yy < region.y1 && xx >= region.x0 && xx < region.x1; }
+  bool in_region(int yy, int xx) const {
+    return yy >= region.y0 && yy < region.y1 && xx >= region.x0 && xx < region.x1;
+  }
 };
 
 double act_ref(Act a, double v) {
   switch (a) {
-    case Act::Leaky: return v > 0 ? v : 0.1 * v;
-    case Act::Relu: return v > 0 ? v : 0.;
-    case Act::Logistic: return 1. / (1. + std::exp(-v));
-    case Act::Linear: break;
+    case Act::Leaky:
+      return v > 0 ? v : 0.1 * v;
+    case Act::Relu:
+      return v > 0 ? v : 0.;
+    case Act::Logistic:
+      return 1. / (1. + std::exp(-v));
+    case Act::Linear:
+      break;
   }
   return v;
 }
 double act_grad_ref(Act a, double v) {
   switch (a) {
-    case Act::Leaky: return v > 0 ? 1. : 0.1;
-    case Act::Relu: return v > 0 ? 1. : 0.;
+    case Act::Leaky:
+      return v > 0 ? 1. : 0.1;
+    case Act::Relu:
+      return v > 0 ? 1. : 0.;
     case Act::Logistic: {
       const double s = 1. / (1. + std::exp(-v));
       return s * (1. - s);
     }
-    case Act::Linear: break;
+    case Act::Linear:
+      break;
   }
   return 1.;
 }
@@ -701,7 +711,8 @@ INSTANTIATE_TEST_SUITE_P(Channels, Pointwise, ::testing::Values(1, 5, 16, 21, 35
 
 TEST(Pointwise, Activate) {
   for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic})
-    for (float v : {-3.f, -0.5f, 0.f, 0.25f, 2.f}) EXPECT_NEAR(activate(act, v), act_ref(act, v), 1e-6) << act_name(act) << " " << v;
+    for (float v : {-3.f, -0.5f, 0.f, 0.25f, 2.f})
+      EXPECT_NEAR(activate(act, v), act_ref(act, v), 1e-6) << act_name(act) << " " << v;
 }
 
 // ---------------------------------------------------------------- dense head
@@ -790,7 +801,8 @@ TEST(DenseNaive, Softmax) {
   double want = 0;
   for (size_t i = 0; i < p.size(); ++i)
     if (truth[i] != 0) want -= truth[i] * std::log(double(p[i]));
-  EXPECT_NEAR(softmax_cross_entropy(p.data(), truth.data(), grad.data(), int64_t(p.size())), want, 1e-5 * std::fabs(want));
+  EXPECT_NEAR(softmax_cross_entropy(p.data(), truth.data(), grad.data(), int64_t(p.size())), want,
+              1e-5 * std::fabs(want));
   for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(grad[i], p[i] - truth[i]);
 }
 

@@ -39,9 +39,8 @@ constexpr int64_t kArrayBytes = 4 * (124 + 25 + 606);
 class WeightsIO : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tt_weights_io_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tt_weights_io_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -159,8 +158,8 @@ TEST_F(WeightsIO, TruncatedFileNamesExpectedAndActualBytes) {
   save_weights(a, net_, path("full.weights"));
   const std::string bytes = read_all(path("full.weights"));
   const int64_t full = int64_t(bytes.size());
-  for (int64_t cut : {int64_t(0), int64_t(4), int64_t(12), int64_t(16), int64_t(19), int64_t(20), int64_t(21),
-                      full / 2, full - 4, full - 1}) {
+  for (int64_t cut : {int64_t(0), int64_t(4), int64_t(12), int64_t(16), int64_t(19), int64_t(20), int64_t(21), full / 2,
+                      full - 4, full - 1}) {
     SCOPED_TRACE("cut at " + std::to_string(cut));
     const std::string file = path("cut" + std::to_string(cut) + ".weights");
     write_all(file, bytes.substr(0, size_t(cut)));
@@ -191,7 +190,8 @@ TEST_F(WeightsIO, OversizedFileNamesExpectedAndActualBytes) {
 TEST_F(WeightsIO, WeightsOfAnotherCfgAreRefused) {
   const Params a = random_params(net_, 5);
   save_weights(a, net_, path("a.weights"));
-  NetSpec other = parse_net(std::string(kCfg).replace(std::string(kCfg).find("filters=4"), 9, "filters=6"), "other.cfg");
+  NetSpec other =
+      parse_net(std::string(kCfg).replace(std::string(kCfg).find("filters=4"), 9, "filters=6"), "other.cfg");
   const std::string msg = load_error(other, path("a.weights"));
   EXPECT_NE(msg.find("other.cfg"), std::string::npos) << msg;
   EXPECT_NE(msg.find(std::to_string(20 + kArrayBytes)), std::string::npos) << msg;

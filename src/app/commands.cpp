@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "data/idx.hpp"
@@ -114,9 +114,10 @@ int cmd_info(const RunOptions& o) {
     mem += mb;
     params += l.param_count();
   }
-  std::printf("total: %lld parameters (%.1f MB), %.2f GFLOPs forward per batch (x3 for a training step), %.1f MB of "
-              "layer outputs per batch\n",
-              (long long)params, params * 4 / 1048576.0, flops / 1e9, mem);
+  std::printf(
+      "total: %lld parameters (%.1f MB), %.2f GFLOPs forward per batch (x3 for a training step), %.1f MB of "
+      "layer outputs per batch\n",
+      (long long)params, params * 4 / 1048576.0, flops / 1e9, mem);
   return 0;
 }
 
@@ -144,8 +145,12 @@ int cmd_plan(const RunOptions& o) {
       nlohmann::json layers = nlohmann::json::array();
       for (int l = 0; l < cut; ++l) {
         const TileLayer& x = p.at(ti, l);
-        layers.push_back({{"layer", l}, {"own", x.own.str()}, {"fwd", x.fwd.str()}, {"in", x.in.str()},
-                          {"delta", x.delta.str()}, {"delta_in", x.delta_in.str()}});
+        layers.push_back({{"layer", l},
+                          {"own", x.own.str()},
+                          {"fwd", x.fwd.str()},
+                          {"in", x.in.str()},
+                          {"delta", x.delta.str()},
+                          {"delta_in", x.delta_in.str()}});
       }
       tiles.push_back({{"tile", ti}, {"bytes", st.tile_bytes[ti]}, {"layers", layers}});
     }
@@ -167,8 +172,9 @@ int cmd_plan(const RunOptions& o) {
                   x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str());
     }
   }
-  std::printf("(* = group start: halo exchange of the input in forward, of the output delta of the layer before in "
-              "backward)\n");
+  std::printf(
+      "(* = group start: halo exchange of the input in forward, of the output delta of the layer before in "
+      "backward)\n");
   std::printf("forward GFLOPs per sample: untiled %.3f, all tiles %.3f (redundant %.2f%%)\n", st.flops_untiled / 1e9,
               st.flops_tiled / 1e9, 100 * redundant);
   std::printf("halo per sample: forward %.1f KB, backward %.1f KB; largest tile %.1f MB of maps and deltas\n",
@@ -219,18 +225,20 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   for (auto& [h, v] : per_host) host_max = std::max(host_max, v);
   const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
   auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  std::printf("%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = messages, kernel scratch "
-              "%.1f, libraries)\n",
-              "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas",
-              "filters", "other", mem.scratch_mb);
+  std::printf(
+      "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = messages, kernel scratch "
+      "%.1f, libraries)\n",
+      "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters",
+      "other", mem.scratch_mb);
   for (size_t r = 0; r < hosts.size(); ++r)
     std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
                 hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
                 all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
                 all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
-  std::printf("median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
-              "(largest rank), %.1f MB (largest host sum)\n",
-              median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
+  std::printf(
+      "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
+      "(largest rank), %.1f MB (largest host sum)\n",
+      median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
   if (o.json) {
     (void)all_msgs;
     (void)all_scratch;
@@ -259,7 +267,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   return 0;
 }
 
-int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in, const std::string& weights_out) {
+int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
+              const std::string& weights_out) {
   NetSpec net = load(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
@@ -353,21 +362,25 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
     track(d_w, worst_w_layer, rel_diff(a + s.weights, b + s.weights, s.n_weights), l.index);
     if (s.scales >= 0) {
       track(d_w, worst_w_layer, rel_diff(a + s.scales, b + s.scales, s.n_out), l.index);
-      track(d_w, worst_w_layer, rel_diff(p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), s.n_out), l.index);
-      track(d_w, worst_w_layer, rel_diff(p_tiled.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), s.n_out), l.index);
+      track(d_w, worst_w_layer,
+            rel_diff(p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), s.n_out), l.index);
+      track(d_w, worst_w_layer,
+            rel_diff(p_tiled.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), s.n_out), l.index);
     }
   }
   const double tol = 1e-5;
   if (tiled.root()) {
-  std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
-              o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
-  std::printf("  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor):\n");
-  std::printf("    outputs              %.3g\n    input deltas         %.3g\n    weight gradients     %.3g (worst: layer %d)\n"
-              "    weights after %d     %.3g (worst: layer %d)\n",
-              d_out, d_delta, d_grad, worst_grad_layer, steps, d_w, worst_w_layer);
-  const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
-  std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
-  verdict = ok ? 0 : 1;
+    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
+                o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
+    std::printf("  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor):\n");
+    std::printf(
+        "    outputs              %.3g\n    input deltas         %.3g\n    weight gradients     %.3g (worst: layer "
+        "%d)\n"
+        "    weights after %d     %.3g (worst: layer %d)\n",
+        d_out, d_delta, d_grad, worst_grad_layer, steps, d_w, worst_w_layer);
+    const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
+    std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
+    verdict = ok ? 0 : 1;
   }
   comm.broadcast(&verdict, 1, kRoot);
   return verdict == 0 ? 0 : 1;
@@ -462,7 +475,8 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
   }
   const double acc = n_test ? 100.0 * correct / n_test : 0;
   const auto all_fwd = comm.all_gather(t.fwd), all_bwd = comm.all_gather(t.bwd), all_halo = comm.all_gather(t.halo),
-             all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io), all_rss = comm.all_gather(peak_rss_mb());
+             all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io),
+             all_rss = comm.all_gather(peak_rss_mb());
   if (!root) return 0;
   std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
               train_s);

@@ -1,7 +1,6 @@
 // tiletrain command line: parses arguments, runs a subcommand, and is the only place
 // where errors become messages and exit codes.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "app/commands.hpp"
@@ -25,7 +24,8 @@ int main(int argc, char** argv) {
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
     c->add_option("--groups", o.groups, "layer groups: none, all, or start layers e.g. 0,4,8")->capture_default_str();
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
-    c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")->check(CLI::IsMember({"sync", "frozen"}));
+    c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")
+        ->check(CLI::IsMember({"sync", "frozen"}));
     c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str();
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
         ->capture_default_str()
@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
   DataOptions data;
   train->add_option("--steps", steps, "training steps (batches); with --data: at most this many")
       ->check(CLI::PositiveNumber);
-  train->add_option("--data", data.data, "train on a data set: fashion-mnist, or a folder with its four IDX files "
-                                         "(default: synthetic data)");
+  train->add_option("--data", data.data,
+                    "train on a data set: fashion-mnist, or a folder with its four IDX files "
+                    "(default: synthetic data)");
   train->add_option("--epochs", data.epochs, "with --data: passes over the training set")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

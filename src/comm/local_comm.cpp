@@ -13,8 +13,12 @@ std::string LocalComm::host() const {
   return name;
 }
 
-void LocalComm::isend(const float*, size_t, int to, int) { fail("internal: message to rank ", to, " in a single process"); }
-void LocalComm::irecv(float*, size_t, int from, int) { fail("internal: message from rank ", from, " in a single process"); }
+void LocalComm::isend(const float*, size_t, int to, int) {
+  fail("internal: message to rank ", to, " in a single process");
+}
+void LocalComm::irecv(float*, size_t, int from, int) {
+  fail("internal: message from rank ", from, " in a single process");
+}
 
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 

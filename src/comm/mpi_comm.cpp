@@ -80,6 +80,9 @@ std::vector<std::string> MpiComm::all_hosts() {
 
 void MpiComm::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
 
-void MpiComm::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); std::abort(); }
+void MpiComm::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
 
 }  // namespace tt

@@ -30,22 +30,31 @@ struct Segment::LayerState {
 };
 
 struct Segment::TileState {
-  std::vector<Buffer> owned;           // storage behind the views below
-  std::vector<TensorView> in, y, z;    // per layer: input box, conv output, layer output
+  std::vector<Buffer> owned;         // storage behind the views below
+  std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
   std::vector<std::vector<int32_t>> argmax;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
-  Buffer buf[2];                       // delta ping-pong; one doubles as forward scratch
-  int at = 0;                          // buf[at] holds the current delta
+  Buffer buf[2];  // delta ping-pong; one doubles as forward scratch
+  int at = 0;     // buf[at] holds the current delta
   float* p() const { return buf[at].data(); }
   float* q() const { return buf[1 - at].data(); }
   void flip() { at = 1 - at; }
-  TensorView cur;                      // current delta during backward
+  TensorView cur;  // current delta during backward
 };
 
 Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
                  BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank)
-    : ctx_(ctx), net_(net), params_(params), grad_(grad), plan_(std::move(plan)), batch_(batch), in_cb_(in_cb), bn_(bn),
-      need_input_delta_(need_input_delta), comm_(comm), tile_rank_(std::move(tile_rank)) {
+    : ctx_(ctx),
+      net_(net),
+      params_(params),
+      grad_(grad),
+      plan_(std::move(plan)),
+      batch_(batch),
+      in_cb_(in_cb),
+      bn_(bn),
+      need_input_delta_(need_input_delta),
+      comm_(comm),
+      tile_rank_(std::move(tile_rank)) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
@@ -63,8 +72,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       st->pointwise = s.batch_normalize || s.act != Act::Linear;
       st->own_1x1 = s.win.size == 1 && s.win.stride == 1 && s.win.pad == 0 && st->in_cb == 16;
       if (st->own_1x1) st->packed_1x1 = Buffer(size_t(conv1x1_packed_size(s.out.c, s.in.c)));
-      st->weights = std::make_unique<WeightCache>(
-          ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw));
+      st->weights = std::make_unique<WeightCache>(ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size},
+                                                                    memory::data_type::f32, memory::format_tag::oihw));
       const int C = padded(s.out.c);
       st->a.assign(C, 1.f);
       st->b.assign(C, 0.f);
@@ -133,7 +142,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     // Inputs: the previous layer's output itself when it holds exactly the cells
     // needed (and, at a group start, no neighbour contributes); else a buffer of its own.
     for (int l = first; l < last; ++l)
-      if (!input_aliases(t, l)) ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
+      if (!input_aliases(t, l))
+        ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
     // Outputs, and which of them must persist until backward.
     for (int l = first; l < last; ++l) {
       LayerState& L = *layers_[l - first];
@@ -144,7 +154,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       if (s.type == LayerType::Conv) {
         ts->y[i] = make(s.out.c, 16, x.fwd);
         // z persists only when the next layer reads it in place and needs it in backward.
-        const bool next_reads_in_place = l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
+        const bool next_reads_in_place =
+            l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
         // At a group start the next input is a buffer of its own that the halo exchange
         // completes: batch-norm/activation write straight into it (no copy of own cells).
         const bool into_next_input = l + 1 < last && !input_aliases(t, l + 1) && plan_.group_start(l + 1) &&
@@ -164,13 +175,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
         if (!(ts->in[i].box == src_box))
           max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
-        if (!(x.delta == x.own)) max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
+        if (!(x.delta == x.own))
+          max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
         // Max-pool backward needs only the winners; the output persists only when the
         // next convolution reads it in place.
         const bool next_reads_in_place =
             l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
-        ts->z[i] = next_reads_in_place ? make(s.out.c, L.out_cb, x.fwd) : TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};
+        ts->z[i] =
+            next_reads_in_place ? make(s.out.c, L.out_cb, x.fwd) : TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};
         ts->argmax[i].assign(size_t(tensor_floats(batch, s.out.c, L.out_cb, x.fwd)), -1);
       }
     }
@@ -223,11 +236,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       bufs.emplace_back(remote ? size_t(tensor_floats(batch, c, cbk, box_of(t))) : 0);
     }
   };
-  root_buffers(lf.spec->in.c, in_cb, [&](int t) { return plan_.at(t, first).in; }, scatter_in_bufs_);
-  root_buffers(ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).own; }, gather_out_bufs_);
-  root_buffers(ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).delta; }, scatter_delta_bufs_);
+  root_buffers(
+      lf.spec->in.c, in_cb, [&](int t) { return plan_.at(t, first).in; }, scatter_in_bufs_);
+  root_buffers(
+      ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).own; }, gather_out_bufs_);
+  root_buffers(
+      ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).delta; }, scatter_delta_bufs_);
   if (need_input_delta)
-    root_buffers(lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
+    root_buffers(
+        lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
   crop_src_ = Buffer(max_crop_src);
   crop_dst_ = Buffer(max_crop_dst);
   refresh_weights();
@@ -355,8 +372,9 @@ void Segment::forward(const TensorView& input, bool training) {
   const int first = plan_.first;
   const LayerSpec& fs = net_.layers[first];
   const double s0 = now_s();
-  scatter(input, scatter_in_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.at(t, first).in; },
-          [&](int t) { return input_of(t, first); });
+  scatter(
+      input, scatter_in_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.at(t, first).in; },
+      [&](int t) { return input_of(t, first); });
   const double io = now_s() - s0;
   for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
     const int s = plan_.group_starts[g];
@@ -364,8 +382,9 @@ void Segment::forward(const TensorView& input, bool training) {
     if (s > first) {
       const double h0 = now_s();
       const LayerState& prev = *layers_[s - 1 - first];
-      exchange(plan_.fwd_halo[s - first], fwd_bufs_[s - first], prev.spec->out.c, prev.out_cb,
-               [&](int t) { return tiles_[t]->z[s - 1 - first]; }, [&](int t) { return input_of(t, s); });
+      exchange(
+          plan_.fwd_halo[s - first], fwd_bufs_[s - first], prev.spec->out.c, prev.out_cb,
+          [&](int t) { return tiles_[t]->z[s - 1 - first]; }, [&](int t) { return input_of(t, s); });
       halo += now_s() - h0;
     }
     for (int l = s; l < e; ++l) forward_layer(l, training);
@@ -419,8 +438,7 @@ void Segment::bn_forward(int l, bool training) {
   const bool batch_stats = training && bn_ == BnMode::Sync;
   if (batch_stats) {
     std::fill(L.s1.begin(), L.s1.end(), 0.);
-    for (int t : local_)
-      channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
+    for (int t : local_) channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
     if (comm_.size() > 1) {
       const double w0 = now_s();
       comm_.allreduce_sum(L.s1.data(), size_t(2 * C));
@@ -451,8 +469,9 @@ void Segment::gather_output(const TensorView* out) {
   const double t0 = now_s();
   const int l = plan_.last - 1;
   const LayerState& L = *layers_[l - plan_.first];
-  gather(out, gather_out_bufs_, L.spec->out.c, L.out_cb, [&](int t) { return plan_.at(t, l).own; },
-         [&](int t) { return tiles_[t]->z[l - plan_.first]; });
+  gather(
+      out, gather_out_bufs_, L.spec->out.c, L.out_cb, [&](int t) { return plan_.at(t, l).own; },
+      [&](int t) { return tiles_[t]->z[l - plan_.first]; });
   times.io += now_s() - t0;
 }
 
@@ -466,8 +485,9 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
     ts.at = 0;  // the buffer sizes were planned from this start (simulate_backward)
     ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
   }
-  scatter(delta_out, scatter_delta_bufs_, Llast.spec->out.c, Llast.out_cb, [&](int t) { return plan_.at(t, last).delta; },
-          [&](int t) { return tiles_[t]->cur; });
+  scatter(
+      delta_out, scatter_delta_bufs_, Llast.spec->out.c, Llast.out_cb, [&](int t) { return plan_.at(t, last).delta; },
+      [&](int t) { return tiles_[t]->cur; });
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
     backward_layer(l);
@@ -476,9 +496,14 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       const LayerSpec& prev = net_.layers[l - 1];
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
       for (int t : local_) tiles_[t]->flip();  // q now holds each tile's owned delta
-      exchange(plan_.bwd_halo[l - plan_.first], bwd_bufs_[l - plan_.first], prev.out.c, cbk,
-               [&](int t) { return TensorView{tiles_[t]->q(), batch_, prev.out.c, cbk, tiles_[t]->cur.box}; },
-               [&](int t) { return TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta}; });
+      exchange(
+          plan_.bwd_halo[l - plan_.first], bwd_bufs_[l - plan_.first], prev.out.c, cbk,
+          [&](int t) {
+            return TensorView{tiles_[t]->q(), batch_, prev.out.c, cbk, tiles_[t]->cur.box};
+          },
+          [&](int t) {
+            return TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+          });
       for (int t : local_)
         tiles_[t]->cur = TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
       halo += now_s() - h0;
@@ -487,8 +512,9 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   if (need_input_delta_) {
     const double g0 = now_s();
     const LayerSpec& fs = net_.layers[plan_.first];
-    gather(delta_in, gather_delta_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.own_input[t]; },
-           [&](int t) { return tiles_[t]->cur; });
+    gather(
+        delta_in, gather_delta_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.own_input[t]; },
+        [&](int t) { return tiles_[t]->cur; });
     io += now_s() - g0;
   }
   times.halo += halo + bn_wait_;

@@ -27,8 +27,8 @@ class Segment {
  public:
   // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
-  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-          BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank);
+  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb, BnMode bn,
+          bool need_input_delta, Comm& comm, std::vector<int> tile_rank);
   ~Segment();
 
   // `input`: the whole input map of layer `first` (read on the root process only).
@@ -82,7 +82,7 @@ class Segment {
   Buffer crop_src_, crop_dst_;
   Comm& comm_;
   std::vector<int> tile_rank_;
-  std::vector<int> local_;  // tiles this process runs
+  std::vector<int> local_;                                // tiles this process runs
   std::vector<std::vector<Buffer>> fwd_bufs_, bwd_bufs_;  // per layer, per halo piece
   std::vector<Buffer> scatter_in_bufs_, gather_out_bufs_, scatter_delta_bufs_, gather_delta_bufs_;  // per tile
   double bn_wait_ = 0;

@@ -59,7 +59,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   dense_out_.resize(L);
   dense_pre_.resize(L);
   dense_delta_.resize(L + 1);
-  dense_delta_[dense_begin_].assign(size_t(n_ * at_dense.size()), 0.f);  // delta at the head's input
+  dense_delta_[dense_begin_].assign(size_t(n_ * at_dense.size()), 0.f);    // delta at the head's input
   dense_out_[dense_begin_ - 1].assign(size_t(n_ * at_dense.size()), 0.f);  // plain copy of the head's input
   for (size_t l = dense_begin_; l < L; ++l) {
     const LayerSpec& s = net.layers[l];
@@ -149,22 +149,29 @@ void Trainer::forward(const float* input, bool training) {
     const LayerSpec& s = net_.layers[l];
     float* y = dense_out_[l].data();
     switch (s.type) {
-      case LayerType::AvgPool: avgpool_forward(x, y, n_, s.in.c, s.in.h * s.in.w); break;
+      case LayerType::AvgPool:
+        avgpool_forward(x, y, n_, s.in.c, s.in.h * s.in.w);
+        break;
       case LayerType::Connected: {
         const ParamSlice& ps = params_.slices[l];
         connected_forward(x, params_.values.data() + ps.weights, params_.values.data() + ps.biases,
                           dense_pre_[l].data(), y, n_, int(s.in.size()), s.outputs, s.act);
         break;
       }
-      case LayerType::Softmax: softmax_forward(x, y, n_, int(s.in.size())); break;
+      case LayerType::Softmax:
+        softmax_forward(x, y, n_, int(s.in.size()));
+        break;
       case LayerType::Dropout:
         if (training)
           dropout_apply(x, y, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_);
         else
           std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
         break;
-      case LayerType::Cost: std::memcpy(y, x, size_t(n_ * s.in.size()) * 4); break;
-      default: fail("internal: layer ", l, " in the dense head");
+      case LayerType::Cost:
+        std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
+        break;
+      default:
+        fail("internal: layer ", l, " in the dense head");
     }
     x = y;
   }
@@ -201,7 +208,9 @@ double Trainer::loss_and_backward(const float* truth) {
     g = dense_delta_[l + 1].data();
     const int64_t nin = n_ * s.in.size();
     switch (s.type) {
-      case LayerType::AvgPool: avgpool_backward(g, gin, n_, s.in.c, s.in.h * s.in.w); break;
+      case LayerType::AvgPool:
+        avgpool_backward(g, gin, n_, s.in.c, s.in.h * s.in.w);
+        break;
       case LayerType::Connected: {
         const ParamSlice& ps = params_.slices[l];
         connected_backward(g, x, params_.values.data() + ps.weights, dense_pre_[l].data(), grad_.data() + ps.weights,
@@ -209,9 +218,14 @@ double Trainer::loss_and_backward(const float* truth) {
         break;
       }
       case LayerType::Softmax:  // Darknet: the delta passes through (softmax + cross-entropy)
-      case LayerType::Cost: std::memcpy(gin, g, size_t(nin) * 4); break;
-      case LayerType::Dropout: dropout_apply(g, gin, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_); break;
-      default: fail("internal: layer ", l, " in the dense head");
+      case LayerType::Cost:
+        std::memcpy(gin, g, size_t(nin) * 4);
+        break;
+      case LayerType::Dropout:
+        dropout_apply(g, gin, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_);
+        break;
+      default:
+        fail("internal: layer ", l, " in the dense head");
     }
   }
   times_.bwd += now_s() - d0;

@@ -16,11 +16,11 @@ namespace tt {
 struct TrainOptions {
   int rows = 1, cols = 1;
   std::string groups = "none";
-  int cut = -1;             // -1: every layer before the first untileable one
+  int cut = -1;  // -1: every layer before the first untileable one
   BnMode bn = BnMode::Sync;
   bool need_input_delta = false;
-  uint64_t seed = 1;        // dropout masks
-  int tiles_per_rank = 1;   // with several processes: tile t runs on process t / tiles_per_rank
+  uint64_t seed = 1;       // dropout masks
+  int tiles_per_rank = 1;  // with several processes: tile t runs on process t / tiles_per_rank
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.
@@ -48,10 +48,10 @@ class Trainer {
   const std::vector<float>& grad() const { return grad_; }
   // With need_input_delta (verify): the summed gradient the last update() applied.
   const std::vector<float>& last_grad() const { return last_grad_; }
-  const float* output() const { return out_; }        // [micro_batch][output size]
+  const float* output() const { return out_; }                      // [micro_batch][output size]
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
-  void reload_weights();  // after Params were changed from outside
-  StepTimes times() const;  // accumulated since reset_times(), all parts
+  void reload_weights();                                            // after Params were changed from outside
+  StepTimes times() const;                                          // accumulated since reset_times(), all parts
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0, scratch_mb = 0;
   };

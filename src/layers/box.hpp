@@ -16,7 +16,8 @@ struct Box {
   long area() const { return long(h()) * w(); }
   bool operator==(const Box&) const = default;
   std::string str() const {
-    return "[" + std::to_string(y0) + "," + std::to_string(y1) + ")x[" + std::to_string(x0) + "," + std::to_string(x1) + ")";
+    return "[" + std::to_string(y0) + "," + std::to_string(y1) + ")x[" + std::to_string(x0) + "," + std::to_string(x1) +
+           ")";
   }
 };
 
@@ -31,7 +32,8 @@ inline Box hull(const Box& a, const Box& b) {
   return {std::min(a.y0, b.y0), std::max(a.y1, b.y1), std::min(a.x0, b.x0), std::max(a.x1, b.x1)};
 }
 inline bool contains(const Box& outer, const Box& inner) {
-  return inner.empty() || (outer.y0 <= inner.y0 && inner.y1 <= outer.y1 && outer.x0 <= inner.x0 && inner.x1 <= outer.x1);
+  return inner.empty() ||
+         (outer.y0 <= inner.y0 && inner.y1 <= outer.y1 && outer.x0 <= inner.x0 && inner.x1 <= outer.x1);
 }
 
 // Input cells read by the outputs in `o` through window `w`, before clamping to the map.

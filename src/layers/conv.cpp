@@ -51,7 +51,9 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
   if (kinds & kFwd) {
     fwd_ = dnnl::convolution_forward(fwd_pd);
     fwd_slot_ = weights.slot(fwd_pd.weights_desc());
-    fwd_args_ = {{DNNL_ARG_SRC, mem(src)}, {DNNL_ARG_WEIGHTS, mem(fwd_pd.weights_desc())}, {DNNL_ARG_DST, mem(dst)},
+    fwd_args_ = {{DNNL_ARG_SRC, mem(src)},
+                 {DNNL_ARG_WEIGHTS, mem(fwd_pd.weights_desc())},
+                 {DNNL_ARG_DST, mem(dst)},
                  {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(fwd_pd.scratchpad_desc())}};
     if (g.bias) fwd_args_[DNNL_ARG_BIAS] = mem(b);
   }
@@ -60,15 +62,19 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
         dnnl::convolution_backward_data::desc(algo, src, w_any, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(pd);
     bwd_data_slot_ = weights.slot(pd.weights_desc());
-    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, mem(dst)}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
-                      {DNNL_ARG_DIFF_SRC, mem(src)}, {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
+    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, mem(dst)},
+                      {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
+                      {DNNL_ARG_DIFF_SRC, mem(src)},
+                      {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
   }
   if (kinds & kBwdWeights) {
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(algo, src, w_any, b, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
     bwd_weights_ = dnnl::convolution_backward_weights(pd);
     diff_w_mem_ = ctx.grad_scratch(pd.diff_weights_desc());
-    bwd_weights_args_ = {{DNNL_ARG_SRC, mem(src)}, {DNNL_ARG_DIFF_DST, mem(dst)}, {DNNL_ARG_DIFF_WEIGHTS, diff_w_mem_},
+    bwd_weights_args_ = {{DNNL_ARG_SRC, mem(src)},
+                         {DNNL_ARG_DIFF_DST, mem(dst)},
+                         {DNNL_ARG_DIFF_WEIGHTS, diff_w_mem_},
                          {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
     if (g.bias) {
       diff_b_ = Buffer(size_t(g.oc));
@@ -82,7 +88,8 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     sum.set_post_ops(po);
     grad_plain_mem_ = mem(w_plain);
     grad_args_ = {{DNNL_ARG_FROM, diff_w_mem_}, {DNNL_ARG_TO, grad_plain_mem_}};
-    grad_to_plain_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, pd.diff_weights_desc(), ctx.eng, w_plain, sum));
+    grad_to_plain_ =
+        dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, pd.diff_weights_desc(), ctx.eng, w_plain, sum));
   }
 }
 

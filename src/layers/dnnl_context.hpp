@@ -1,9 +1,8 @@
 // One oneDNN CPU engine + stream, a scratchpad shared by every primitive (they run one
 // at a time), and the per-layer cache of weights in the formats primitives chose.
 #pragma once
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 

@@ -9,22 +9,29 @@ constexpr int B = 16;
 
 inline float act_f(Act act, float v) {
   switch (act) {
-    case Act::Leaky: return v > 0 ? v : 0.1f * v;
-    case Act::Relu: return v > 0 ? v : 0.f;
-    case Act::Logistic: return 1.f / (1.f + std::exp(-v));
-    case Act::Linear: break;
+    case Act::Leaky:
+      return v > 0 ? v : 0.1f * v;
+    case Act::Relu:
+      return v > 0 ? v : 0.f;
+    case Act::Logistic:
+      return 1.f / (1.f + std::exp(-v));
+    case Act::Linear:
+      break;
   }
   return v;
 }
 inline float act_grad(Act act, float v) {  // derivative at pre-activation v
   switch (act) {
-    case Act::Leaky: return v > 0 ? 1.f : 0.1f;
-    case Act::Relu: return v > 0 ? 1.f : 0.f;
+    case Act::Leaky:
+      return v > 0 ? 1.f : 0.1f;
+    case Act::Relu:
+      return v > 0 ? 1.f : 0.f;
     case Act::Logistic: {
       float s = 1.f / (1.f + std::exp(-v));
       return s * (1.f - s);
     }
-    case Act::Linear: break;
+    case Act::Linear:
+      break;
   }
   return 1.f;
 }

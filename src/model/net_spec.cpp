@@ -12,23 +12,34 @@ namespace tt {
 
 const char* layer_type_name(LayerType t) {
   switch (t) {
-    case LayerType::Conv: return "convolutional";
-    case LayerType::MaxPool: return "maxpool";
-    case LayerType::AvgPool: return "avgpool";
-    case LayerType::Connected: return "connected";
-    case LayerType::Softmax: return "softmax";
-    case LayerType::Dropout: return "dropout";
-    case LayerType::Cost: return "cost";
+    case LayerType::Conv:
+      return "convolutional";
+    case LayerType::MaxPool:
+      return "maxpool";
+    case LayerType::AvgPool:
+      return "avgpool";
+    case LayerType::Connected:
+      return "connected";
+    case LayerType::Softmax:
+      return "softmax";
+    case LayerType::Dropout:
+      return "dropout";
+    case LayerType::Cost:
+      return "cost";
   }
   return "?";
 }
 
 const char* act_name(Act a) {
   switch (a) {
-    case Act::Linear: return "linear";
-    case Act::Leaky: return "leaky";
-    case Act::Relu: return "relu";
-    case Act::Logistic: return "logistic";
+    case Act::Linear:
+      return "linear";
+    case Act::Leaky:
+      return "leaky";
+    case Act::Relu:
+      return "relu";
+    case Act::Logistic:
+      return "logistic";
   }
   return "?";
 }
@@ -46,10 +57,14 @@ int64_t LayerSpec::param_count() const {
 
 double LayerSpec::forward_flops() const {
   switch (type) {
-    case LayerType::Conv: return 2.0 * out.size() * in.c * win.size * win.size;
-    case LayerType::Connected: return 2.0 * double(outputs) * in.size();
-    case LayerType::MaxPool: return double(out.size()) * win.size * win.size;
-    default: return double(in.size());
+    case LayerType::Conv:
+      return 2.0 * out.size() * in.c * win.size * win.size;
+    case LayerType::Connected:
+      return 2.0 * double(outputs) * in.size();
+    case LayerType::MaxPool:
+      return double(out.size()) * win.size * win.size;
+    default:
+      return double(in.size());
   }
 }
 
@@ -134,15 +149,15 @@ class Reader {
   }
 
   void positive(const std::string& k, double v) {
-    if (!(v > 0)) fail(where(line_of(k)), ": '", k, "' must be > 0, got ", s_.kv.count(k) ? s_.kv[k].first : std::to_string(v));
+    if (!(v > 0))
+      fail(where(line_of(k)), ": '", k, "' must be > 0, got ", s_.kv.count(k) ? s_.kv[k].first : std::to_string(v));
   }
 
   // Every key the layer did not consume is an error, except Darknet keys that only
   // concern data augmentation or inference and are documented as ignored.
   void reject_unused(const std::set<std::string>& ignored) {
     for (const auto& [k, v] : s_.kv)
-      if (!s_.used.count(k) && !ignored.count(k))
-        fail(where(v.second), ": unknown key '", k, "' in [", s_.name, "]");
+      if (!s_.used.count(k) && !ignored.count(k)) fail(where(v.second), ": unknown key '", k, "' in [", s_.name, "]");
   }
 
  private:
@@ -215,11 +230,17 @@ void resolve_shapes(NetSpec& net) {
         l.out = {l.type == LayerType::Conv ? l.filters : cur.c, oh, ow};
         break;
       }
-      case LayerType::AvgPool: l.out = {cur.c, 1, 1}; break;
-      case LayerType::Connected: l.out = {l.outputs, 1, 1}; break;
+      case LayerType::AvgPool:
+        l.out = {cur.c, 1, 1};
+        break;
+      case LayerType::Connected:
+        l.out = {l.outputs, 1, 1};
+        break;
       case LayerType::Softmax:
       case LayerType::Dropout:
-      case LayerType::Cost: l.out = cur; break;
+      case LayerType::Cost:
+        l.out = cur;
+        break;
     }
     cur = l.out;
   }
@@ -242,14 +263,15 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     int padding = r.integer("padding", 0);
     if (r.integer("pad", 0)) padding = l.win.size / 2;
     if (padding < 0 || padding >= l.win.size)
-      fail(r.where(r.line_of(r.has("padding") ? "padding" : "pad")), ": impossible padding ", padding,
-           " for size ", l.win.size, " (needs 0 <= padding < size)");
+      fail(r.where(r.line_of(r.has("padding") ? "padding" : "pad")), ": impossible padding ", padding, " for size ",
+           l.win.size, " (needs 0 <= padding < size)");
     l.win.pad = padding;
     l.pad_total = 2 * padding;
     l.batch_normalize = r.integer("batch_normalize", 0) != 0;
     l.act = parse_act(r, "activation");
     if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": grouped convolution is not supported");
-    if (r.integer("binary", 0) || r.integer("xnor", 0)) fail(r.where(s.line), ": binary/xnor convolution is not supported");
+    if (r.integer("binary", 0) || r.integer("xnor", 0))
+      fail(r.where(s.line), ": binary/xnor convolution is not supported");
     r.reject_unused({"flipped", "dot"});
   } else if (n == "maxpool" || n == "max") {
     l.type = LayerType::MaxPool;
@@ -270,11 +292,13 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.outputs = r.integer("output", 1);
     r.positive("output", l.outputs);
     l.act = parse_act(r, "activation");
-    if (r.integer("batch_normalize", 0)) fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
+    if (r.integer("batch_normalize", 0))
+      fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
     r.reject_unused({});
   } else if (n == "softmax" || n == "soft") {
     l.type = LayerType::Softmax;
-    if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
+    if (r.integer("groups", 1) != 1)
+      fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
     r.reject_unused({"temperature", "spatial", "noloss"});
   } else if (n == "dropout") {
     l.type = LayerType::Dropout;
@@ -302,7 +326,8 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
   net.subdivisions = r.integer("subdivisions", 1);
   r.positive("subdivisions", net.subdivisions);
   if (net.batch % net.subdivisions != 0)
-    fail(r.where(r.line_of("subdivisions")), ": batch ", net.batch, " is not divisible by subdivisions ", net.subdivisions);
+    fail(r.where(r.line_of("subdivisions")), ": batch ", net.batch, " is not divisible by subdivisions ",
+         net.subdivisions);
   net.width = r.integer("width", 0, true);
   r.positive("width", net.width);
   net.height = r.integer("height", 0, true);
@@ -328,8 +353,8 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
     fail(r.where(r.line_of("policy")), ": unsupported policy '", policy, "' (constant, steps)");
   }
   // Data augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
-  r.reject_unused({"angle", "saturation", "exposure", "hue", "jitter", "aspect", "min_crop", "max_crop",
-                   "center", "random", "max_crop", "time_steps", "notruth", "inputs"});
+  r.reject_unused({"angle", "saturation", "exposure", "hue", "jitter", "aspect", "min_crop", "max_crop", "center",
+                   "random", "max_crop", "time_steps", "notruth", "inputs"});
 }
 
 }  // namespace

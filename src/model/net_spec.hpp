@@ -27,15 +27,15 @@ struct Window {
 
 struct LayerSpec {
   LayerType type = LayerType::Conv;
-  int index = 0;        // position among the layer sections, from 0
-  int line = 0;         // cfg line of the section header
+  int index = 0;  // position among the layer sections, from 0
+  int line = 0;   // cfg line of the section header
   Shape in, out;
   // [convolutional]
   int filters = 0;
   bool batch_normalize = false;
   Act act = Act::Linear;
-  Window win;           // [convolutional] and [maxpool]
-  int pad_total = 0;    // padding added over both sides of an axis (conv: 2*pad; maxpool: Darknet's `padding`)
+  Window win;         // [convolutional] and [maxpool]
+  int pad_total = 0;  // padding added over both sides of an axis (conv: 2*pad; maxpool: Darknet's `padding`)
   // [connected]
   int outputs = 0;
   // [dropout]
@@ -43,9 +43,9 @@ struct LayerSpec {
 
   bool spatial() const { return type == LayerType::Conv || type == LayerType::MaxPool; }
   bool has_params() const { return type == LayerType::Conv || type == LayerType::Connected; }
-  int64_t weight_count() const;   // conv: filters*c*size*size, connected: outputs*inputs
-  int64_t param_count() const;    // weights + biases (+ scales when batch-normalized)
-  double forward_flops() const;   // multiply-adds counted as 2 FLOPs, per sample
+  int64_t weight_count() const;  // conv: filters*c*size*size, connected: outputs*inputs
+  int64_t param_count() const;   // weights + biases (+ scales when batch-normalized)
+  double forward_flops() const;  // multiply-adds counted as 2 FLOPs, per sample
 };
 
 struct NetSpec {

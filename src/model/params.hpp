@@ -17,11 +17,11 @@ struct ParamSlice {
 };
 
 struct Params {
-  std::vector<float> values;                    // all trainable parameters
-  std::vector<ParamSlice> slices;               // one per layer
-  std::vector<std::vector<float>> rolling_mean; // per layer, batch-normalized convs only
+  std::vector<float> values;                     // all trainable parameters
+  std::vector<ParamSlice> slices;                // one per layer
+  std::vector<std::vector<float>> rolling_mean;  // per layer, batch-normalized convs only
   std::vector<std::vector<float>> rolling_var;
-  int64_t seen = 0;                             // images trained on (Darknet's counter)
+  int64_t seen = 0;  // images trained on (Darknet's counter)
 
   explicit Params(const NetSpec& net);
   int64_t size() const { return int64_t(values.size()); }

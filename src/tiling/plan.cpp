@@ -79,18 +79,18 @@ void check_nonempty(const NetSpec& net, const std::vector<int>& b, int parts, in
   for (int i = 0; i < parts; ++i)
     if (b[i + 1] <= b[i])
       fail("grid ", grid_r, "x", grid_c, " leaves tile ", axis, " ", i, " empty at ",
-           layer < 0 ? std::string("the input") : "layer " + std::to_string(layer), " (", axis,
-           " length ", len, " split ", parts, " ways", layer >= 0 ? ", " + net.path : std::string(""),
+           layer < 0 ? std::string("the input") : "layer " + std::to_string(layer), " (", axis, " length ", len,
+           " split ", parts, " ways", layer >= 0 ? ", " + net.path : std::string(""),
            "): use a smaller grid or a larger input");
 }
 }  // namespace
 
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts) {
   if (rows < 1 || cols < 1) fail("grid ", rows, "x", cols, " must have at least one row and one column");
-  if (first < 0 || last > int(net.layers.size()) || first >= last) fail("empty tiled layer range [", first, ", ", last, ")");
+  if (first < 0 || last > int(net.layers.size()) || first >= last)
+    fail("empty tiled layer range [", first, ", ", last, ")");
   for (int l = first; l < last; ++l)
-    if (!net.layers[l].spatial())
-      fail("layer ", l, " ([", layer_type_name(net.layers[l].type), "]) cannot be tiled");
+    if (!net.layers[l].spatial()) fail("layer ", l, " ([", layer_type_name(net.layers[l].type), "]) cannot be tiled");
   Plan p;
   p.rows = rows;
   p.cols = cols;

@@ -31,10 +31,10 @@ struct Piece {
 
 struct Plan {
   int rows = 1, cols = 1;
-  int first = 0, last = 0;              // layers [first, last)
-  std::vector<int> group_starts;        // ascending, group_starts[0] == first
+  int first = 0, last = 0;                    // layers [first, last)
+  std::vector<int> group_starts;              // ascending, group_starts[0] == first
   std::vector<std::vector<TileLayer>> tiles;  // [tile][layer - first]
-  std::vector<Box> own_input;           // per tile: owned cells of layer first's input map
+  std::vector<Box> own_input;                 // per tile: owned cells of layer first's input map
   // Per layer l (index l - first), non-empty only at group starts after the first:
   std::vector<std::vector<Piece>> fwd_halo;  // layer l's input map, to fill `in`
   std::vector<std::vector<Piece>> bwd_halo;  // layer l-1's output delta, to fill `delta`
@@ -55,9 +55,9 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
 int resolve_cut(const NetSpec& net, int requested /* -1 = default */);
 
 struct PlanStats {
-  double flops_untiled = 0, flops_tiled = 0;  // forward FLOPs per sample, summed over tiles
+  double flops_untiled = 0, flops_tiled = 0;      // forward FLOPs per sample, summed over tiles
   double halo_bytes_fwd = 0, halo_bytes_bwd = 0;  // per sample, between different tiles
-  std::vector<double> tile_bytes;             // activation + delta memory per tile, per sample
+  std::vector<double> tile_bytes;                 // activation + delta memory per tile, per sample
 };
 PlanStats plan_stats(const NetSpec& net, const Plan& plan);
 

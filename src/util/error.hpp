@@ -14,8 +14,9 @@ inline std::string to_str(const std::string& s) { return s; }
 inline std::string to_str(const char* s) { return s; }
 inline std::string to_str(char c) { return std::string(1, c); }
 template <class T>
-std::string to_str(const T& v) { return std::to_string(v); }
-
+std::string to_str(const T& v) {
+  return std::to_string(v);
+}
 
 // Throws tt::Error with the concatenation of the arguments.
 template <class... A>
