@@ -2,6 +2,7 @@
 // [y0,y1) x [x0,x1) of a feature map, always in global map coordinates.
 #pragma once
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "model/net_spec.hpp"
@@ -15,9 +16,10 @@ struct Box {
   bool empty() const { return h() == 0 || w() == 0; }
   long area() const { return long(h()) * w(); }
   bool operator==(const Box&) const = default;
-  std::string str() const {
-    return "[" + std::to_string(y0) + "," + std::to_string(y1) + ")x[" + std::to_string(x0) + "," + std::to_string(x1) +
-           ")";
+  std::string str() const {  // snprintf: GCC 12 warns falsely (-Wrestrict) on chained string +
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "[%d,%d)x[%d,%d)", y0, y1, x0, x1);
+    return buf;
   }
 };
 
