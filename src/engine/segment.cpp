@@ -108,7 +108,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
       if (!L.own_1x1) request(x.fwd, ConvKernel::kFwd);
-      request(x.own, ConvKernel::kBwdWeights);
+      request(weights_on_delta_box(t, l) ? x.delta : x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
     for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds));
@@ -169,14 +169,14 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         else
           ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // lives in the scratch p
         if (!L.own_1x1) ts->fwd[i] = find_kernel(L, s, x.fwd);
-        ts->bwd_weights[i] = find_kernel(L, s, x.own);
+        const bool masked = weights_on_delta_box(t, l);
+        ts->bwd_weights[i] = find_kernel(L, s, masked ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
-        // backward-weights reads the owned box and its window: crops when the buffers are larger
+        // backward-weights on the owned box reads it and its window: crops when the buffers are larger
         const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
-        if (!(ts->in[i].box == src_box))
+        if (!masked && !(ts->in[i].box == src_box))
           max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
-        if (!(x.delta == x.own))
-          max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
+        if (!masked && !(x.delta == x.own)) max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
         // Max-pool backward needs only the winners; the output persists only when the
         // next convolution reads it in place.
@@ -538,7 +538,7 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, layers_[l - plan_.first]->spec->win, net_.layers[l].in.h, net_.layers[l].in.w);
     need[1 - at] = std::max(need[1 - at], size_of(l, true, reach));
-    if (reach == x.delta_in)
+    if (keep_reach(t, l))
       at = 1 - at;
     else
       need[at] = std::max(need[at], size_of(l, true, x.delta_in));
@@ -547,6 +547,27 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
       need[at] = std::max(need[at], size_of(l - 1, false, plan_.at(t, l - 1).delta));
     }
   }
+}
+
+// After backward-data the input delta sits on box `reach` = window_in(delta). It is
+// used as it is (no copy to the delta_in box) when it is exactly that box, or when only
+// its delta_in cells are read next: by the halo exchange at a group start or the gather
+// at the segment's input.
+bool Segment::keep_reach(int t, int l) const {
+  const TileLayer& x = plan_.at(t, l);
+  const LayerSpec& s = net_.layers[l];
+  const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
+  if (reach == x.delta_in) return true;
+  if (!contains(reach, x.delta_in)) return false;
+  return l == plan_.first || (plan_.group_start(l) && !bwd_exchange_local(l));
+}
+
+// Backward-weights can run on the whole delta box (outside the owned cells zeroed)
+// when the layer's input buffer is exactly what that box reads: no crops needed.
+bool Segment::weights_on_delta_box(int t, int l) const {
+  const TileLayer& x = plan_.at(t, l);
+  const LayerSpec& s = net_.layers[l];
+  return x.in == window_in(x.delta, s.win, s.in.h, s.in.w);  // the input buffer always holds box `in`
 }
 
 // True when no tile needs a neighbour's delta at this group start (a 1x1 grid).
@@ -571,10 +592,15 @@ void Segment::backward_layer(int l) {
       }
       if (s.batch_normalize) bn_backward(l);
     }
+  }
+  float* gw = nullptr;
+  float* gb = nullptr;
+  if (s.type == LayerType::Conv) {
     const ParamSlice& ps = params_.slices[s.index];
-    float* gw = grad_ + ps.weights;
-    float* gb = grad_ + ps.biases;
-    for (int t : local_) {
+    gw = grad_ + ps.weights;
+    gb = grad_ + ps.biases;
+    for (int t : local_) {  // tiles whose owned box must be cropped out of larger buffers
+      if (weights_on_delta_box(t, l)) continue;
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
       const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
@@ -593,19 +619,27 @@ void Segment::backward_layer(int l) {
       ts.bwd_weights[i]->backward_weights(src, dd, gw, gb);
     }
   }
-  if (!want_delta_in) return;
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
     TensorView din{ts.q(), batch_, s.in.c, L.in_cb, reach};
-    if (s.type == LayerType::Conv) {
-      ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
-    } else {
-      zero(din);
-      maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.in.w);
+    if (want_delta_in) {
+      if (s.type == LayerType::Conv) {
+        ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
+      } else {
+        zero(din);
+        maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.in.w);
+      }
     }
-    if (reach == x.delta_in) {
+    if (s.type == LayerType::Conv && weights_on_delta_box(t, l)) {
+      // The delta is no longer needed outside the owned box: zero it there and take the
+      // weight gradient over the whole delta box, with no crops.
+      if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
+      ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, gb);
+    }
+    if (!want_delta_in) continue;
+    if (keep_reach(t, l)) {
       ts.flip();
       ts.cur = din;
     } else {

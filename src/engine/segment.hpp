@@ -63,6 +63,8 @@ class Segment {
   template <class Box_, class Src>
   void gather(const TensorView* full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Src src_of);
   bool bwd_exchange_local(int l) const;
+  bool weights_on_delta_box(int t, int l) const;
+  bool keep_reach(int t, int l) const;
   void simulate_backward(int t, size_t need[2]) const;
   void forward_layer(int l, bool training);
   void backward_layer(int l);
