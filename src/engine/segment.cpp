@@ -167,7 +167,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         else if (next_reads_in_place)
           ts->z[i] = make(s.out.c, 16, x.fwd);
         else
-          ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // lives in the scratch p
+          ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // transient: placed in a delta buffer below
         if (!L.own_1x1) ts->fwd[i] = find_kernel(L, s, x.fwd);
         const bool masked = weights_on_delta_box(t, l);
         ts->bwd_weights[i] = find_kernel(L, s, masked ? x.delta : x.own);
@@ -176,7 +176,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
         if (!masked && !(ts->in[i].box == src_box))
           max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
-        if (!masked && !(x.delta == x.own)) max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
+        if (!masked && !(x.delta == x.own))
+          max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
         // Max-pool backward needs only the winners; the output persists only when the
         // next convolution reads it in place.
