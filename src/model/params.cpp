@@ -122,10 +122,20 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
     in.read(reinterpret_cast<char*>(&seen), 4);
     p.seen = seen;
   }
+  // Darknet marks files whose connected weights are stored [in][out] with a major or
+  // minor version above 1000, and transposes them on load; so do we.
+  const bool transposed = ver[0] > 1000 || ver[1] > 1000;
+  std::vector<float> tmp;
   for_each_array(net, [&](const LayerSpec& l, const char* what) {
     int64_t n;
     float* dst = array_of(p, l, what, n);
     in.read(reinterpret_cast<char*>(dst), n * 4);
+    if (transposed && l.type == LayerType::Connected && std::string(what) == "weights") {
+      const int64_t outs = l.outputs, ins = l.in.size();
+      tmp.assign(dst, dst + n);
+      for (int64_t o = 0; o < outs; ++o)
+        for (int64_t i = 0; i < ins; ++i) dst[o * ins + i] = tmp[size_t(i * outs + o)];
+    }
   });
   if (!in) fail(path, ": read error");
 }
