@@ -33,7 +33,7 @@ if kill -0 "$launcher" 2>/dev/null; then
 fi
 wait "$launcher"
 rc=$?
-took=$(echo "$(date +%s.%N) - $killed_at" | bc)
+took=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 left=$(pgrep -f "cfgs/fashion-mnist.cfg --data fashion-mnist --grid 2x2 --epochs 50" | wc -l)
 echo "mpirun exited with $rc, ${took}s after the kill; $left rank(s) left"
 [ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after a rank died"; exit 1; }
