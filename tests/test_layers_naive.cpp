@@ -563,35 +563,6 @@ struct PwFixture {
   }
 };
 
-double act_ref(Act a, double v) {
-  switch (a) {
-    case Act::Leaky:
-      return v > 0 ? v : 0.1 * v;
-    case Act::Relu:
-      return v > 0 ? v : 0.;
-    case Act::Logistic:
-      return 1. / (1. + std::exp(-v));
-    case Act::Linear:
-      break;
-  }
-  return v;
-}
-double act_grad_ref(Act a, double v) {
-  switch (a) {
-    case Act::Leaky:
-      return v > 0 ? 1. : 0.1;
-    case Act::Relu:
-      return v > 0 ? 1. : 0.;
-    case Act::Logistic: {
-      const double s = 1. / (1. + std::exp(-v));
-      return s * (1. - s);
-    }
-    case Act::Linear:
-      break;
-  }
-  return 1.;
-}
-
 class Pointwise : public ::testing::TestWithParam<int> {};  // channel count
 
 TEST_P(Pointwise, ChannelSums) {
@@ -645,7 +616,7 @@ TEST_P(Pointwise, AffineActForwardAndBackward) {
                 continue;
               }
               const double pre = double(a[ch]) * f.y.buf.data()[off] + b[ch];
-              const double zr = act_ref(act, pre), gr = g0[size_t(off)] * act_grad_ref(act, pre);
+              const double zr = test::act_ref(act, pre), gr = g0[size_t(off)] * test::act_grad_ref(act, pre);
               bad_fwd += std::fabs(zv - zr) > 1e-5 * (1 + std::fabs(zr)) || inplace.buf.data()[off] != zv;
               bad_bwd += std::fabs(gv - gr) > 1e-5 * (1 + std::fabs(gr));
             }
@@ -712,7 +683,7 @@ INSTANTIATE_TEST_SUITE_P(Channels, Pointwise, ::testing::Values(1, 5, 16, 21, 35
 TEST(Pointwise, Activate) {
   for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic})
     for (float v : {-3.f, -0.5f, 0.f, 0.25f, 2.f})
-      EXPECT_NEAR(activate(act, v), act_ref(act, v), 1e-6) << act_name(act) << " " << v;
+      EXPECT_NEAR(activate(act, v), test::act_ref(act, v), 1e-6) << act_name(act) << " " << v;
 }
 
 // ---------------------------------------------------------------- dense head
@@ -748,8 +719,8 @@ TEST(DenseNaive, Connected) {
         double acc = b[o];
         for (int i = 0; i < in; ++i) acc += double(x[size_t(s) * in + i]) * w[size_t(o) * in + i];
         yr[size_t(s) * out + o] = acc;
-        zr[size_t(s) * out + o] = act_ref(act, acc);
-        gyr[size_t(s) * out + o] = g0[size_t(s) * out + o] * act_grad_ref(act, acc);
+        zr[size_t(s) * out + o] = test::act_ref(act, acc);
+        gyr[size_t(s) * out + o] = g0[size_t(s) * out + o] * test::act_grad_ref(act, acc);
       }
     EXPECT_LE(rel_diff(y, yr), 1e-6) << "connected_forward pre-activation";
     EXPECT_LE(rel_diff(z, zr), 1e-6) << "connected_forward output";

@@ -34,6 +34,7 @@
 #include <random>
 #include <sstream>
 
+#include "data/synthetic.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -168,22 +169,6 @@ void random_params(Params& p, const NetSpec& net, uint64_t seed) {
   }
 }
 
-// N(0,1) input; truth N(0, 0.5) for SSE, one-hot for softmax.
-void random_batch(const NetSpec& net, uint64_t seed, std::vector<float>& input, std::vector<float>& truth) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  const int n = net.micro_batch();
-  input.resize(size_t(n * net.input().size()));
-  truth.assign(size_t(n * net.output().size()), 0.f);
-  for (auto& v : input) v = d(rng);
-  if (net.layers.back().type == LayerType::Softmax) {
-    const int64_t k = net.output().size();
-    for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
-  } else {
-    for (auto& v : truth) v = 0.5f * d(rng);
-  }
-}
-
 // ------------------------------------------------------------- float64 reference
 // A naive float64 implementation of one training step (the semantics of
 // tests/reference/README.md), used only to judge a tensor whose tiled and untiled fp32
@@ -195,35 +180,6 @@ struct F64Step {
   std::vector<double> output, input_delta, grad;  // grad: Params layout
   std::vector<double> grad_abs;                   // sum of |terms| of each gradient element (its summation scale)
 };
-
-double act_d(Act a, double v) {
-  switch (a) {
-    case Act::Leaky:
-      return v > 0 ? v : 0.1 * v;
-    case Act::Relu:
-      return v > 0 ? v : 0.;
-    case Act::Logistic:
-      return 1. / (1. + std::exp(-v));
-    case Act::Linear:
-      break;
-  }
-  return v;
-}
-double act_grad_d(Act a, double v) {
-  switch (a) {
-    case Act::Leaky:
-      return v > 0 ? 1. : 0.1;
-    case Act::Relu:
-      return v > 0 ? 1. : 0.;
-    case Act::Logistic: {
-      const double s = 1. / (1. + std::exp(-v));
-      return s * (1. - s);
-    }
-    case Act::Linear:
-      break;
-  }
-  return 1.;
-}
 
 // `jitter` != 0: every stored intermediate (layer outputs, pre-activations, deltas) is
 // multiplied by 1 + u, |u| <= 2^-24 -- the rounding an fp32 engine does -- so the spread
@@ -305,7 +261,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         }
         pre[li] = z;
         out.resize(z.size());
-        for (size_t k = 0; k < z.size(); ++k) out[k] = act_d(l.act, z[k]);
+        for (size_t k = 0; k < z.size(); ++k) out[k] = test::act_ref(l.act, z[k]);
         break;
       }
       case LayerType::MaxPool: {
@@ -348,7 +304,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
             double s = Bi(l, o);
             for (int64_t i = 0; i < I; ++i) s += W(l, o * I + i) * in[size_t(n * I + i)];
             pre[li][size_t(n * l.outputs + o)] = s;
-            out[size_t(n * l.outputs + o)] = act_d(l.act, s);
+            out[size_t(n * l.outputs + o)] = test::act_ref(l.act, s);
           }
         break;
       }
@@ -392,7 +348,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
     const int K = l.win.size, S = l.win.stride, P = l.win.pad;
     switch (l.type) {
       case LayerType::Conv: {
-        for (size_t k = 0; k < g.size(); ++k) g[k] *= act_grad_d(l.act, pre[li][k]);
+        for (size_t k = 0; k < g.size(); ++k) g[k] *= test::act_grad_ref(l.act, pre[li][k]);
         if (l.batch_normalize) {
           const int M = N * OH * OW;
           for (int o = 0; o < O; ++o) {
@@ -451,7 +407,8 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         const int64_t I = l.in.size();
         for (int n = 0; n < N; ++n)
           for (int o = 0; o < l.outputs; ++o) {
-            const double d = g[size_t(n * l.outputs + o)] * act_grad_d(l.act, pre[li][size_t(n * l.outputs + o)]);
+            const double d =
+                g[size_t(n * l.outputs + o)] * test::act_grad_ref(l.act, pre[li][size_t(n * l.outputs + o)]);
             acc(ps.biases + o, d);
             for (int64_t i = 0; i < I; ++i) {
               acc(ps.weights + o * I + i, d * in[size_t(n * I + i)]);
@@ -646,7 +603,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   const size_t out_n = size_t(n * net.output().size()), in_n = size_t(n * net.input().size());
   std::vector<float> input, truth;
   for (int step = 0; step < c.steps; ++step) {
-    random_batch(net, c.seed * 31 + uint64_t(step), input, truth);
+    synthetic_batch(net, net.micro_batch(), c.seed * 31 + uint64_t(step), input, truth);
     const double lt = tiled.forward_backward(input.data(), truth.data());
     const double lr = ref.forward_backward(input.data(), truth.data());
     const std::string st = "step " + std::to_string(step) + " ";
@@ -857,7 +814,7 @@ TEST(TiledEquivalence, W1) {
   Params p0(net);
   random_params(p0, net, 416);
   std::vector<float> input, truth;
-  random_batch(net, 4160, input, truth);
+  synthetic_batch(net, net.micro_batch(), 4160, input, truth);
   const size_t out_n = size_t(net.micro_batch() * net.output().size());
   const size_t in_n = size_t(net.micro_batch() * net.input().size());
   LocalComm comm;

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "data/idx.hpp"
+#include "data/synthetic.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 #include "tiling/plan.hpp"
@@ -64,21 +65,6 @@ Params start_params(const NetSpec& net, const RunOptions& o, const std::string& 
   else
     load_weights(params, net, weights_in);
   return params;
-}
-
-// Synthetic batch: N(0,1) input; truth N(0, 0.5) for SSE, one-hot for softmax.
-void synthetic(const NetSpec& net, int n, uint64_t seed, std::vector<float>& input, std::vector<float>& truth) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  input.resize(size_t(n * net.input().size()));
-  truth.assign(size_t(n * net.output().size()), 0.f);
-  for (auto& v : input) v = d(rng);
-  if (net.layers.back().type == LayerType::Softmax) {
-    const int64_t k = net.output().size();
-    for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
-  } else {
-    for (auto& v : truth) v = 0.5f * d(rng);
-  }
 }
 
 std::string shape_str(const Shape& s) {
@@ -189,7 +175,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   Trainer trainer(net, params, train_options(o), comm);
   const bool root = trainer.root();
   std::vector<float> input, truth;
-  synthetic(net, net.batch, o.seed, input, truth);
+  synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
   std::vector<double> step, fwd, bwd, upd, halo, wts, io;
   for (int i = 0; i < steps; ++i) {
@@ -274,7 +260,7 @@ int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& wei
   Trainer trainer(net, params, train_options(o), comm);
   std::vector<float> input, truth;
   for (int i = 0; i < steps; ++i) {
-    synthetic(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
+    synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
     trainer.reset_times();
     const double loss = trainer.train_step(input.data(), truth.data());
     if (trainer.root()) {
@@ -330,7 +316,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   std::vector<float> input, truth;
   for (int k = 0; k < steps; ++k) {
     for (int sub = 0; sub < net.subdivisions; ++sub) {
-      synthetic(net, n, o.seed * 7919 + uint64_t(k * 131 + sub), input, truth);
+      synthetic_batch(net, n, o.seed * 7919 + uint64_t(k * 131 + sub), input, truth);
       tiled.forward_backward(input.data(), truth.data());
       if (!tiled.root()) continue;
       Trainer& ref = *ref_holder;
