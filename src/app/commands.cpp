@@ -141,6 +141,13 @@ int cmd_plan(const RunOptions& o) {
       tiles.push_back({{"tile", ti}, {"bytes", st.tile_bytes[ti]}, {"layers", layers}});
     }
     j["tiles"] = tiles;
+    nlohmann::json halos = nlohmann::json::array();
+    for (int l = 0; l < cut; ++l)
+      for (const auto* kind : {"forward", "backward"})
+        for (const Piece& pc : (kind[0] == 'f' ? p.fwd_halo : p.bwd_halo)[l])
+          if (pc.from != pc.to)
+            halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
+    j["halos"] = halos;
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -157,7 +164,29 @@ int cmd_plan(const RunOptions& o) {
       std::printf("  %3d%s %-26s %-26s %-26s %-26s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
                   x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str());
     }
+    // The halo this tile exchanges at each group start (cells of the map named).
+    for (int l = 1; l < cut; ++l) {
+      if (!p.group_start(l)) continue;
+      std::string recv_f, send_f, recv_b, send_b;
+      auto add = [](std::string& to, int tile, const Box& b) {
+        to += " " + b.str() + (tile >= 0 ? "@" + std::to_string(tile) : "");
+      };
+      for (const Piece& pc : p.fwd_halo[l]) {
+        if (pc.from == pc.to) continue;
+        if (pc.to == ti) add(recv_f, pc.from, pc.box);
+        if (pc.from == ti) add(send_f, pc.to, pc.box);
+      }
+      for (const Piece& pc : p.bwd_halo[l]) {
+        if (pc.from == pc.to) continue;
+        if (pc.to == ti) add(recv_b, pc.from, pc.box);
+        if (pc.from == ti) add(send_b, pc.to, pc.box);
+      }
+      std::printf("  layer %d input: receives%s, sends%s; backward, delta of layer %d: receives%s, sends%s\n", l,
+                  recv_f.empty() ? " nothing" : recv_f.c_str(), send_f.empty() ? " nothing" : send_f.c_str(), l - 1,
+                  recv_b.empty() ? " nothing" : recv_b.c_str(), send_b.empty() ? " nothing" : send_b.c_str());
+    }
   }
+  std::printf("(box@t = cells from or to tile t)\n");
   std::printf(
       "(* = group start: halo exchange of the input in forward, of the output delta of the layer before in "
       "backward)\n");
