@@ -395,6 +395,10 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
         d_out, d_delta, d_grad, worst_grad_layer, steps, d_w, worst_w_layer);
     const bool ok = d_out <= tol && d_delta <= tol && d_grad <= tol && d_w <= tol;
     std::printf("%s (tolerance %g)\n", ok ? "OK: tiled training matches untiled" : "MISMATCH", tol);
+    if (!ok)
+      std::printf(
+          "(a tensor that is a sum cancelling to nearly zero, e.g. a bias gradient in front of a batch-norm, can\n"
+          " differ by more than 1e-5 from fp32 rounding alone, tiled or not; compare its size with its layer's)\n");
     verdict = ok ? 0 : 1;
   }
   comm.broadcast(&verdict, 1, kRoot);
