@@ -492,6 +492,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
     backward_layer(l);
+    if (l > plan_.first && pointwise_before_exchange(l - 1)) pointwise_backward(l - 1, true);
     if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
       const double h0 = now_s();
       const LayerSpec& prev = net_.layers[l - 1];
@@ -586,13 +587,7 @@ void Segment::backward_layer(int l) {
   const int i = l - plan_.first;
   const bool want_delta_in = l > plan_.first || need_input_delta_;
   if (s.type == LayerType::Conv) {
-    if (L.pointwise) {
-      for (int t : local_) {
-        TileState& ts = *tiles_[t];
-        act_backward(ts.cur, ts.y[i], ts.cur.box, L.a.data(), L.b.data(), s.act);
-      }
-      if (s.batch_normalize) bn_backward(l);
-    }
+    if (L.pointwise && !pointwise_before_exchange(l)) pointwise_backward(l, false);
   }
   float* gw = nullptr;
   float* gb = nullptr;
@@ -652,7 +647,28 @@ void Segment::backward_layer(int l) {
   }
 }
 
-void Segment::bn_backward(int l) {
+// A convolution that ends a group before the segment's last layer computed only its
+// owned cells in forward (see plan.hpp): its batch-norm/activation backward runs on the
+// owned cells before the halo exchange, which then carries dL/d(pre-activation).
+bool Segment::pointwise_before_exchange(int l) const {
+  return l + 1 < plan_.last && plan_.group_start(l + 1) && net_.layers[l].type == LayerType::Conv &&
+         layers_[l - plan_.first]->pointwise;
+}
+
+// Activation and batch-norm backward of layer l on every local tile's current delta:
+// on its owned cells only, or on its whole box.
+void Segment::pointwise_backward(int l, bool owned_only) {
+  LayerState& L = *layers_[l - plan_.first];
+  const int i = l - plan_.first;
+  for (int t : local_) {
+    TileState& ts = *tiles_[t];
+    const Box region = owned_only ? plan_.at(t, l).own : ts.cur.box;
+    act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
+  }
+  if (L.spec->batch_normalize) bn_backward(l, owned_only);
+}
+
+void Segment::bn_backward(int l, bool owned_only) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int C = s.out.c, i = l - plan_.first;
@@ -686,8 +702,8 @@ void Segment::bn_backward(int l) {
     }
   }
   for (int t : local_)
-    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], tiles_[t]->cur.box, L.k1.data(), L.k2.data(), L.k3.data(),
-                      L.mean_f.data());
+    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], owned_only ? plan_.at(t, l).own : tiles_[t]->cur.box,
+                      L.k1.data(), L.k2.data(), L.k3.data(), L.mean_f.data());
 }
 
 }  // namespace tt

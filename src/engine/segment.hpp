@@ -69,7 +69,9 @@ class Segment {
   void forward_layer(int l, bool training);
   void backward_layer(int l);
   void bn_forward(int l, bool training);
-  void bn_backward(int l);
+  void bn_backward(int l, bool owned_only);
+  bool pointwise_before_exchange(int l) const;
+  void pointwise_backward(int l, bool owned_only);
 
   DnnlContext& ctx_;
   const NetSpec& net_;

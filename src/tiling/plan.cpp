@@ -137,12 +137,16 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         x.delta = hull(touching_out(need_in, ls.win, ls.out.h, ls.out.w), x.own);
         need_in = x.delta;
       }
-      // Forward boxes grow from the group's end towards its start.
+      // Forward boxes grow from the group's end towards its start. A convolution that
+      // ends a group (before the segment's last layer) computes only its owned cells:
+      // backward exchanges its delta after batch-norm/activation (dL/d pre-activation),
+      // so no tile needs its forward values outside the owned box.
       Box need_out{};
       for (int l = e - 1; l >= s; --l) {
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
-        x.fwd = hull(hull(need_out, x.delta), x.own);
+        const bool exchanged_after_pointwise = l == e - 1 && e < last && ls.type == LayerType::Conv;
+        x.fwd = hull(hull(need_out, exchanged_after_pointwise ? Box{} : x.delta), x.own);
         x.in = window_in(x.fwd, ls.win, ls.in.h, ls.in.w);
         need_out = x.in;
       }

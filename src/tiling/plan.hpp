@@ -6,7 +6,9 @@
 //   own      cells t owns: weight gradients and batch-norm sums count only these
 //   delta    cells where t needs dL/d(output) in backward (grows towards a group's end)
 //   fwd      cells t computes in forward = own ∪ delta ∪ what layer l+1 reads
-//            (computing the delta region too makes every forward value backward needs local)
+//            (computing the delta region too makes every forward value backward needs local),
+//            except for a convolution ending a group before the segment's last layer: there
+//            fwd = own, and backward exchanges the delta after batch-norm/activation instead
 //   in       input cells forward reads = window_in(fwd) (layer l's input map)
 //   delta_in input cells where t produces dL/d(input): delta of l-1 inside a group, own
 //            input cells at a group's start (they are then exchanged)
