@@ -427,6 +427,14 @@ void Segment::forward_layer(int l, bool training) {
   }
 }
 
+// Batch-norm sums of every process's tiles: a small all-reduce, timed as halo waiting.
+void Segment::sum_across_ranks(std::vector<double>& sums) {
+  if (comm_.size() == 1) return;
+  const double w0 = now_s();
+  comm_.allreduce_sum(sums.data(), sums.size());
+  bn_wait_ += now_s() - w0;
+}
+
 void Segment::bn_forward(int l, bool training) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
@@ -440,11 +448,7 @@ void Segment::bn_forward(int l, bool training) {
   if (batch_stats) {
     std::fill(L.s1.begin(), L.s1.end(), 0.);
     for (int t : local_) channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
-    if (comm_.size() > 1) {
-      const double w0 = now_s();
-      comm_.allreduce_sum(L.s1.data(), size_t(2 * C));
-      bn_wait_ += now_s() - w0;
-    }
+    sum_across_ranks(L.s1);
     const double M = double(batch_) * s.out.h * s.out.w;
     for (int c = 0; c < C; ++c) {
       const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
@@ -683,11 +687,7 @@ void Segment::bn_backward(int l, bool owned_only) {
     grad_[ps.biases + c] += float(L.s2[c]);
     grad_[ps.scales + c] += float(L.s2[C + c]);
   }
-  if (comm_.size() > 1) {
-    const double w0 = now_s();
-    comm_.allreduce_sum(L.s2.data(), size_t(2 * C));
-    bn_wait_ += now_s() - w0;
-  }
+  sum_across_ranks(L.s2);
   const double M = double(batch_) * s.out.h * s.out.w;
   for (int c = 0; c < C; ++c) {
     const double r = L.rstd[c], g = gamma[c];

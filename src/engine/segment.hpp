@@ -70,6 +70,7 @@ class Segment {
   void backward_layer(int l);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);
+  void sum_across_ranks(std::vector<double>& sums);
   bool pointwise_before_exchange(int l) const;
   void pointwise_backward(int l, bool owned_only);
 
