@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
       mpi = std::make_unique<MpiComm>(&argc, &argv);
       comm = mpi.get();
     }
+    // info and plan involve no tiles: under mpirun only rank 0 prints them.
+    if ((*info || *plan) && comm->rank() != 0) return 0;
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o);
     if (*bench) return cmd_bench(o, *comm, steps, warmup);
