@@ -51,7 +51,10 @@ class Trainer {
   const float* output() const { return out_; }                      // [micro_batch][output size]
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
-  StepTimes times() const;                                          // accumulated since reset_times(), all parts
+  // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's state.
+  const std::vector<float>& momentum() const { return momentum_; }
+  void set_momentum(const std::vector<float>& v) { momentum_ = v; }
+  StepTimes times() const;  // accumulated since reset_times(), all parts
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0, scratch_mb = 0;
   };
