@@ -230,8 +230,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
              all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss);
   const Trainer::Memory mem = trainer.memory();
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
-             all_filters = comm.all_gather(mem.filters_mb), all_msgs = comm.all_gather(mem.messages_mb),
-             all_scratch = comm.all_gather(mem.scratch_mb);
+             all_filters = comm.all_gather(mem.filters_mb);
   const auto hosts = comm.all_hosts();
   if (!root) return 0;
   std::map<std::string, double> per_host;
@@ -241,10 +240,10 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
   auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   std::printf(
-      "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = messages, kernel scratch "
-      "%.1f, libraries)\n",
+      "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = rank 0's message buffers "
+      "%.1f, kernel scratch %.1f, libraries)\n",
       "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters",
-      "other", mem.scratch_mb);
+      "other", mem.messages_mb, mem.scratch_mb);
   for (size_t r = 0; r < hosts.size(); ++r)
     std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
                 hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
@@ -255,8 +254,6 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
       "(largest rank), %.1f MB (largest host sum)\n",
       median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
   if (o.json) {
-    (void)all_msgs;
-    (void)all_scratch;
     nlohmann::json j{{"cfg", o.cfg},
                      {"batch", net.batch},
                      {"threads", o.threads},

@@ -27,7 +27,6 @@ class Comm {
   // Every rank's value, on every rank.
   virtual std::vector<double> all_gather(double v) = 0;
   virtual std::vector<std::string> all_hosts() = 0;
-  virtual void barrier() = 0;
 };
 
 class LocalComm final : public Comm {
@@ -43,7 +42,6 @@ class LocalComm final : public Comm {
   void broadcast(double*, size_t, int) override {}
   std::vector<double> all_gather(double v) override { return {v}; }
   std::vector<std::string> all_hosts() override { return {host()}; }
-  void barrier() override {}
 };
 
 // True when this process was started by mpirun (Open MPI sets OMPI_COMM_WORLD_SIZE).

@@ -78,8 +78,6 @@ std::vector<std::string> MpiComm::all_hosts() {
   return out;
 }
 
-void MpiComm::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
-
 void MpiComm::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();

@@ -23,7 +23,6 @@ class MpiComm final : public Comm {
   void broadcast(double* data, size_t n, int root) override;
   std::vector<double> all_gather(double v) override;
   std::vector<std::string> all_hosts() override;
-  void barrier() override;
   // Ends every rank at once (after an error on one of them).
   [[noreturn]] void abort(int code);
 

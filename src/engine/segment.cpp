@@ -253,11 +253,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
 
 Segment::~Segment() = default;
 
-size_t Segment::buffer_bytes() const {
-  MemoryUse m = memory_use();
-  return m.maps + m.deltas;
-}
-
 Segment::MemoryUse Segment::memory_use() const {
   MemoryUse m;
   m.deltas = (crop_src_.size() + crop_dst_.size()) * 4;

@@ -42,9 +42,7 @@ class Segment {
   void refresh_weights();
 
   int out_cb() const { return out_cb_; }
-  const Plan& plan() const { return plan_; }
   SegmentTimes times;
-  size_t buffer_bytes() const;
   struct MemoryUse {
     size_t maps = 0, deltas = 0, messages = 0;  // bytes: feature maps (+argmax), delta maps (+crops), message buffers
     size_t weight_copies = 0;                   // weights in the layouts the kernels chose

@@ -115,16 +115,6 @@ void Trainer::reset_times() {
   if (untiled_) untiled_->times = {};
 }
 
-size_t Trainer::buffer_bytes() const {
-  size_t b = tiled_->buffer_bytes() + (untiled_ ? untiled_->buffer_bytes() : 0);
-  b += (map_a_.size() + map_b_.size() + delta_map_a_.size() + delta_map_b_.size()) * 4;
-  b += (grad_.size() + momentum_.size() + params_.values.size()) * 4;
-  for (auto& v : dense_out_) b += v.size() * 4;
-  for (auto& v : dense_pre_) b += v.size() * 4;
-  for (auto& v : dense_delta_) b += v.size() * 4;
-  return b;
-}
-
 void Trainer::forward(const float* input, bool training) {
   const Shape in = net_.input();
   const TensorView input_view{const_cast<float*>(input), n_, in.c, 1, full_box(in.h, in.w)};

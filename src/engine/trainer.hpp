@@ -61,9 +61,7 @@ class Trainer {
   Memory memory() const;
   bool root() const { return comm_.rank() == kRoot; }
   void reset_times();
-  size_t buffer_bytes() const;
   int cut() const { return cut_; }
-  const Plan& plan() const { return tiled_->plan(); }
 
  private:
   void forward(const float* input, bool training);

@@ -16,15 +16,6 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;
 }
 
-double current_rss_mb() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * (sysconf(_SC_PAGESIZE) / 1048576.0);
-}
-
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {

@@ -14,8 +14,6 @@ inline double now_s() {
 
 // Peak resident set size of this process in MB (getrusage ru_maxrss).
 double peak_rss_mb();
-// Current resident set size in MB (/proc/self/statm).
-double current_rss_mb();
 
 // Writes `path` through a temporary file in the same folder and renames it into place,
 // so a crash or error never leaves a partly written file behind.
