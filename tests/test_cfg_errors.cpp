@@ -141,6 +141,10 @@ TEST(CfgErrors, ImpossibleMaxpoolPadding) {
   expect_error_at(neg, "padding=-1", {"maxpool padding -1"});
 }
 
+TEST(CfgErrors, MaxpoolWindowTooLarge) {
+  expect_error_at(kNet + "[maxpool]\nsize=16\nstride=1\n[cost]\n", "size=16", {"maxpool size 16", "15"});
+}
+
 TEST(CfgErrors, InputTooSmallForTheNet) {
   // 2x2 input: the first valid 3x3 conv already has no room.
   const std::string cfg =

@@ -449,7 +449,7 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
           y_ref[o] = x.v[(size_t(s) * pc.c + ch) * pc.h * pc.w + a];
           dx_ref[(size_t(s) * pc.c + ch) * pc.h * pc.w + a] += dy.v[o];
         }
-  auto check_out = [&](const TensorView& out, const std::vector<int32_t>& arg, const char* what) {
+  auto check_out = [&](const TensorView& out, const std::vector<uint8_t>& arg, const char* what) {
     int bad_v = 0, bad_a = 0;
     for (int s = 0; s < pc.n; ++s)
       for (int ch = 0; ch < pc.c; ++ch)
@@ -458,7 +458,11 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
             const size_t o = ((size_t(s) * pc.c + ch) * oh + oy) * ow + ox;
             const int64_t off = out.offset(s, ch / out.cb, oy, ox) + ch % out.cb;
             bad_v += out.data[off] != float(y_ref[o]);
-            bad_a += arg[size_t(off)] != arg_ref[o];
+            const uint8_t a = arg[size_t(off)];  // position in the window, row-major
+            const int global = a == kNoWinner ? -1
+                                              : (oy * win.stride - win.pad + a / win.size) * pc.w +
+                                                    (ox * win.stride - win.pad + a % win.size);
+            bad_a += global != arg_ref[o];
           }
     EXPECT_EQ(bad_v, 0) << what << ": outputs differ from the naive max";
     EXPECT_EQ(bad_a, 0) << what << ": winners differ from the first max in row-major order";
@@ -467,14 +471,14 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
   const Box out_full = full_box(oh, ow);
   Blocked in = to_box(x, pc.cb, full_box(pc.h, pc.w));
   Blocked out(pc.n, pc.c, pc.cb, out_full);
-  std::vector<int32_t> arg(size_t(out.t.size()), -7);
-  maxpool_forward(in.t, out.t, arg.data(), win, pc.w);
+  std::vector<uint8_t> arg(size_t(out.t.size()), 77);
+  maxpool_forward(in.t, out.t, arg.data(), win);
   check_out(out.t, arg, "maxpool_forward");
   EXPECT_TRUE(padded_channels_zero(out.t));
 
   Blocked ddst = to_box(dy, pc.cb, out_full);
   Blocked dsrc(pc.n, pc.c, pc.cb, full_box(pc.h, pc.w));
-  maxpool_backward(ddst.t, out_full, out_full, arg.data(), dsrc.t, pc.w);
+  maxpool_backward(ddst.t, out_full, out_full, arg.data(), dsrc.t, win);
   EXPECT_LE(rel_diff(to_map(dsrc.t, pc.h, pc.w).v, dx_ref), 1e-6) << "maxpool_backward";
   EXPECT_TRUE(padded_channels_zero(dsrc.t));
 
@@ -488,14 +492,14 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
     for (const Box& fb : {o, F}) {
       Blocked bin = to_box(x, pc.cb, window_in(fb, win, pc.h, pc.w));
       Blocked bout(pc.n, pc.c, pc.cb, fb);
-      std::vector<int32_t> barg(size_t(bout.t.size()), -7);
-      maxpool_forward(bin.t, bout.t, barg.data(), win, pc.w);
+      std::vector<uint8_t> barg(size_t(bout.t.size()), 77);
+      maxpool_forward(bin.t, bout.t, barg.data(), win);
       check_out(bout.t, barg, "maxpool_forward on a box");
       if (!(fb == F)) continue;
       const Box reach = window_in(o, win, pc.h, pc.w);
       Blocked bd(pc.n, pc.c, pc.cb, reach);
       Blocked bdy = to_box(dy, pc.cb, o);
-      maxpool_backward(bdy.t, o, F, barg.data(), bd.t, pc.w);
+      maxpool_backward(bdy.t, o, F, barg.data(), bd.t, win);
       Map part = to_map(bd.t, pc.h, pc.w);
       for (size_t i = 0; i < part.v.size(); ++i) dx_sum.v[i] += part.v[i];
       std::vector<double> dx_o(x.v.size(), 0.);  // naive backward of the outputs in o only

@@ -32,7 +32,7 @@ struct Segment::LayerState {
 struct Segment::TileState {
   std::vector<Buffer> owned;         // storage behind the views below
   std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
-  std::vector<std::vector<int32_t>> argmax;
+  std::vector<std::vector<uint8_t>> argmax;  // max-pool winners (see maxpool.hpp)
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
   Buffer buf[2];  // delta ping-pong; one doubles as forward scratch
   int at = 0;     // buf[at] holds the current delta
@@ -115,7 +115,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
 
   // Buffers per tile.
-  size_t max_crop_src = 0, max_crop_dst = 0;
+  size_t max_crop_src = 0;
   for (int t = 0; t < T; ++t) {
     if (tile_rank_[t] != comm.rank()) {
       tiles_.push_back(nullptr);  // another process runs this tile
@@ -176,8 +176,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
         if (!masked && !(ts->in[i].box == src_box))
           max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
-        if (!masked && !(x.delta == x.own))
-          max_crop_dst = std::max(max_crop_dst, size_t(tensor_floats(batch, s.out.c, 16, x.own)));
       } else {
         // Max-pool backward needs only the winners; the output persists only when the
         // next convolution reads it in place.
@@ -185,7 +183,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
             l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
         ts->z[i] =
             next_reads_in_place ? make(s.out.c, L.out_cb, x.fwd) : TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};
-        ts->argmax[i].assign(size_t(tensor_floats(batch, s.out.c, L.out_cb, x.fwd)), -1);
+        ts->argmax[i].assign(size_t(tensor_floats(batch, s.out.c, L.out_cb, x.fwd)), kNoWinner);
       }
     }
     tiles_.push_back(std::move(ts));
@@ -247,7 +245,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     root_buffers(
         lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
   crop_src_ = Buffer(max_crop_src);
-  crop_dst_ = Buffer(max_crop_dst);
   refresh_weights();
 }
 
@@ -255,11 +252,11 @@ Segment::~Segment() = default;
 
 Segment::MemoryUse Segment::memory_use() const {
   MemoryUse m;
-  m.deltas = (crop_src_.size() + crop_dst_.size()) * 4;
+  m.deltas = crop_src_.size() * 4;
   for (int t : local_) {
     const TileState& ts = *tiles_[t];
     for (auto& o : ts.owned) m.maps += o.size() * 4;
-    for (auto& a : ts.argmax) m.maps += a.size() * 4;
+    for (auto& a : ts.argmax) m.maps += a.size();
     m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
   }
   for (const auto* v : {&fwd_bufs_, &bwd_bufs_})
@@ -410,7 +407,7 @@ void Segment::forward_layer(int l, bool training) {
       else
         ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
     } else {
-      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win, s.in.w);
+      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win);
     }
   }
   if (s.type == LayerType::Conv && L.pointwise) {
@@ -535,8 +532,11 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
   };
   need[at] = std::max(need[at], size_of(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));
   for (int l = plan_.last - 1; l >= plan_.first; --l) {
-    if (l == plan_.first && !need_input_delta_) break;
     const TileLayer& x = plan_.at(t, l);
+    // The owned cells of the delta, cropped for backward-weights, go into the free buffer.
+    if (net_.layers[l].type == LayerType::Conv && !weights_on_delta_box(t, l) && !(x.delta == x.own))
+      need[1 - at] = std::max(need[1 - at], size_of(l, false, x.own));
+    if (l == plan_.first && !need_input_delta_) break;
     const Box reach = window_in(x.delta, layers_[l - plan_.first]->spec->win, net_.layers[l].in.h, net_.layers[l].in.w);
     need[1 - at] = std::max(need[1 - at], size_of(l, true, reach));
     if (keep_reach(t, l))
@@ -606,8 +606,8 @@ void Segment::backward_layer(int l) {
         copy_region(ts.in[i], crop, src_box);
         src = crop.data;
       }
-      if (!(ts.cur.box == x.own)) {
-        TensorView crop{crop_dst_.data(), batch_, s.out.c, 16, x.own};
+      if (!(ts.cur.box == x.own)) {  // into the buffer backward-data fills next (see simulate_backward)
+        TensorView crop{ts.q(), batch_, s.out.c, 16, x.own};
         copy_region(ts.cur, crop, x.own);
         dd = crop.data;
       }
@@ -624,7 +624,7 @@ void Segment::backward_layer(int l) {
         ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
       } else {
         zero(din);
-        maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.in.w);
+        maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.win);
       }
     }
     if (s.type == LayerType::Conv && weights_on_delta_box(t, l)) {

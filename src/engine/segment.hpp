@@ -82,7 +82,7 @@ class Segment {
   bool need_input_delta_;
   std::vector<std::unique_ptr<LayerState>> layers_;
   std::vector<std::unique_ptr<TileState>> tiles_;
-  Buffer crop_src_, crop_dst_;
+  Buffer crop_src_;  // input cells of an owned box for backward-weights
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;                                // tiles this process runs

@@ -1,7 +1,8 @@
 // Max-pooling on a box with Darknet's padding (window of output i starts at
-// i*stride - pad; cells outside the map never win). Forward records the winning input
-// cell per output (global row*width + column), so backward works on any sub-box of the
-// forward box without a oneDNN workspace.
+// i*stride - pad; cells outside the map never win). Forward records the winner per
+// output as one byte (its position in the window, row-major; kNoWinner for a window
+// entirely outside the map), so backward works on any sub-box of the forward box
+// without a oneDNN workspace, at a quarter of the memory of a full index.
 #pragma once
 #include <cstdint>
 
@@ -9,11 +10,13 @@
 
 namespace tt {
 
+constexpr uint8_t kNoWinner = 255;
+
 // out (box `out.box`) from in (box must contain window_in(out.box)); argmax has out.size() entries.
-void maxpool_forward(const TensorView& in, const TensorView& out, int32_t* argmax, const Window& w, int in_w);
+void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w);
 // Adds diff_out (box `region` ⊆ out_box) into diff_in at the recorded winners;
 // diff_in's box must contain window_in(region). argmax is laid out on `out_box`.
-void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const int32_t* argmax,
-                      const TensorView& diff_in, int in_w);
+void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
+                      const TensorView& diff_in, const Window& w);
 
 }  // namespace tt

@@ -277,6 +277,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.type = LayerType::MaxPool;
     l.win.size = r.integer("size", 1);
     r.positive("size", l.win.size);
+    if (l.win.size > 15)  // the engine records winners as a byte position in the window
+      fail(r.where(r.line_of("size")), ": maxpool size ", l.win.size, " is larger than the supported 15");
     l.win.stride = r.integer("stride", 1);
     r.positive("stride", l.win.stride);
     l.pad_total = r.integer("padding", l.win.size - 1);
