@@ -341,7 +341,7 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
     Problem& p = *main_;
     const double f0 = p.tr->forward_backward(p.input.data(), p.truth.data());
     std::vector<Tensor> tensors;
-    const std::vector<float> grad = p.tr->grad();  // a single forward_backward: dL/dθ
+    const std::vector<float> grad(p.tr->grad().begin(), p.tr->grad().end());  // a single forward_backward: dL/dθ
     const int64_t in_count = p.net.micro_batch() * p.net.input().size();
     tensors.push_back({"input", true, 0, in_count, {p.tr->input_delta(), p.tr->input_delta() + in_count}});
     for (const auto& l : p.net.layers) {

@@ -234,7 +234,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   naive.bwd(x, dy, w, dx_ref, dw_ref, db_ref);
 
   DnnlContext ctx;
-  WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw));
+  WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw), false);
   const int all = ConvKernel::kFwd | ConvKernel::kBwdData | ConvKernel::kBwdWeights;
   const Box out_full = full_box(oh, ow);
   std::vector<std::unique_ptr<ConvKernel>> kernels;

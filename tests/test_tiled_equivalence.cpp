@@ -639,7 +639,8 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
       }
       if (fastest > 0) net.learning_rate = float(0.01 * net.batch / fastest);
     }
-    const std::vector<float> g_tiled = tiled.grad(), g_ref = ref.grad();  // update() zeroes them
+    const std::vector<float> g_tiled(tiled.grad().begin(), tiled.grad().end()),
+        g_ref(ref.grad().begin(), ref.grad().end());  // update() zeroes them
     const std::vector<float> before = check.verbose ? p_tiled.values : std::vector<float>();
     tiled.update();
     ref.update();
@@ -830,7 +831,7 @@ TEST(TiledEquivalence, W1) {
     ref_loss = ref.forward_backward(input.data(), truth.data());
     ref_out.assign(ref.output(), ref.output() + out_n);
     ref_delta.assign(ref.input_delta(), ref.input_delta() + in_n);
-    ref_grad = ref.grad();
+    ref_grad.assign(ref.grad().begin(), ref.grad().end());
     ref.update();
   }
   std::printf("W1 untiled step: %.2f s\n",

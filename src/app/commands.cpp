@@ -54,6 +54,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.bn = o.bn == "frozen" ? BnMode::Frozen : BnMode::Sync;
   t.seed = o.seed;
   t.tiles_per_rank = o.tiles_per_rank;
+  t.low_memory = o.low_memory;
   return t;
 }
 
@@ -260,6 +261,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"ranks", comm.size()},
                      {"grid", o.grid},
                      {"groups", o.groups},
+                     {"low_memory", o.low_memory},
                      {"steps", steps},
                      {"step_s", median(step)},
                      {"fwd_s", mx(all_fwd)},
@@ -295,6 +297,7 @@ int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& wei
       std::fflush(stdout);
     }
   }
+  if (!weights_out.empty()) trainer.gather_weights();
   if (!weights_out.empty() && trainer.root()) {
     save_weights(params, net, weights_out);
     std::printf("saved %s\n", weights_out.c_str());
@@ -503,6 +506,7 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
   const auto all_fwd = comm.all_gather(t.fwd), all_bwd = comm.all_gather(t.bwd), all_halo = comm.all_gather(t.halo),
              all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io),
              all_rss = comm.all_gather(peak_rss_mb());
+  if (!weights_out.empty()) trainer.gather_weights();
   if (!root) return 0;
   std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
               train_s);

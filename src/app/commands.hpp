@@ -20,6 +20,7 @@ struct RunOptions {
   uint64_t seed = 1;
   bool json = false;
   int tiles_per_rank = 1;
+  bool low_memory = false;
 };
 
 int cmd_info(const RunOptions& o);

@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    c->add_flag("--low-memory", o.low_memory,
+                "shard the convolution weights, gradients and momentum across processes and keep formatted "
+                "weights for the running layer only (less memory per process, more weight traffic)");
   };
 
   auto* info = app.add_subcommand("info", "layer table: shapes, parameters, GFLOPs, activation memory");

@@ -24,6 +24,11 @@ class Comm {
   virtual void irecv(float* data, size_t n, int from, int tag) = 0;
   virtual void wait_all() = 0;
   virtual void broadcast(double* data, size_t n, int root) = 0;
+  // Sharded weights. all_gather_v: in place, rank r's part is data[displs[r], +counts[r]);
+  // afterwards every rank holds every part. reduce_scatter: sums `data` (Σ counts floats,
+  // parts in rank order) across ranks; rank r receives the sum of its part in `out`.
+  virtual void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) = 0;
+  virtual void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) = 0;
   // Every rank's value, on every rank.
   virtual std::vector<double> all_gather(double v) = 0;
   virtual std::vector<std::string> all_hosts() = 0;
@@ -40,6 +45,8 @@ class LocalComm final : public Comm {
   void irecv(float*, size_t, int, int) override;
   void wait_all() override {}
   void broadcast(double*, size_t, int) override {}
+  void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}
+  void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) override;
   std::vector<double> all_gather(double v) override { return {v}; }
   std::vector<std::string> all_hosts() override { return {host()}; }
 };

@@ -61,6 +61,16 @@ void MpiComm::broadcast(double* data, size_t n, int root) {
   check(MPI_Bcast(data, int(n), MPI_DOUBLE, root, MPI_COMM_WORLD), "broadcast");
 }
 
+void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) {
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT,
+                       MPI_COMM_WORLD),
+        "allgatherv");
+}
+
+void MpiComm::reduce_scatter(const float* data, float* out, const std::vector<int>& counts) {
+  check(MPI_Reduce_scatter(data, out, counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "reduce-scatter");
+}
+
 std::vector<double> MpiComm::all_gather(double v) {
   std::vector<double> out(size_t(size_), 0.);
   check(MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD), "allgather");

@@ -21,6 +21,8 @@ class MpiComm final : public Comm {
   void irecv(float* data, size_t n, int from, int tag) override;
   void wait_all() override;
   void broadcast(double* data, size_t n, int root) override;
+  void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
+  void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) override;
   std::vector<double> all_gather(double v) override;
   std::vector<std::string> all_hosts() override;
   // Ends every rank at once (after an error on one of them).

@@ -43,7 +43,7 @@ struct Segment::TileState {
 };
 
 Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank)
+                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards)
     : ctx_(ctx),
       net_(net),
       params_(params),
@@ -54,7 +54,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       bn_(bn),
       need_input_delta_(need_input_delta),
       comm_(comm),
-      tile_rank_(std::move(tile_rank)) {
+      tile_rank_(std::move(tile_rank)),
+      shards_(shards) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
@@ -71,9 +72,12 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     if (s.type == LayerType::Conv) {
       st->pointwise = s.batch_normalize || s.act != Act::Linear;
       st->own_1x1 = s.win.size == 1 && s.win.stride == 1 && s.win.pad == 0 && st->in_cb == 16;
-      if (st->own_1x1) st->packed_1x1 = Buffer(size_t(conv1x1_packed_size(s.out.c, s.in.c)));
-      st->weights = std::make_unique<WeightCache>(ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size},
-                                                                    memory::data_type::f32, memory::format_tag::oihw));
+      const size_t packed = size_t(conv1x1_packed_size(s.out.c, s.in.c));
+      if (st->own_1x1 && shards_ && packed > packed_stage_.size()) packed_stage_ = Buffer(packed);
+      if (st->own_1x1 && !shards_) st->packed_1x1 = Buffer(packed);
+      st->weights = std::make_unique<WeightCache>(
+          ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
+          shards_ != nullptr);
       const int C = padded(s.out.c);
       st->a.assign(C, 1.f);
       st->b.assign(C, 0.f);
@@ -245,7 +249,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     root_buffers(
         lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
   crop_src_ = Buffer(max_crop_src);
-  refresh_weights();
+  if (shards_) {
+    layer_buf_ = Buffer(size_t(shards_->max_layer));
+    int64_t part = 0;
+    for (int l = first; l < last; ++l)
+      if (layers_[l - first]->weights) part = std::max<int64_t>(part, shards_->layers[l].counts[comm.rank()]);
+    grad_part_ = Buffer(size_t(part));
+  } else {
+    refresh_weights();
+  }
 }
 
 Segment::~Segment() = default;
@@ -268,6 +280,7 @@ Segment::MemoryUse Segment::memory_use() const {
     if (L->weights) m.weight_copies += L->weights->bytes();
     m.weight_copies += L->packed_1x1.size() * 4;
   }
+  m.weight_copies += (packed_stage_.size() + layer_buf_.size() + grad_part_.size()) * 4;
   return m;
 }
 
@@ -342,6 +355,7 @@ void Segment::gather(const TensorView* full, std::vector<Buffer>& bufs, int c, i
 }
 
 void Segment::refresh_weights() {
+  if (shards_) return;  // fetched before each use
   for (auto& L : layers_) {
     if (!L->weights) continue;
     const float* w = params_.values.data() + params_.slices[L->spec->index].weights;
@@ -384,15 +398,17 @@ void Segment::forward(const TensorView& input, bool training) {
   }
   times.halo += halo;
   times.io += io;
-  times.fwd += now_s() - t0 - halo - io - bn_wait_;
+  times.fwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_;
   times.halo += bn_wait_;
-  bn_wait_ = 0;
+  times.weights += weights_wait_;
+  bn_wait_ = weights_wait_ = 0;
 }
 
 void Segment::forward_layer(int l, bool training) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
+  if (shards_ && L.weights) fetch_weights(l, WeightCache::kForward);
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
@@ -402,7 +418,7 @@ void Segment::forward_layer(int l, bool training) {
       const ParamSlice& ps = params_.slices[s.index];
       const float* bias = params_.values.data() + ps.biases;
       if (L.own_1x1)
-        conv1x1_forward(ts.in[i].data, L.packed_1x1.data(), s.batch_normalize ? nullptr : bias, ts.y[i].data, batch_,
+        conv1x1_forward(ts.in[i].data, packed_1x1(L), s.batch_normalize ? nullptr : bias, ts.y[i].data, batch_,
                         s.in.c, s.out.c, plan_.at(t, l).fwd.area());
       else
         ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
@@ -517,8 +533,9 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   }
   times.halo += halo + bn_wait_;
   times.io += io;
-  times.bwd += now_s() - t0 - halo - io - bn_wait_;
-  bn_wait_ = 0;
+  times.bwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_;
+  times.weights += weights_wait_;
+  bn_wait_ = weights_wait_ = 0;
 }
 
 // Walks backward's buffer flips for tile t (mirrors backward/backward_layer) and
@@ -592,7 +609,11 @@ void Segment::backward_layer(int l) {
   float* gb = nullptr;
   if (s.type == LayerType::Conv) {
     const ParamSlice& ps = params_.slices[s.index];
-    gw = grad_ + ps.weights;
+    // Sharded: weights for backward-data first (before the gradient buffers fill), and the
+    // gradient of this layer's tiles collects in a buffer of its own until reduce_weight_grad.
+    if (shards_ && want_delta_in) fetch_weights(l, WeightCache::kBackwardData);
+    gw = shards_ ? layer_buf_.data() : grad_ + ps.weights;
+    if (shards_) std::fill(gw, gw + ps.n_weights, 0.f);
     gb = grad_ + ps.biases;
     for (int t : local_) {  // tiles whose owned box must be cropped out of larger buffers
       if (weights_on_delta_box(t, l)) continue;
@@ -644,6 +665,36 @@ void Segment::backward_layer(int l) {
       ts.cur = dst;
     }
   }
+  if (shards_ && s.type == LayerType::Conv) reduce_weight_grad(l);
+}
+
+// Sharded: gathers layer l's weights from their owners and formats them for `uses`.
+void Segment::fetch_weights(int l, int uses) {
+  LayerState& L = *layers_[l - plan_.first];
+  const ShardPlan::Layer& sh = shards_->layers[l];
+  const auto [b, e] = shards_->mine(sh);
+  float* w = layer_buf_.data();
+  std::copy(params_.values.data() + b, params_.values.data() + e, w + (b - sh.offset));
+  const double w0 = now_s();
+  comm_.all_gather_v(w, sh.counts, sh.displs);
+  weights_wait_ += now_s() - w0;
+  L.weights->refresh(w, uses);
+  if (L.own_1x1 && (uses & WeightCache::kForward))
+    pack_conv1x1_weights(w, L.spec->out.c, L.spec->in.c, packed_stage_.data());
+}
+
+// Sharded: sums layer l's weight gradient across processes into each owner's part.
+void Segment::reduce_weight_grad(int l) {
+  const ShardPlan::Layer& sh = shards_->layers[l];
+  const double w0 = now_s();
+  comm_.reduce_scatter(layer_buf_.data(), grad_part_.data(), sh.counts);
+  weights_wait_ += now_s() - w0;
+  const auto [b, e] = shards_->mine(sh);
+  for (int64_t k = b; k < e; ++k) grad_[k] += grad_part_.data()[k - b];
+}
+
+const float* Segment::packed_1x1(const LayerState& L) const {
+  return shards_ ? packed_stage_.data() : L.packed_1x1.data();
 }
 
 // A convolution that ends a group before the segment's last layer computed only its

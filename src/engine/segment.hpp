@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/shards.hpp"
 #include "layers/conv.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
@@ -19,6 +20,7 @@ enum class BnMode { Sync, Frozen };
 
 struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
+  double weights = 0;                         // sharded weights: gathers and gradient reduce-scatters
 };
 
 constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
@@ -27,8 +29,9 @@ class Segment {
  public:
   // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
+  // `shards`: the convolution weights are sharded (see shards.hpp); null: replicated.
   Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb, BnMode bn,
-          bool need_input_delta, Comm& comm, std::vector<int> tile_rank);
+          bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards = nullptr);
   ~Segment();
 
   // `input`: the whole input map of layer `first` (read on the root process only).
@@ -38,14 +41,15 @@ class Segment {
   // `delta_out`: dL/d(output) on the whole output map (root only); with
   // need_input_delta, `delta_in` receives dL/d(input) on the whole input map (root only).
   void backward(const TensorView& delta_out, const TensorView* delta_in);
-  // Re-reads the master weights into the kernels' formats (after an update or load).
+  // Re-reads the master weights into the kernels' formats (after an update or load;
+  // sharded, each layer's weights are gathered and formatted just before use instead).
   void refresh_weights();
 
   int out_cb() const { return out_cb_; }
   SegmentTimes times;
   struct MemoryUse {
     size_t maps = 0, deltas = 0, messages = 0;  // bytes: feature maps (+argmax), delta maps (+crops), message buffers
-    size_t weight_copies = 0;                   // weights in the layouts the kernels chose
+    size_t weight_copies = 0;                   // weights in the layouts the kernels chose (+ staging)
   };
   MemoryUse memory_use() const;
 
@@ -71,6 +75,9 @@ class Segment {
   void sum_across_ranks(std::vector<double>& sums);
   bool pointwise_before_exchange(int l) const;
   void pointwise_backward(int l, bool owned_only);
+  void fetch_weights(int l, int uses);
+  void reduce_weight_grad(int l);
+  const float* packed_1x1(const LayerState& L) const;
 
   DnnlContext& ctx_;
   const NetSpec& net_;
@@ -88,7 +95,11 @@ class Segment {
   std::vector<int> local_;                                // tiles this process runs
   std::vector<std::vector<Buffer>> fwd_bufs_, bwd_bufs_;  // per layer, per halo piece
   std::vector<Buffer> scatter_in_bufs_, gather_out_bufs_, scatter_delta_bufs_, gather_delta_bufs_;  // per tile
-  double bn_wait_ = 0;
+  double bn_wait_ = 0, weights_wait_ = 0;
+  const ShardPlan* shards_;
+  // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
+  // gradient; this process's part of the summed gradient; the 1x1 kernel's packed weights.
+  Buffer layer_buf_, grad_part_, packed_stage_;
 };
 
 }  // namespace tt

@@ -30,13 +30,24 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     fail(net.path, ": the net has no loss: end it with [cost] or [softmax]");
   cut_ = resolve_cut(net, opt.cut);
   dense_begin_ = net.first_untileable();
-  grad_.assign(params.values.size(), 0.f);
-  momentum_.assign(params.values.size(), 0.f);
+  grad_ = Buffer(params.values.size());
+  momentum_ = Buffer(params.values.size());
 
   Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_));
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
+  if (opt.low_memory) {
+    shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
+    replicated_grad_.assign(size_t(ShardPlan::total(shards_->replicated)), 0.f);
+    if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
+      for (const ShardPlan::Layer& L : shards_->layers) {
+        if (L.n == 0) continue;
+        const auto [b, e] = shards_->mine(L);
+        release_pages(params.values.data() + L.offset, size_t(b - L.offset));
+        release_pages(params.values.data() + e, size_t(L.offset + L.n - e));
+      }
+  }
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
-                                     opt.need_input_delta, comm, std::move(ranks));
+                                     opt.need_input_delta, comm, std::move(ranks), shards_.get());
   int cb = tiled_->out_cb();
   if (!root()) return;  // the rest of the net lives on the root process
   if (dense_begin_ > cut_) {
@@ -86,11 +97,25 @@ Trainer::Memory Trainer::memory() const {
   for (auto& v : dense_out_) m.maps_mb += v.size() * 4 / 1048576.0;
   for (auto& v : dense_pre_) m.maps_mb += v.size() * 4 / 1048576.0;
   for (auto& v : dense_delta_) m.deltas_mb += v.size() * 4 / 1048576.0;
-  m.filters_mb += (grad_.size() + momentum_.size() + params_.values.size()) * 4 / 1048576.0;
+  // Weights, gradients and momentum: all of them, or the replicated ones and this process's parts.
+  const double kept = shards_ ? double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned))
+                              : double(params_.values.size());
+  m.filters_mb += 3 * kept * 4 / 1048576.0 + ctx_.staging_bytes() / 1048576.0;
   return m;
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::set_momentum(std::span<const float> v) {
+  if (v.size() != momentum_.size()) fail("internal: momentum of ", v.size(), " values for ", momentum_.size());
+  std::copy(v.begin(), v.end(), momentum_.data());
+}
+
+void Trainer::gather_weights() {
+  if (!shards_) return;
+  for (const ShardPlan::Layer& L : shards_->layers)
+    if (L.n > 0) comm_.all_gather_v(params_.values.data() + L.offset, L.counts, L.displs);
+}
 
 void Trainer::reload_weights() {
   tiled_->refresh_weights();
@@ -105,6 +130,7 @@ StepTimes Trainer::times() const {
     t.bwd += s->times.bwd;
     t.halo += s->times.halo;
     t.io += s->times.io;
+    t.weights += s->times.weights;
   }
   return t;
 }
@@ -242,9 +268,26 @@ double Trainer::forward_backward(const float* input, const float* truth) {
 
 void Trainer::update() {
   const double w0 = now_s();
-  comm_.allreduce_sum(grad_.data(), grad_.size());
+  float* g = grad_.data();
+  if (!shards_) {
+    comm_.allreduce_sum(g, grad_.size());
+  } else {  // the sharded weights' gradients were reduce-scattered during backward
+    float* r = replicated_grad_.data();
+    for (const auto& [b, e] : shards_->replicated) r = std::copy(g + b, g + e, r);
+    comm_.allreduce_sum(replicated_grad_.data(), replicated_grad_.size());
+    r = replicated_grad_.data();
+    for (const auto& [b, e] : shards_->replicated) {
+      std::copy(r, r + (e - b), g + b);
+      r += e - b;
+    }
+  }
   times_.weights += now_s() - w0;
-  if (opt_.need_input_delta) last_grad_ = grad_;
+  if (opt_.need_input_delta) {
+    last_grad_.assign(g, g + grad_.size());
+    if (shards_)
+      for (const ShardPlan::Layer& L : shards_->layers)
+        if (L.n > 0) comm_.all_gather_v(last_grad_.data() + L.offset, L.counts, L.displs);
+  }
   const double u0 = now_s();
   params_.seen += net_.batch;  // Darknet counts this batch before asking for its rate
   const int64_t batch_num = params_.seen / net_.batch;
@@ -252,24 +295,33 @@ void Trainer::update() {
   const float B = float(net_.batch);
   float* w = params_.values.data();
   float* v = momentum_.data();
-  float* g = grad_.data();
+  auto sgd = [&](int64_t begin, int64_t end, float wd) {
+    for (int64_t i = begin; i < end; ++i) {
+      v[i] = m * v[i] - g[i] - wd * B * w[i];
+      w[i] += (lr / B) * v[i];
+      g[i] = 0.f;
+    }
+  };
   for (const auto& l : net_.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& ps = params_.slices[l.index];
-    auto sgd = [&](int64_t off, int64_t n, float wd) {
-      for (int64_t i = off; i < off + n; ++i) {
-        v[i] = m * v[i] - g[i] - wd * B * w[i];
-        w[i] += (lr / B) * v[i];
-        g[i] = 0.f;
-      }
-    };
-    sgd(ps.biases, ps.n_out, 0.f);
-    if (ps.scales >= 0) sgd(ps.scales, ps.n_out, 0.f);
-    sgd(ps.weights, ps.n_weights, decay);
+    sgd(ps.biases, ps.biases + ps.n_out, 0.f);
+    if (ps.scales >= 0) sgd(ps.scales, ps.scales + ps.n_out, 0.f);
+    if (shards_ && shards_->layers[l.index].n > 0) {  // this process's part only
+      const auto [b, e] = shards_->mine(shards_->layers[l.index]);
+      sgd(b, e, decay);
+    } else {
+      sgd(ps.weights, ps.weights + ps.n_weights, decay);
+    }
   }
   ++step_;
   reload_weights();
   times_.update += now_s() - u0;
+  if (shards_ && opt_.need_input_delta) {  // verify compares whole weights and momentum
+    gather_weights();
+    for (const ShardPlan::Layer& L : shards_->layers)
+      if (L.n > 0) comm_.all_gather_v(momentum_.data() + L.offset, L.counts, L.displs);
+  }
 }
 
 double Trainer::train_step(const float* input, const float* truth) {

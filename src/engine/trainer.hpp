@@ -4,11 +4,13 @@
 // in reverse; gradient reduction once per batch; Darknet's SGD update.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "comm/comm.hpp"
 #include "engine/segment.hpp"
+#include "engine/shards.hpp"
 #include "model/params.hpp"
 
 namespace tt {
@@ -21,6 +23,9 @@ struct TrainOptions {
   bool need_input_delta = false;
   uint64_t seed = 1;       // dropout masks
   int tiles_per_rank = 1;  // with several processes: tile t runs on process t / tiles_per_rank
+  // Shard the tiled convolutions' weights, gradients and momentum across processes and
+  // keep kernel-formatted weights for the running layer only (see shards.hpp).
+  bool low_memory = false;
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.
@@ -45,15 +50,19 @@ class Trainer {
   // forward_backward over all subdivisions of a batch (net.batch samples) + update.
   double train_step(const float* input, const float* truth);
 
-  const std::vector<float>& grad() const { return grad_; }
-  // With need_input_delta (verify): the summed gradient the last update() applied.
+  // This process's gradients (sharded: only its parts of the sharded weights).
+  std::span<const float> grad() const { return {grad_.data(), grad_.size()}; }
+  // With need_input_delta (verify): the whole summed gradient the last update() applied.
   const std::vector<float>& last_grad() const { return last_grad_; }
   const float* output() const { return out_; }                      // [micro_batch][output size]
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
-  // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's state.
-  const std::vector<float>& momentum() const { return momentum_; }
-  void set_momentum(const std::vector<float>& v) { momentum_ = v; }
+  // Sharded: completes Params::values on every process (before saving weights).
+  void gather_weights();
+  // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's
+  // state; sharded, whole only with need_input_delta.
+  std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
+  void set_momentum(std::span<const float> v);
   StepTimes times() const;  // accumulated since reset_times(), all parts
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0, scratch_mb = 0;
@@ -74,7 +83,10 @@ class Trainer {
   int n_, cut_, dense_begin_;
   DnnlContext ctx_;
   LocalComm local_comm_;  // for the untiled layers after the cut, which run on the root only
-  std::vector<float> grad_, momentum_, last_grad_;
+  Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
+  std::vector<float> last_grad_;
+  std::unique_ptr<ShardPlan> shards_;
+  std::vector<float> replicated_grad_;  // sharded: the replicated gradients, packed for one all-reduce
   std::unique_ptr<Segment> tiled_, untiled_;
   Buffer map_a_, map_b_, delta_map_a_, delta_map_b_;
   // dense head: per layer output (and pre-activation for connected), per layer delta

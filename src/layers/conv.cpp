@@ -50,7 +50,7 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
 
   if (kinds & kFwd) {
     fwd_ = dnnl::convolution_forward(fwd_pd);
-    fwd_slot_ = weights.slot(fwd_pd.weights_desc());
+    fwd_slot_ = weights.slot(fwd_pd.weights_desc(), WeightCache::kForward);
     fwd_args_ = {{DNNL_ARG_SRC, mem(src)},
                  {DNNL_ARG_WEIGHTS, mem(fwd_pd.weights_desc())},
                  {DNNL_ARG_DST, mem(dst)},
@@ -61,7 +61,7 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(algo, src, w_any, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(pd);
-    bwd_data_slot_ = weights.slot(pd.weights_desc());
+    bwd_data_slot_ = weights.slot(pd.weights_desc(), WeightCache::kBackwardData);
     bwd_data_args_ = {{DNNL_ARG_DIFF_DST, mem(dst)},
                       {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
                       {DNNL_ARG_DIFF_SRC, mem(src)},

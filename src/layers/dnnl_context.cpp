@@ -1,21 +1,29 @@
 #include "layers/dnnl_context.hpp"
 
-#include <cstdlib>
-#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <new>
 
 namespace tt {
 
 Buffer::Buffer(size_t floats) : n_(floats) {
-  size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
-  if (bytes == 0) bytes = 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  p_.reset(static_cast<float*>(p));
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t bytes = std::max(page, (floats * sizeof(float) + page - 1) / page * page);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  p_ = std::unique_ptr<float, Free>(static_cast<float*>(p), Free{bytes});
 }
 
-void Buffer::Free::operator()(float* p) const { std::free(p); }
+void Buffer::Free::operator()(float* p) const { munmap(p, bytes); }
+
+void release_pages(float* p, size_t n) {
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (uintptr_t(p) + page - 1) / page * page, b = uintptr_t(p + n) / page * page;
+  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
 
 DnnlContext::DnnlContext() : eng(dnnl::engine::kind::cpu, 0), strm(eng) {}
 
@@ -40,23 +48,58 @@ void DnnlContext::execute(const dnnl::primitive& p, Args& args) {
   strm.wait();
 }
 
-int WeightCache::slot(const memory::desc& d) {
+void DnnlContext::reserve_staging(size_t k, size_t floats) {
+  if (staging_.size() <= k) staging_.resize(k + 1);
+  if (staging_[k].size() < floats) staging_[k] = Buffer(floats);
+}
+
+size_t DnnlContext::staging_bytes() const {
+  size_t b = 0;
+  for (const Buffer& s : staging_) b += s.size() * sizeof(float);
+  return b;
+}
+
+int WeightCache::slot(const memory::desc& d, Use use) {
+  const size_t floats = d.get_size() / sizeof(float) + 16;
+  // Staged: a buffer that no other format of the same use holds.
+  auto place = [&](Entry& e) {
+    bool clash = false;
+    size_t free_stage = 0;
+    for (const Entry& o : entries_)
+      if (&o != &e && (o.uses & e.uses)) {
+        clash |= o.stage == e.stage;
+        free_stage = std::max(free_stage, o.stage + 1);
+      }
+    if (clash) e.stage = free_stage;
+    ctx_.reserve_staging(e.stage, floats);
+  };
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].desc == d) return int(i);
+    if (entries_[i].desc == d) {
+      entries_[i].uses |= use;
+      if (staged_) place(entries_[i]);
+      return int(i);
+    }
   Entry e;
   e.desc = d;
-  e.buf = Buffer(d.get_size() / sizeof(float) + 16);
+  e.uses = use;
+  if (staged_)
+    place(e);
+  else
+    e.buf = Buffer(floats);
   e.src = memory(plain_, ctx_.eng, DNNL_MEMORY_NONE);
-  e.dst = memory(d, ctx_.eng, e.buf.data());
+  e.dst = memory(d, ctx_.eng, DNNL_MEMORY_NONE);
   e.to_format = dnnl::reorder(e.src, e.dst);
   e.args = {{DNNL_ARG_FROM, e.src}, {DNNL_ARG_TO, e.dst}};
   entries_.push_back(std::move(e));
   return int(entries_.size() - 1);
 }
 
-void WeightCache::refresh(const float* plain_weights) {
-  for (auto& e : entries_) {
+void WeightCache::refresh(const float* plain_weights, int uses) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (!(e.uses & uses)) continue;
     e.src.set_data_handle(const_cast<float*>(plain_weights));
+    e.dst.set_data_handle(data(int(i)));
     e.to_format.execute(ctx_.strm, e.args);
   }
   ctx_.strm.wait();

@@ -8,19 +8,29 @@
 
 namespace tt {
 
+// Hands the whole memory pages inside [p, p + n) back to the system (they read as zeros
+// afterwards). For memory this process owns and may overwrite.
+void release_pages(float* p, size_t n);
+
 using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
 
-// 64-byte aligned float buffer, zero-filled; the only owner of large tensors.
+// Page-aligned float buffer of zeros from anonymous memory: pages become resident
+// (count in RSS) only when first written, and release() hands them back. The only
+// owner of large tensors.
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t floats);
   float* data() const { return p_.get(); }
   size_t size() const { return n_; }
+  // Gives back the whole pages inside [first, first + count); they read as zeros after.
+  void release(size_t first, size_t count) { release_pages(p_.get() + first, count); }
+  void release() { release(0, n_); }
 
  private:
   struct Free {
+    size_t bytes;  // no default member initializer: it would make Free incomplete here
     void operator()(float* p) const;
   };
   std::unique_ptr<float, Free> p_;
@@ -43,18 +53,35 @@ class DnnlContext {
   void execute(const dnnl::primitive& p, Args& args);
   size_t scratch_bytes() const { return (scratch_.size() + grad_scratch_.size()) * sizeof(float); }
 
+  // Staged weights (sharded runs): the running layer's weights in the formats its
+  // kernels asked for, shared by all layers. Sized before the first step.
+  void reserve_staging(size_t k, size_t floats);
+  float* staging(size_t k) const { return staging_.at(k).data(); }
+  size_t staging_bytes() const;
+
  private:
   Buffer scratch_, grad_scratch_;
+  std::vector<Buffer> staging_;
 };
 
 // Plain (oihw / x) master weights of one layer mirrored into whatever blocked formats
-// its primitives chose. `refresh` re-reorders after each update; `slot` registers a format.
+// its primitives chose. `refresh` re-reorders (after each update or load, or, staged,
+// just before the layer runs); `slot` registers a format for forward or backward-data.
+// Staged, the formatted copies live in the context's staging buffers, shared by all
+// layers, instead of one persistent copy per layer and format; forward and
+// backward-data never run at once, so their formats share buffers too.
 class WeightCache {
  public:
-  WeightCache(DnnlContext& ctx, const memory::desc& plain) : ctx_(ctx), plain_(plain) {}
-  int slot(const memory::desc& d);
-  void refresh(const float* plain_weights);
-  float* data(int slot) const { return entries_[slot].buf.data(); }
+  enum Use { kForward = 1, kBackwardData = 2 };
+  WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged)
+      : ctx_(ctx), plain_(plain), staged_(staged) {}
+  int slot(const memory::desc& d, Use use);
+  // Reorders the slots serving any of `uses`.
+  void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
+  float* data(int slot) const {
+    const Entry& e = entries_[size_t(slot)];
+    return staged_ ? ctx_.staging(e.stage) : e.buf.data();
+  }
   size_t bytes() const {
     size_t b = 0;
     for (const auto& e : entries_) b += e.buf.size() * sizeof(float);
@@ -64,13 +91,16 @@ class WeightCache {
  private:
   struct Entry {
     memory::desc desc;
-    Buffer buf;
+    int uses = 0;
+    Buffer buf;        // not staged
+    size_t stage = 0;  // staged: the staging buffer
     dnnl::reorder to_format;
     memory src, dst;
     Args args;  // built once: executing with a fresh argument map would allocate
   };
   DnnlContext& ctx_;
   memory::desc plain_;
+  bool staged_;
   std::vector<Entry> entries_;
 };
 
