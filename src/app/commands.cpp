@@ -204,8 +204,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   init_params(params, net, o.seed);
   Trainer trainer(net, params, train_options(o), comm);
   const bool root = trainer.root();
-  std::vector<float> input, truth;
-  synthetic_batch(net, net.batch, o.seed, input, truth);
+  std::vector<float> input, truth;  // read on the root process only
+  if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
   std::vector<double> step, fwd, bwd, upd, halo, wts, io;
   for (int i = 0; i < steps; ++i) {
@@ -241,10 +241,10 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
   auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   std::printf(
-      "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = rank 0's message buffers "
-      "%.1f, kernel scratch %.1f, libraries)\n",
+      "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = kernel scratch %.1f, libraries, "
+      "MPI; rank 0 also holds the input and whole maps at the cut)\n",
       "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters",
-      "other", mem.messages_mb, mem.scratch_mb);
+      "other", mem.scratch_mb);
   for (size_t r = 0; r < hosts.size(); ++r)
     std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
                 hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
@@ -288,7 +288,7 @@ int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& wei
   Trainer trainer(net, params, train_options(o), comm);
   std::vector<float> input, truth;
   for (int i = 0; i < steps; ++i) {
-    synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
+    if (trainer.root()) synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
     trainer.reset_times();
     const double loss = trainer.train_step(input.data(), truth.data());
     if (trainer.root()) {

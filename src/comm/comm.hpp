@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "layers/tensor.hpp"
+
 namespace tt {
 
 class Comm {
@@ -19,16 +21,20 @@ class Comm {
   virtual void allreduce_sum(double* data, size_t n) = 0;
   virtual void allreduce_sum(float* data, size_t n) = 0;
   // Post messages, then wait for all of them; `tag` tells apart the messages of one
-  // exchange (the engine completes each exchange before starting the next).
-  virtual void isend(const float* data, size_t n, int to, int tag) = 0;
-  virtual void irecv(float* data, size_t n, int from, int tag) = 0;
+  // exchange (the engine completes each exchange before starting the next). A message
+  // is the cells `box` of a map buffer `t`, sent and received in place (no packing
+  // buffers; the box lies inside t.box).
+  virtual void isend(const TensorView& t, const Box& box, int to, int tag) = 0;
+  virtual void irecv(const TensorView& t, const Box& box, int from, int tag) = 0;
   virtual void wait_all() = 0;
   virtual void broadcast(double* data, size_t n, int root) = 0;
-  // Sharded weights. all_gather_v: in place, rank r's part is data[displs[r], +counts[r]);
-  // afterwards every rank holds every part. reduce_scatter: sums `data` (Σ counts floats,
-  // parts in rank order) across ranks; rank r receives the sum of its part in `out`.
+  // Sharded weights; rank r's part of `data` is [displs[r], displs[r] + counts[r]).
+  // all_gather_v: in place; afterwards every rank holds every part.
+  // reduce_scatter: sums `data` across ranks; afterwards rank r's part holds the sum of
+  // the parts r (the rest of `data` is overwritten). `tmp` holds max(counts) floats.
   virtual void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) = 0;
-  virtual void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) = 0;
+  virtual void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs,
+                              float* tmp) = 0;
   // Every rank's value, on every rank.
   virtual std::vector<double> all_gather(double v) = 0;
   virtual std::vector<std::string> all_hosts() = 0;
@@ -41,12 +47,12 @@ class LocalComm final : public Comm {
   std::string host() const override;
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(float*, size_t) override {}
-  void isend(const float*, size_t, int, int) override;
-  void irecv(float*, size_t, int, int) override;
+  void isend(const TensorView&, const Box&, int, int) override;
+  void irecv(const TensorView&, const Box&, int, int) override;
   void wait_all() override {}
   void broadcast(double*, size_t, int) override {}
   void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}
-  void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) override;
+  void reduce_scatter(float*, const std::vector<int>&, const std::vector<int>&, float*) override {}
   std::vector<double> all_gather(double v) override { return {v}; }
   std::vector<std::string> all_hosts() override { return {host()}; }
 };

@@ -6,6 +6,10 @@
 
 namespace tt {
 
+namespace {
+constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
+}  // namespace
+
 MpiComm::MpiComm(int* argc, char*** argv) {
   MPI_Init(argc, argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -40,14 +44,34 @@ void MpiComm::allreduce_sum(float* data, size_t n) {
   }
 }
 
-void MpiComm::isend(const float* data, size_t n, int to, int tag) {
+namespace {
+// The cells `box` of t as an MPI datatype over t.data: [n][channel blocks][rows][columns][cb].
+MPI_Datatype box_type(const TensorView& t, const Box& box) {
+  const int sizes[5] = {t.n, t.cblocks(), t.box.h(), t.box.w(), t.cb};
+  const int sub[5] = {t.n, t.cblocks(), box.h(), box.w(), t.cb};
+  const int starts[5] = {0, 0, box.y0 - t.box.y0, box.x0 - t.box.x0, 0};
+  MPI_Datatype type;
+  MPI_Type_create_subarray(5, sizes, sub, starts, MPI_ORDER_C, MPI_FLOAT, &type);
+  MPI_Type_commit(&type);
+  return type;
+}
+}  // namespace
+
+// The datatype is freed right away: MPI keeps it until the message completes.
+void MpiComm::isend(const TensorView& t, const Box& box, int to, int tag) {
+  MPI_Datatype type = box_type(t, box);
   requests_.emplace_back();
-  check(MPI_Isend(data, int(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, &requests_.back()), "send");
+  const int rc = MPI_Isend(t.data, 1, type, to, tag, MPI_COMM_WORLD, &requests_.back());
+  MPI_Type_free(&type);
+  check(rc, "send");
 }
 
-void MpiComm::irecv(float* data, size_t n, int from, int tag) {
+void MpiComm::irecv(const TensorView& t, const Box& box, int from, int tag) {
+  MPI_Datatype type = box_type(t, box);
   requests_.emplace_back();
-  check(MPI_Irecv(data, int(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &requests_.back()), "receive");
+  const int rc = MPI_Irecv(t.data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
+  MPI_Type_free(&type);
+  check(rc, "receive");
 }
 
 void MpiComm::wait_all() {
@@ -67,8 +91,21 @@ void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const st
         "allgatherv");
 }
 
-void MpiComm::reduce_scatter(const float* data, float* out, const std::vector<int>& counts) {
-  check(MPI_Reduce_scatter(data, out, counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "reduce-scatter");
+// A ring, in place: at step s rank r passes its running sum of part (r - s - 1) to rank
+// r + 1 and adds what rank r - 1 passes into part (r - s - 2); after P - 1 steps part r
+// holds every rank's contribution. Unlike MPI_Reduce_scatter (which allocates buffers
+// of the message size per call), it needs only `tmp`, so peak memory stays predictable.
+void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs,
+                             float* tmp) {
+  const int P = size_, next = (rank_ + 1) % P, prev = (rank_ + P - 1) % P;
+  for (int s = 0; s + 1 < P; ++s) {
+    const int out = ((rank_ - s - 1) % P + P) % P, in = ((rank_ - s - 2) % P + P) % P;
+    check(MPI_Sendrecv(data + displs[size_t(out)], counts[size_t(out)], MPI_FLOAT, next, kReduceScatterTag, tmp,
+                       counts[size_t(in)], MPI_FLOAT, prev, kReduceScatterTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "reduce-scatter");
+    float* d = data + displs[size_t(in)];
+    for (int k = 0; k < counts[size_t(in)]; ++k) d[k] += tmp[k];
+  }
 }
 
 std::vector<double> MpiComm::all_gather(double v) {

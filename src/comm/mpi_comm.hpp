@@ -17,12 +17,13 @@ class MpiComm final : public Comm {
   std::string host() const override { return host_; }
   void allreduce_sum(double* data, size_t n) override;
   void allreduce_sum(float* data, size_t n) override;
-  void isend(const float* data, size_t n, int to, int tag) override;
-  void irecv(float* data, size_t n, int from, int tag) override;
+  void isend(const TensorView& t, const Box& box, int to, int tag) override;
+  void irecv(const TensorView& t, const Box& box, int from, int tag) override;
   void wait_all() override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
-  void reduce_scatter(const float* data, float* out, const std::vector<int>& counts) override;
+  void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs,
+                      float* tmp) override;
   std::vector<double> all_gather(double v) override;
   std::vector<std::string> all_hosts() override;
   // Ends every rank at once (after an error on one of them).

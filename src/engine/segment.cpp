@@ -33,6 +33,9 @@ struct Segment::TileState {
   std::vector<Buffer> owned;         // storage behind the views below
   std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
   std::vector<std::vector<uint8_t>> argmax;  // max-pool winners (see maxpool.hpp)
+  // Per layer: the convolution output y is not kept but recomputed in backward (y shares
+  // z's transient buffer in forward, and lives in the free delta buffer in backward).
+  std::vector<char> recompute;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
   Buffer buf[2];  // delta ping-pong; one doubles as forward scratch
   int at = 0;     // buf[at] holds the current delta
@@ -43,7 +46,7 @@ struct Segment::TileState {
 };
 
 Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards)
+                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards, bool recompute)
     : ctx_(ctx),
       net_(net),
       params_(params),
@@ -55,7 +58,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       need_input_delta_(need_input_delta),
       comm_(comm),
       tile_rank_(std::move(tile_rank)),
-      shards_(shards) {
+      shards_(shards),
+      recompute_(recompute) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
@@ -130,6 +134,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     ts->y.resize(last - first);
     ts->z.resize(last - first);
     ts->argmax.resize(last - first);
+    ts->recompute.assign(size_t(last - first), 0);
     ts->fwd.assign(last - first, nullptr);
     ts->bwd_data.assign(last - first, nullptr);
     ts->bwd_weights.assign(last - first, nullptr);
@@ -156,7 +161,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const int i = l - first;
       if (input_aliases(t, l)) ts->in[i] = ts->z[i - 1];  // storage may still be unassigned: fixed up below
       if (s.type == LayerType::Conv) {
-        ts->y[i] = make(s.out.c, 16, x.fwd);
         // z persists only when the next layer reads it in place and needs it in backward.
         const bool next_reads_in_place =
             l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
@@ -164,6 +168,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         // completes: batch-norm/activation write straight into it (no copy of own cells).
         const bool into_next_input = l + 1 < last && !input_aliases(t, l + 1) && plan_.group_start(l + 1) &&
                                      contains(plan_.at(t, l + 1).in, x.fwd);
+        const bool z_transient = L.pointwise && !into_next_input && !next_reads_in_place;
+        // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
+        ts->recompute[i] = recompute_ && z_transient;
+        ts->y[i] = ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, 16, x.fwd} : make(s.out.c, 16, x.fwd);
         if (!L.pointwise)
           ts->z[i] = ts->y[i];
         else if (into_next_input)
@@ -207,53 +215,20 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     }
     ts.buf[0] = Buffer(need[0]);
     ts.buf[1] = Buffer(need[1]);
-    for (int i = 0; i < last - first; ++i)
+    for (int i = 0; i < last - first; ++i) {
       if (home[size_t(i)] >= 0) ts.z[i].data = ts.buf[home[size_t(i)]].data();
+      if (ts.recompute[size_t(i)]) ts.y[i].data = ts.z[i].data;
+    }
   }
   for (int t : local_)
     for (int l = first + 1; l < last; ++l)
       if (input_aliases(t, l)) tiles_[t]->in[l - first] = tiles_[t]->z[l - 1 - first];
-  // Message buffers for the pieces that cross processes, sized once.
-  auto piece_buffers = [&](const std::vector<Piece>& pieces, int c, int cbk, std::vector<Buffer>& bufs) {
-    bufs.clear();
-    for (const Piece& pc : pieces) {
-      const bool mine = tile_rank_[pc.from] == comm.rank() || tile_rank_[pc.to] == comm.rank();
-      const bool remote = tile_rank_[pc.from] != tile_rank_[pc.to];
-      bufs.emplace_back(mine && remote ? size_t(tensor_floats(batch, c, cbk, pc.box)) : 0);
-    }
-  };
-  fwd_bufs_.resize(last - first);
-  bwd_bufs_.resize(last - first);
-  for (int l = first + 1; l < last; ++l) {
-    const LayerState& prev = *layers_[l - 1 - first];
-    piece_buffers(plan_.fwd_halo[l - first], prev.spec->out.c, prev.out_cb, fwd_bufs_[l - first]);
-    piece_buffers(plan_.bwd_halo[l - first], prev.spec->out.c, prev.out_cb, bwd_bufs_[l - first]);
-  }
-  // Scatter and gather at the segment's ends go through the root process.
-  const LayerState& lf = *layers_[0];
-  const LayerState& ll = *layers_[last - 1 - first];
-  auto root_buffers = [&](int c, int cbk, auto box_of, std::vector<Buffer>& bufs) {
-    bufs.clear();
-    for (int t = 0; t < T; ++t) {
-      const bool remote = tile_rank_[t] != kRoot && (comm.rank() == kRoot || tile_rank_[t] == comm.rank());
-      bufs.emplace_back(remote ? size_t(tensor_floats(batch, c, cbk, box_of(t))) : 0);
-    }
-  };
-  root_buffers(
-      lf.spec->in.c, in_cb, [&](int t) { return plan_.at(t, first).in; }, scatter_in_bufs_);
-  root_buffers(
-      ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).own; }, gather_out_bufs_);
-  root_buffers(
-      ll.spec->out.c, ll.out_cb, [&](int t) { return plan_.at(t, last - 1).delta; }, scatter_delta_bufs_);
-  if (need_input_delta)
-    root_buffers(
-        lf.spec->in.c, in_cb, [&](int t) { return plan_.own_input[t]; }, gather_delta_bufs_);
   crop_src_ = Buffer(max_crop_src);
   if (shards_) {
     layer_buf_ = Buffer(size_t(shards_->max_layer));
-    int64_t part = 0;
+    int part = 0;
     for (int l = first; l < last; ++l)
-      if (layers_[l - first]->weights) part = std::max<int64_t>(part, shards_->layers[l].counts[comm.rank()]);
+      for (int c : shards_->layers[l].counts) part = std::max(part, c);
     grad_part_ = Buffer(size_t(part));
   } else {
     refresh_weights();
@@ -271,11 +246,6 @@ Segment::MemoryUse Segment::memory_use() const {
     for (auto& a : ts.argmax) m.maps += a.size();
     m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
   }
-  for (const auto* v : {&fwd_bufs_, &bwd_bufs_})
-    for (const auto& bufs : *v)
-      for (const Buffer& b : bufs) m.messages += b.size() * 4;
-  for (const auto* v : {&scatter_in_bufs_, &gather_out_bufs_, &scatter_delta_bufs_, &gather_delta_bufs_})
-    for (const Buffer& b : *v) m.messages += b.size() * 4;
   for (const auto& L : layers_) {
     if (L->weights) m.weight_copies += L->weights->bytes();
     m.weight_copies += L->packed_1x1.size() * 4;
@@ -285,10 +255,9 @@ Segment::MemoryUse Segment::memory_use() const {
 }
 
 // Moves every piece (cells `box` from tile `from` to tile `to`): a copy when both tiles
-// are here, a message through the per-piece buffer when they are in different processes.
+// are here, a message straight between the two tiles' buffers when they are not.
 template <class Src, class Dst>
-void Segment::exchange(const std::vector<Piece>& pieces, std::vector<Buffer>& bufs, int c, int cb, Src src_of,
-                       Dst dst_of) {
+void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of) {
   const int me = comm_.rank();
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& pc = pieces[k];
@@ -297,61 +266,44 @@ void Segment::exchange(const std::vector<Piece>& pieces, std::vector<Buffer>& bu
       const TensorView a = src_of(pc.from), b = dst_of(pc.to);
       if (a.data != b.data) copy_region(a, b, pc.box);
     } else if (from == me) {
-      TensorView msg{bufs[k].data(), batch_, c, cb, pc.box};
-      copy_region(src_of(pc.from), msg, pc.box);
-      comm_.isend(msg.data, size_t(msg.size()), to, int(k));
+      comm_.isend(src_of(pc.from), pc.box, to, int(k));
     } else if (to == me) {
-      comm_.irecv(bufs[k].data(), bufs[k].size(), from, int(k));
+      comm_.irecv(dst_of(pc.to), pc.box, from, int(k));
     }
   }
   comm_.wait_all();
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const Piece& pc = pieces[k];
-    if (tile_rank_[pc.to] == me && tile_rank_[pc.from] != me)
-      copy_region(TensorView{bufs[k].data(), batch_, c, cb, pc.box}, dst_of(pc.to), pc.box);
-  }
 }
 
-// Root's whole map → every tile's `box_of(t)` (written into dst_of(t), whose box is exactly that).
+// Root's whole map → every tile's `box_of(t)` (written into dst_of(t)).
 template <class Box_, class Dst>
-void Segment::scatter(const TensorView& full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Dst dst_of) {
+void Segment::scatter(const TensorView& full, Box_ box_of, Dst dst_of) {
   const int me = comm_.rank();
   for (int t = 0; t < plan_.tiles_count(); ++t) {
     const int r = tile_rank_[t];
-    if (me == kRoot && r == kRoot) {
+    if (me == kRoot && r == kRoot)
       copy_region(full, dst_of(t), box_of(t));
-    } else if (me == kRoot) {
-      TensorView msg{bufs[t].data(), batch_, c, cb, box_of(t)};
-      copy_region(full, msg, msg.box);
-      comm_.isend(msg.data, size_t(msg.size()), r, t);
-    } else if (r == me) {
-      const TensorView d = dst_of(t);
-      comm_.irecv(d.data, size_t(d.size()), kRoot, t);
-    }
+    else if (me == kRoot)
+      comm_.isend(full, box_of(t), r, t);
+    else if (r == me)
+      comm_.irecv(dst_of(t), box_of(t), kRoot, t);
   }
   comm_.wait_all();
 }
 
 // Every tile's `box_of(t)` of src_of(t) → root's whole map.
 template <class Box_, class Src>
-void Segment::gather(const TensorView* full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Src src_of) {
+void Segment::gather(const TensorView* full, Box_ box_of, Src src_of) {
   const int me = comm_.rank();
   for (int t = 0; t < plan_.tiles_count(); ++t) {
     const int r = tile_rank_[t];
-    if (me == kRoot && r == kRoot) {
+    if (me == kRoot && r == kRoot)
       copy_region(src_of(t), *full, box_of(t));
-    } else if (r == me) {
-      TensorView msg{bufs[t].data(), batch_, c, cb, box_of(t)};
-      copy_region(src_of(t), msg, msg.box);
-      comm_.isend(msg.data, size_t(msg.size()), kRoot, t);
-    } else if (me == kRoot) {
-      comm_.irecv(bufs[t].data(), bufs[t].size(), r, t);
-    }
+    else if (r == me)
+      comm_.isend(src_of(t), box_of(t), kRoot, t);
+    else if (me == kRoot)
+      comm_.irecv(*full, box_of(t), r, t);
   }
   comm_.wait_all();
-  if (me == kRoot)
-    for (int t = 0; t < plan_.tiles_count(); ++t)
-      if (tile_rank_[t] != kRoot) copy_region(TensorView{bufs[t].data(), batch_, c, cb, box_of(t)}, *full, box_of(t));
 }
 
 void Segment::refresh_weights() {
@@ -377,10 +329,9 @@ void Segment::forward(const TensorView& input, bool training) {
   const double t0 = now_s();
   double halo = 0;
   const int first = plan_.first;
-  const LayerSpec& fs = net_.layers[first];
   const double s0 = now_s();
   scatter(
-      input, scatter_in_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.at(t, first).in; },
+      input, [&](int t) { return plan_.at(t, first).in; },
       [&](int t) { return input_of(t, first); });
   const double io = now_s() - s0;
   for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
@@ -388,9 +339,8 @@ void Segment::forward(const TensorView& input, bool training) {
     const int e = g + 1 < plan_.group_starts.size() ? plan_.group_starts[g + 1] : plan_.last;
     if (s > first) {
       const double h0 = now_s();
-      const LayerState& prev = *layers_[s - 1 - first];
       exchange(
-          plan_.fwd_halo[s - first], fwd_bufs_[s - first], prev.spec->out.c, prev.out_cb,
+          plan_.fwd_halo[s - first],
           [&](int t) { return tiles_[t]->z[s - 1 - first]; }, [&](int t) { return input_of(t, s); });
       halo += now_s() - h0;
     }
@@ -414,14 +364,9 @@ void Segment::forward_layer(int l, bool training) {
     const TileLayer& x = plan_.at(t, l);
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
       copy_region(ts.z[i - 1], ts.in[i], x.in);  // crop of the previous output
+    if (ts.recompute[size_t(i)]) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
     if (s.type == LayerType::Conv) {
-      const ParamSlice& ps = params_.slices[s.index];
-      const float* bias = params_.values.data() + ps.biases;
-      if (L.own_1x1)
-        conv1x1_forward(ts.in[i].data, packed_1x1(L), s.batch_normalize ? nullptr : bias, ts.y[i].data, batch_,
-                        s.in.c, s.out.c, plan_.at(t, l).fwd.area());
-      else
-        ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
+      conv_forward(t, l);
     } else {
       maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win);
     }
@@ -433,6 +378,20 @@ void Segment::forward_layer(int l, bool training) {
       affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
     }
   }
+}
+
+// The convolution of layer l on tile t: ts.in → ts.y over the forward box.
+void Segment::conv_forward(int t, int l) {
+  const LayerState& L = *layers_[l - plan_.first];
+  const LayerSpec& s = *L.spec;
+  TileState& ts = *tiles_[t];
+  const int i = l - plan_.first;
+  const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
+  if (L.own_1x1)
+    conv1x1_forward(ts.in[i].data, packed_1x1(L), bias, ts.y[i].data, batch_, s.in.c, s.out.c,
+                    plan_.at(t, l).fwd.area());
+  else
+    ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
 }
 
 // Batch-norm sums of every process's tiles: a small all-reduce, timed as halo waiting.
@@ -481,9 +440,8 @@ void Segment::bn_forward(int l, bool training) {
 void Segment::gather_output(const TensorView* out) {
   const double t0 = now_s();
   const int l = plan_.last - 1;
-  const LayerState& L = *layers_[l - plan_.first];
   gather(
-      out, gather_out_bufs_, L.spec->out.c, L.out_cb, [&](int t) { return plan_.at(t, l).own; },
+      out, [&](int t) { return plan_.at(t, l).own; },
       [&](int t) { return tiles_[t]->z[l - plan_.first]; });
   times.io += now_s() - t0;
 }
@@ -499,7 +457,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
     ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
   }
   scatter(
-      delta_out, scatter_delta_bufs_, Llast.spec->out.c, Llast.out_cb, [&](int t) { return plan_.at(t, last).delta; },
+      delta_out, [&](int t) { return plan_.at(t, last).delta; },
       [&](int t) { return tiles_[t]->cur; });
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
@@ -511,7 +469,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
       for (int t : local_) tiles_[t]->flip();  // q now holds each tile's owned delta
       exchange(
-          plan_.bwd_halo[l - plan_.first], bwd_bufs_[l - plan_.first], prev.out.c, cbk,
+          plan_.bwd_halo[l - plan_.first],
           [&](int t) {
             return TensorView{tiles_[t]->q(), batch_, prev.out.c, cbk, tiles_[t]->cur.box};
           },
@@ -525,9 +483,8 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   }
   if (need_input_delta_) {
     const double g0 = now_s();
-    const LayerSpec& fs = net_.layers[plan_.first];
     gather(
-        delta_in, gather_delta_bufs_, fs.in.c, in_cb_, [&](int t) { return plan_.own_input[t]; },
+        delta_in, [&](int t) { return plan_.own_input[t]; },
         [&](int t) { return tiles_[t]->cur; });
     io += now_s() - g0;
   }
@@ -548,8 +505,13 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
     return size_t(input ? tensor_floats(batch_, s.in.c, L.in_cb, b) : tensor_floats(batch_, s.out.c, L.out_cb, b));
   };
   need[at] = std::max(need[at], size_of(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));
+  const TileState& ts = *tiles_[t];
+  auto recomputed_y = [&](int l) {  // floats of layer l's recomputed y (0: kept from forward)
+    return ts.recompute[size_t(l - plan_.first)] ? size_of(l, false, plan_.at(t, l).fwd) : size_t(0);
+  };
   for (int l = plan_.last - 1; l >= plan_.first; --l) {
     const TileLayer& x = plan_.at(t, l);
+    if (!pointwise_before_exchange(l)) need[1 - at] = std::max(need[1 - at], recomputed_y(l));
     // The owned cells of the delta, cropped for backward-weights, go into the free buffer.
     if (net_.layers[l].type == LayerType::Conv && !weights_on_delta_box(t, l) && !(x.delta == x.own))
       need[1 - at] = std::max(need[1 - at], size_of(l, false, x.own));
@@ -560,6 +522,7 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
       at = 1 - at;
     else
       need[at] = std::max(need[at], size_of(l, true, x.delta_in));
+    if (l > plan_.first && pointwise_before_exchange(l - 1)) need[1 - at] = std::max(need[1 - at], recomputed_y(l - 1));
     if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
       at = 1 - at;
       need[at] = std::max(need[at], size_of(l - 1, false, plan_.at(t, l - 1).delta));
@@ -687,10 +650,11 @@ void Segment::fetch_weights(int l, int uses) {
 void Segment::reduce_weight_grad(int l) {
   const ShardPlan::Layer& sh = shards_->layers[l];
   const double w0 = now_s();
-  comm_.reduce_scatter(layer_buf_.data(), grad_part_.data(), sh.counts);
+  comm_.reduce_scatter(layer_buf_.data(), sh.counts, sh.displs, grad_part_.data());
   weights_wait_ += now_s() - w0;
   const auto [b, e] = shards_->mine(sh);
-  for (int64_t k = b; k < e; ++k) grad_[k] += grad_part_.data()[k - b];
+  const float* sum = layer_buf_.data() + (b - sh.offset);
+  for (int64_t k = b; k < e; ++k) grad_[k] += sum[k - b];
 }
 
 const float* Segment::packed_1x1(const LayerState& L) const {
@@ -710,6 +674,17 @@ bool Segment::pointwise_before_exchange(int l) const {
 void Segment::pointwise_backward(int l, bool owned_only) {
   LayerState& L = *layers_[l - plan_.first];
   const int i = l - plan_.first;
+  bool any = false;
+  for (int t : local_) any |= tiles_[t]->recompute[size_t(i)] != 0;
+  if (any) {  // the same kernel on the same input: bit-identical to forward's y
+    if (shards_) fetch_weights(l, WeightCache::kForward);
+    for (int t : local_) {
+      TileState& ts = *tiles_[t];
+      if (!ts.recompute[size_t(i)]) continue;
+      ts.y[i].data = ts.q();  // free until backward-data (see simulate_backward)
+      conv_forward(t, l);
+    }
+  }
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     const Box region = owned_only ? plan_.at(t, l).own : ts.cur.box;

@@ -30,8 +30,11 @@ class Segment {
   // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
   // `shards`: the convolution weights are sharded (see shards.hpp); null: replicated.
+  // `recompute`: convolutions whose activated output is not kept (e.g. before a max-pool)
+  // do not keep their output either; backward recomputes it (one more convolution).
   Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb, BnMode bn,
-          bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards = nullptr);
+          bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards = nullptr,
+          bool recompute = false);
   ~Segment();
 
   // `input`: the whole input map of layer `first` (read on the root process only).
@@ -48,7 +51,7 @@ class Segment {
   int out_cb() const { return out_cb_; }
   SegmentTimes times;
   struct MemoryUse {
-    size_t maps = 0, deltas = 0, messages = 0;  // bytes: feature maps (+argmax), delta maps (+crops), message buffers
+    size_t maps = 0, deltas = 0;  // bytes: feature maps (+ max-pool winners), delta maps (+ crops)
     size_t weight_copies = 0;                   // weights in the layouts the kernels chose (+ staging)
   };
   MemoryUse memory_use() const;
@@ -59,11 +62,11 @@ class Segment {
   TensorView input_of(int t, int l) const;
   bool input_aliases(int t, int l) const;
   template <class Src, class Dst>
-  void exchange(const std::vector<Piece>& pieces, std::vector<Buffer>& bufs, int c, int cb, Src src_of, Dst dst_of);
+  void exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
   template <class Box_, class Dst>
-  void scatter(const TensorView& full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Dst dst_of);
+  void scatter(const TensorView& full, Box_ box_of, Dst dst_of);
   template <class Box_, class Src>
-  void gather(const TensorView* full, std::vector<Buffer>& bufs, int c, int cb, Box_ box_of, Src src_of);
+  void gather(const TensorView* full, Box_ box_of, Src src_of);
   bool bwd_exchange_local(int l) const;
   bool weights_on_delta_box(int t, int l) const;
   bool keep_reach(int t, int l) const;
@@ -76,6 +79,7 @@ class Segment {
   bool pointwise_before_exchange(int l) const;
   void pointwise_backward(int l, bool owned_only);
   void fetch_weights(int l, int uses);
+  void conv_forward(int t, int l);
   void reduce_weight_grad(int l);
   const float* packed_1x1(const LayerState& L) const;
 
@@ -93,10 +97,9 @@ class Segment {
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;                                // tiles this process runs
-  std::vector<std::vector<Buffer>> fwd_bufs_, bwd_bufs_;  // per layer, per halo piece
-  std::vector<Buffer> scatter_in_bufs_, gather_out_bufs_, scatter_delta_bufs_, gather_delta_bufs_;  // per tile
   double bn_wait_ = 0, weights_wait_ = 0;
   const ShardPlan* shards_;
+  bool recompute_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
   // gradient; this process's part of the summed gradient; the 1x1 kernel's packed weights.
   Buffer layer_buf_, grad_part_, packed_stage_;

@@ -47,7 +47,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       }
   }
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
-                                     opt.need_input_delta, comm, std::move(ranks), shards_.get());
+                                     opt.need_input_delta, comm, std::move(ranks), shards_.get(), opt.low_memory);
   int cb = tiled_->out_cb();
   if (!root()) return;  // the rest of the net lives on the root process
   if (dense_begin_ > cut_) {
@@ -88,7 +88,6 @@ Trainer::Memory Trainer::memory() const {
     Segment::MemoryUse u = s->memory_use();
     m.maps_mb += u.maps / 1048576.0;
     m.deltas_mb += u.deltas / 1048576.0;
-    m.messages_mb += u.messages / 1048576.0;
     m.filters_mb += u.weight_copies / 1048576.0;
   }
   m.scratch_mb = ctx_.scratch_bytes() / 1048576.0;
@@ -329,7 +328,7 @@ double Trainer::train_step(const float* input, const float* truth) {
   const int64_t in_size = net_.input().size() * n_, out_size = net_.output().size() * n_;
   double loss = 0;
   for (int sub = 0; sub < net_.subdivisions; ++sub)
-    loss += forward_backward(input + sub * in_size, truth + sub * out_size);
+    loss += root() ? forward_backward(input + sub * in_size, truth + sub * out_size) : forward_backward(nullptr, nullptr);
   update();
   times_.total += now_s() - t0;
   return loss;

@@ -23,8 +23,9 @@ struct TrainOptions {
   bool need_input_delta = false;
   uint64_t seed = 1;       // dropout masks
   int tiles_per_rank = 1;  // with several processes: tile t runs on process t / tiles_per_rank
-  // Shard the tiled convolutions' weights, gradients and momentum across processes and
-  // keep kernel-formatted weights for the running layer only (see shards.hpp).
+  // Shard the tiled convolutions' weights, gradients and momentum across processes, keep
+  // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
+  // in backward the convolution outputs forward does not otherwise keep.
   bool low_memory = false;
 };
 
@@ -42,6 +43,7 @@ class Trainer {
 
   // Forward + backward of one micro-batch (net.micro_batch() samples, plain NCHW input,
   // truth shaped like the output); gradients accumulate. Returns the loss (summed).
+  // Input and truth are read on the root process only (elsewhere they may be null).
   double forward_backward(const float* input, const float* truth);
   // Forward only in inference mode (batch-norm running statistics, no dropout).
   const float* predict(const float* input);
@@ -65,7 +67,7 @@ class Trainer {
   void set_momentum(std::span<const float> v);
   StepTimes times() const;  // accumulated since reset_times(), all parts
   struct Memory {
-    double maps_mb = 0, deltas_mb = 0, filters_mb = 0, messages_mb = 0, scratch_mb = 0;
+    double maps_mb = 0, deltas_mb = 0, filters_mb = 0, scratch_mb = 0;
   };
   Memory memory() const;
   bool root() const { return comm_.rank() == kRoot; }

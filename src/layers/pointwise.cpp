@@ -80,28 +80,27 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
         const float* p = y.at(s, blk, yy, r.x0);
         float* q = z.at(s, blk, yy, r.x0);
         const int n = r.w();
+        // Each pixel's 16 channels are loaded before any is stored, so y and z may be the
+        // same buffer (in place) and the loops still vectorize.
+        auto apply = [&](auto f) {
+          for (int i = 0; i < n; ++i) {
+            float v[B];
+            for (int c = 0; c < B; ++c) v[c] = aa[c] * p[i * B + c] + bb[c];
+            for (int c = 0; c < B; ++c) q[i * B + c] = f(v[c], c);
+          }
+        };
         switch (act) {
           case Act::Leaky:
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < B; ++c) {
-                float v = aa[c] * p[i * B + c] + bb[c];
-                q[i * B + c] = v > 0 ? v : 0.1f * v;
-              }
+            apply([](float v, int) { return v > 0 ? v : 0.1f * v; });
             break;
           case Act::Relu:
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < B; ++c) {
-                float v = aa[c] * p[i * B + c] + bb[c];
-                q[i * B + c] = v > 0 ? v : 0.f;
-              }
+            apply([](float v, int) { return v > 0 ? v : 0.f; });
             break;
           case Act::Linear:
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < B; ++c) q[i * B + c] = aa[c] * p[i * B + c] + bb[c];
+            apply([](float v, int) { return v; });
             break;
           case Act::Logistic:
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] / (1.f + std::exp(-(aa[c] * p[i * B + c] + bb[c])));
+            apply([&](float v, int c) { return mask[c] / (1.f + std::exp(-v)); });
             break;
         }
       }
