@@ -64,6 +64,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
+  if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
   // Layouts and per-layer state.
   int cb = in_cb;
   for (int l = first; l < last; ++l) {
@@ -512,9 +513,6 @@ void Segment::simulate_backward(int t, size_t need[2]) const {
   for (int l = plan_.last - 1; l >= plan_.first; --l) {
     const TileLayer& x = plan_.at(t, l);
     if (!pointwise_before_exchange(l)) need[1 - at] = std::max(need[1 - at], recomputed_y(l));
-    // The owned cells of the delta, cropped for backward-weights, go into the free buffer.
-    if (net_.layers[l].type == LayerType::Conv && !weights_on_delta_box(t, l) && !(x.delta == x.own))
-      need[1 - at] = std::max(need[1 - at], size_of(l, false, x.own));
     if (l == plan_.first && !need_input_delta_) break;
     const Box reach = window_in(x.delta, layers_[l - plan_.first]->spec->win, net_.layers[l].in.h, net_.layers[l].in.w);
     need[1 - at] = std::max(need[1 - at], size_of(l, true, reach));
@@ -565,59 +563,57 @@ void Segment::backward_layer(int l) {
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
   const bool want_delta_in = l > plan_.first || need_input_delta_;
-  if (s.type == LayerType::Conv) {
-    if (L.pointwise && !pointwise_before_exchange(l)) pointwise_backward(l, false);
+  const bool conv = s.type == LayerType::Conv;
+  if (conv && L.pointwise && !pointwise_before_exchange(l)) pointwise_backward(l, false);
+  // Backward-data of every tile first: then the delta is free to be reshaped for
+  // backward-weights, and (sharded) the staged weights are free to hold its output.
+  if (conv && shards_ && want_delta_in) fetch_weights(l, WeightCache::kBackwardData);
+  for (int t : local_) {
+    if (!want_delta_in) break;
+    TileState& ts = *tiles_[t];
+    const TileLayer& x = plan_.at(t, l);
+    const TensorView din{ts.q(), batch_, s.in.c, L.in_cb, window_in(x.delta, s.win, s.in.h, s.in.w)};
+    if (conv) {
+      ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
+    } else {
+      zero(din);
+      maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.win);
+    }
   }
-  float* gw = nullptr;
-  float* gb = nullptr;
-  if (s.type == LayerType::Conv) {
+  if (conv) {
     const ParamSlice& ps = params_.slices[s.index];
-    // Sharded: weights for backward-data first (before the gradient buffers fill), and the
-    // gradient of this layer's tiles collects in a buffer of its own until reduce_weight_grad.
-    if (shards_ && want_delta_in) fetch_weights(l, WeightCache::kBackwardData);
-    gw = shards_ ? layer_buf_.data() : grad_ + ps.weights;
+    // Sharded: this layer's tiles add their gradient up in a buffer of its own until reduce_weight_grad.
+    float* gw = shards_ ? layer_buf_.data() : grad_ + ps.weights;
     if (shards_) std::fill(gw, gw + ps.n_weights, 0.f);
-    gb = grad_ + ps.biases;
-    for (int t : local_) {  // tiles whose owned box must be cropped out of larger buffers
-      if (weights_on_delta_box(t, l)) continue;
+    for (int t : local_) {
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
+      if (weights_on_delta_box(t, l)) {
+        // The delta is no longer needed outside the owned box: zero it there and take the
+        // weight gradient over the whole delta box, with no crops.
+        if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
+        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_ + ps.biases);
+        continue;
+      }
+      // Over the owned box: its input window cropped out of a larger input buffer, and the
+      // owned delta moved to the front of its buffer (in place: the delta is not read again).
       const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
       const float* src = ts.in[i].data;
-      const float* dd = ts.cur.data;
       if (!(ts.in[i].box == src_box)) {
         TensorView crop{crop_src_.data(), batch_, s.in.c, L.in_cb, src_box};
         copy_region(ts.in[i], crop, src_box);
         src = crop.data;
       }
-      if (!(ts.cur.box == x.own)) {  // into the buffer backward-data fills next (see simulate_backward)
-        TensorView crop{ts.q(), batch_, s.out.c, 16, x.own};
-        copy_region(ts.cur, crop, x.own);
-        dd = crop.data;
-      }
-      ts.bwd_weights[i]->backward_weights(src, dd, gw, gb);
+      if (!(ts.cur.box == x.own)) compact_region(ts.cur, x.own);
+      ts.bwd_weights[i]->backward_weights(src, ts.cur.data, gw, grad_ + ps.biases);
     }
   }
   for (int t : local_) {
+    if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-    TensorView din{ts.q(), batch_, s.in.c, L.in_cb, reach};
-    if (want_delta_in) {
-      if (s.type == LayerType::Conv) {
-        ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
-      } else {
-        zero(din);
-        maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.win);
-      }
-    }
-    if (s.type == LayerType::Conv && weights_on_delta_box(t, l)) {
-      // The delta is no longer needed outside the owned box: zero it there and take the
-      // weight gradient over the whole delta box, with no crops.
-      if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
-      ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, gb);
-    }
-    if (!want_delta_in) continue;
+    const TensorView din{ts.q(), batch_, s.in.c, L.in_cb, reach};
     if (keep_reach(t, l)) {
       ts.flip();
       ts.cur = din;
@@ -628,7 +624,7 @@ void Segment::backward_layer(int l) {
       ts.cur = dst;
     }
   }
-  if (shards_ && s.type == LayerType::Conv) reduce_weight_grad(l);
+  if (shards_ && conv) reduce_weight_grad(l);
 }
 
 // Sharded: gathers layer l's weights from their owners and formats them for `uses`.

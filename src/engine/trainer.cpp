@@ -74,6 +74,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   dense_out_[dense_begin_ - 1].assign(size_t(n_ * at_dense.size()), 0.f);  // plain copy of the head's input
   for (size_t l = dense_begin_; l < L; ++l) {
     const LayerSpec& s = net.layers[l];
+    if (s.type == LayerType::Cost) continue;  // its output is its input, its delta the loss gradient
     dense_out_[l].assign(size_t(n_ * s.out.size()), 0.f);
     if (s.type == LayerType::Connected) dense_pre_[l].assign(size_t(n_ * s.out.size()), 0.f);
     dense_delta_[l + 1].assign(size_t(n_ * s.out.size()), 0.f);
@@ -182,8 +183,8 @@ void Trainer::forward(const float* input, bool training) {
         else
           std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
         break;
-      case LayerType::Cost:
-        std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
+      case LayerType::Cost:  // the last layer: its output is its input
+        y = const_cast<float*>(x);
         break;
       default:
         fail("internal: layer ", l, " in the dense head");
@@ -210,13 +211,15 @@ double Trainer::loss_and_backward(const float* truth) {
   const size_t L = net_.layers.size();
   const int64_t count = n_ * net_.output().size();
   double loss;
-  // dense_delta_[l + 1] is dL/d(output of layer l); the loss layer writes the last one.
-  float* g = dense_delta_[L].data();
-  if (net_.layers.back().type == LayerType::Cost)
+  // dense_delta_[l + 1] is dL/d(output of layer l); the loss writes the last one (a
+  // [cost] layer passes it through unchanged: the loss writes its input's delta).
+  const bool cost = net_.layers.back().type == LayerType::Cost;
+  float* g = dense_delta_[cost ? L - 1 : L].data();
+  if (cost)
     loss = sse(out_, truth, g, count);
   else
     loss = softmax_cross_entropy(out_, truth, g, count);
-  for (size_t l = L; l-- > size_t(dense_begin_);) {
+  for (size_t l = cost ? L - 1 : L; l-- > size_t(dense_begin_);) {
     const LayerSpec& s = net_.layers[l];
     float* gin = dense_delta_[l].data();
     const float* x = dense_out_[l - 1].data();

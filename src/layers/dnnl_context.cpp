@@ -35,7 +35,10 @@ memory DnnlContext::scratchpad(const memory::desc& d) {
 
 memory DnnlContext::grad_scratch(const memory::desc& d) {
   size_t need = (d.get_size() + sizeof(float) - 1) / sizeof(float);
-  if (need > grad_scratch_.size()) grad_scratch_ = Buffer(need);
+  if (grad_in_staging_)
+    reserve_staging(0, need);
+  else if (need > grad_scratch_.size())
+    grad_scratch_ = Buffer(need);
   return memory(d, eng, DNNL_MEMORY_NONE);
 }
 

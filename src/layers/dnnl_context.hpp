@@ -47,9 +47,12 @@ class DnnlContext {
   // largest request before the first step, and `bind` points a primitive at it.
   memory scratchpad(const memory::desc& d);
   void bind_scratchpad(memory& m);
-  // Same idea for backward-weights outputs, which are consumed right away.
+  // Same idea for backward-weights outputs, which are consumed right away; with
+  // staged weights they go into the first staging buffer (the engine runs backward-weights
+  // only once a layer's staged weights are no longer read).
   memory grad_scratch(const memory::desc& d);
-  float* grad_scratch_data() const { return grad_scratch_.data(); }
+  float* grad_scratch_data() const { return grad_in_staging_ ? staging(0) : grad_scratch_.data(); }
+  void put_grad_scratch_in_staging() { grad_in_staging_ = true; }
   void execute(const dnnl::primitive& p, Args& args);
   size_t scratch_bytes() const { return (scratch_.size() + grad_scratch_.size()) * sizeof(float); }
 
@@ -62,6 +65,7 @@ class DnnlContext {
  private:
   Buffer scratch_, grad_scratch_;
   std::vector<Buffer> staging_;
+  bool grad_in_staging_ = false;
 };
 
 // Plain (oihw / x) master weights of one layer mirrored into whatever blocked formats

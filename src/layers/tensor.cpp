@@ -24,6 +24,17 @@ void copy_region(const TensorView& src, const TensorView& dst, const Box& r) {
 
 void zero(const TensorView& t) { std::memset(t.data, 0, size_t(t.size()) * sizeof(float)); }
 
+// Rows move to lower or equal addresses, in increasing order, and each row's source lies
+// at or after its destination: nothing is overwritten before it is read.
+void compact_region(TensorView& t, const Box& keep) {
+  const TensorView dst{t.data, t.n, t.c, t.cb, keep};
+  const size_t row = size_t(keep.w()) * t.cb * sizeof(float);
+  for (int s = 0; s < t.n; ++s)
+    for (int b = 0; b < t.cblocks(); ++b)
+      for (int y = keep.y0; y < keep.y1; ++y) std::memmove(dst.at(s, b, y, keep.x0), t.at(s, b, y, keep.x0), row);
+  t = dst;
+}
+
 void zero_outside(const TensorView& t, const Box& keep) {
   const Box& b = t.box;
   const Box k = intersect(keep, b);
