@@ -1,5 +1,7 @@
 #include "engine/trainer.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "layers/dense.hpp"
@@ -45,6 +47,15 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
         release_pages(params.values.data() + L.offset, size_t(b - L.offset));
         release_pages(params.values.data() + e, size_t(L.offset + L.n - e));
       }
+  }
+  if (!opt.low_memory && comm.size() > 1) {  // the flat vector in one contiguous part per process
+    const int P = comm.size();
+    if (params.size() / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
+    for (int r = 0; r < P; ++r) {
+      split_displs_.push_back(int(params.size() * r / P));
+      split_counts_.push_back(int(params.size() * (r + 1) / P) - split_displs_.back());
+    }
+    split_tmp_ = Buffer(size_t(*std::max_element(split_counts_.begin(), split_counts_.end())));
   }
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
                                      opt.need_input_delta, comm, std::move(ranks), shards_.get(), opt.low_memory);
@@ -98,9 +109,10 @@ Trainer::Memory Trainer::memory() const {
   for (auto& v : dense_pre_) m.maps_mb += v.size() * 4 / 1048576.0;
   for (auto& v : dense_delta_) m.deltas_mb += v.size() * 4 / 1048576.0;
   // Weights, gradients and momentum: all of them, or the replicated ones and this process's parts.
-  const double kept = shards_ ? double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned))
-                              : double(params_.values.size());
-  m.filters_mb += 3 * kept * 4 / 1048576.0 + ctx_.staging_bytes() / 1048576.0;
+  double kept = 3. * double(params_.values.size());
+  if (shards_) kept = 3. * double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned));
+  if (!split_counts_.empty()) kept = 2. * double(params_.values.size()) + split_counts_[size_t(comm_.rank())];
+  m.filters_mb += kept * 4 / 1048576.0 + ctx_.staging_bytes() / 1048576.0;
   return m;
 }
 
@@ -271,7 +283,10 @@ double Trainer::forward_backward(const float* input, const float* truth) {
 void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
-  if (!shards_) {
+  const bool split = !shards_ && comm_.size() > 1;  // optimizer state split across processes
+  if (split) {  // each process sums, and then updates, its part of the flat vector
+    comm_.reduce_scatter(g, split_counts_, split_displs_, split_tmp_.data());
+  } else if (!shards_) {
     comm_.allreduce_sum(g, grad_.size());
   } else {  // the sharded weights' gradients were reduce-scattered during backward
     float* r = replicated_grad_.data();
@@ -286,6 +301,7 @@ void Trainer::update() {
   times_.weights += now_s() - w0;
   if (opt_.need_input_delta) {
     last_grad_.assign(g, g + grad_.size());
+    if (split) comm_.all_gather_v(last_grad_.data(), split_counts_, split_displs_);
     if (shards_)
       for (const ShardPlan::Layer& L : shards_->layers)
         if (L.n > 0) comm_.all_gather_v(last_grad_.data() + L.offset, L.counts, L.displs);
@@ -297,11 +313,12 @@ void Trainer::update() {
   const float B = float(net_.batch);
   float* w = params_.values.data();
   float* v = momentum_.data();
-  auto sgd = [&](int64_t begin, int64_t end, float wd) {
-    for (int64_t i = begin; i < end; ++i) {
+  const int64_t lo = split ? split_displs_[size_t(comm_.rank())] : 0;
+  const int64_t hi = split ? lo + split_counts_[size_t(comm_.rank())] : params_.size();
+  auto sgd = [&](int64_t begin, int64_t end, float wd) {  // on this process's part of [begin, end)
+    for (int64_t i = std::max(begin, lo); i < std::min(end, hi); ++i) {
       v[i] = m * v[i] - g[i] - wd * B * w[i];
       w[i] += (lr / B) * v[i];
-      g[i] = 0.f;
     }
   };
   for (const auto& l : net_.layers) {
@@ -316,13 +333,29 @@ void Trainer::update() {
       sgd(ps.weights, ps.weights + ps.n_weights, decay);
     }
   }
+  // Zeroed for the next batch: everything, or (sharded) the parts this process touched.
+  if (shards_) {
+    for (const auto& [b, e] : shards_->replicated) std::fill(g + b, g + e, 0.f);
+    for (const auto& [b, e] : shards_->owned) std::fill(g + b, g + e, 0.f);
+  } else {
+    std::fill(g, g + grad_.size(), 0.f);
+  }
+  double gather_s = 0;
+  if (split) {
+    const double a0 = now_s();
+    comm_.all_gather_v(w, split_counts_, split_displs_);
+    gather_s = now_s() - a0;
+    times_.weights += gather_s;
+  }
   ++step_;
   reload_weights();
-  times_.update += now_s() - u0;
-  if (shards_ && opt_.need_input_delta) {  // verify compares whole weights and momentum
+  times_.update += now_s() - u0 - gather_s;
+  if (opt_.need_input_delta) {  // verify compares whole weights and momentum
     gather_weights();
-    for (const ShardPlan::Layer& L : shards_->layers)
-      if (L.n > 0) comm_.all_gather_v(momentum_.data() + L.offset, L.counts, L.displs);
+    if (split) comm_.all_gather_v(momentum_.data(), split_counts_, split_displs_);
+    if (shards_)
+      for (const ShardPlan::Layer& L : shards_->layers)
+        if (L.n > 0) comm_.all_gather_v(momentum_.data() + L.offset, L.counts, L.displs);
   }
 }
 

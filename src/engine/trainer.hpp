@@ -47,7 +47,8 @@ class Trainer {
   double forward_backward(const float* input, const float* truth);
   // Forward only in inference mode (batch-norm running statistics, no dropout).
   const float* predict(const float* input);
-  // Sums gradients across processes, applies the SGD update, zeroes the gradients.
+  // Sums gradients across processes, applies the SGD update, zeroes the gradients. With
+  // several processes each updates its own part of the parameters (see split_counts_).
   void update();
   // forward_backward over all subdivisions of a batch (net.batch samples) + update.
   double train_step(const float* input, const float* truth);
@@ -62,7 +63,7 @@ class Trainer {
   // Sharded: completes Params::values on every process (before saving weights).
   void gather_weights();
   // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's
-  // state; sharded, whole only with need_input_delta.
+  // state; with several processes, whole only with need_input_delta.
   std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
   void set_momentum(std::span<const float> v);
   StepTimes times() const;  // accumulated since reset_times(), all parts
@@ -89,6 +90,11 @@ class Trainer {
   std::vector<float> last_grad_;
   std::unique_ptr<ShardPlan> shards_;
   std::vector<float> replicated_grad_;  // sharded: the replicated gradients, packed for one all-reduce
+  // Several processes, not sharded: each sums and updates one contiguous part of the flat
+  // parameter vector (reduce-scatter, SGD on its part, all-gather of the weights), so the
+  // update is split and only that part of the momentum is ever touched.
+  std::vector<int> split_counts_, split_displs_;
+  Buffer split_tmp_;
   std::unique_ptr<Segment> tiled_, untiled_;
   Buffer map_a_, map_b_, delta_map_a_, delta_map_b_;
   // dense head: per layer output (and pre-activation for connected), per layer delta
