@@ -24,6 +24,7 @@ struct Segment::LayerState {
   Buffer packed_1x1;
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
+  std::vector<Chunk> chunks;  // sharded: see plan_chunks
   // folded batch-norm (or identity) per channel: z = act(a*y + b)
   std::vector<float> a, b, k1, k2, k3, mean_f;
   std::vector<double> mean, rstd, s1, s2;
@@ -225,15 +226,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int l = first + 1; l < last; ++l)
       if (input_aliases(t, l)) tiles_[t]->in[l - first] = tiles_[t]->z[l - 1 - first];
   crop_src_ = Buffer(max_crop_src);
-  if (shards_) {
-    layer_buf_ = Buffer(size_t(shards_->max_layer));
-    int part = 0;
-    for (int l = first; l < last; ++l)
-      for (int c : shards_->layers[l].counts) part = std::max(part, c);
-    grad_part_ = Buffer(size_t(part));
-  } else {
+  if (shards_)
+    plan_chunks();
+  else
     refresh_weights();
-  }
 }
 
 Segment::~Segment() = default;
@@ -582,9 +578,10 @@ void Segment::backward_layer(int l) {
   }
   if (conv) {
     const ParamSlice& ps = params_.slices[s.index];
-    // Sharded: this layer's tiles add their gradient up in a buffer of its own until reduce_weight_grad.
-    float* gw = shards_ ? layer_buf_.data() : grad_ + ps.weights;
-    if (shards_) std::fill(gw, gw + ps.n_weights, 0.f);
+    // Sharded: one tile leaves its gradient in the kernel's scratch; several add theirs up
+    // in layer_buf_. Either way reduce_weight_grad takes it from there.
+    float* gw = shards_ ? (local_.size() == 1 ? nullptr : layer_buf_.data()) : grad_ + ps.weights;
+    if (gw && shards_) std::fill(gw, gw + ps.n_weights, 0.f);
     for (int t : local_) {
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
@@ -627,30 +624,80 @@ void Segment::backward_layer(int l) {
   if (shards_ && conv) reduce_weight_grad(l);
 }
 
+// Sharded: splits each layer's weights into chunks of whole output channels (multiples of
+// 16, about kChunkFloats each), which are gathered and formatted one at a time, so the
+// plain weights of a whole layer are never held at once. Its gradient goes the same way
+// when this process runs one tile; with several, their gradients add up in a whole plain
+// layer first.
+void Segment::plan_chunks() {
+  constexpr int64_t kChunkFloats = 1 << 18;  // 1 MB
+  const int P = comm_.size();
+  size_t buf = 0;
+  int tmp = 0;
+  for (int l = plan_.first; l < plan_.last; ++l) {
+    LayerState& L = *layers_[l - plan_.first];
+    if (!L.weights) continue;
+    const ShardPlan::Layer& sh = shards_->layers[l];
+    const int oc = L.spec->out.c;
+    const int64_t row = sh.n / oc;
+    const int step = int(std::clamp<int64_t>(kChunkFloats / row / 16 * 16, 16, oc));
+    for (int o0 = 0; o0 < oc; o0 += step) {
+      Chunk c;
+      c.o0 = o0;
+      c.rows = std::min(step, oc - o0);
+      c.begin = o0 * row;
+      const int64_t end = c.begin + c.rows * row;
+      for (int r = 0; r < P; ++r) {  // rank r's part of the layer, within the chunk
+        const int64_t lo = std::clamp<int64_t>(sh.displs[r], c.begin, end),
+                      hi = std::clamp<int64_t>(sh.displs[r] + sh.counts[r], c.begin, end);
+        c.displs.push_back(int(lo - c.begin));
+        c.counts.push_back(int(hi - lo));
+        tmp = std::max(tmp, int(hi - lo));
+      }
+      L.weights->prepare_rows(c.rows);
+      if (local_.size() == 1) tiles_[local_[0]]->bwd_weights[l - plan_.first]->prepare_grad_rows(c.rows);
+      buf = std::max(buf, size_t(c.rows * row));
+      L.chunks.push_back(std::move(c));
+    }
+    if (local_.size() > 1) buf = std::max(buf, size_t(sh.n));
+  }
+  layer_buf_ = Buffer(buf);
+  grad_part_ = Buffer(size_t(tmp));
+}
+
 // Sharded: gathers layer l's weights from their owners and formats them for `uses`.
 void Segment::fetch_weights(int l, int uses) {
   LayerState& L = *layers_[l - plan_.first];
   const ShardPlan::Layer& sh = shards_->layers[l];
-  const auto [b, e] = shards_->mine(sh);
   float* w = layer_buf_.data();
-  std::copy(params_.values.data() + b, params_.values.data() + e, w + (b - sh.offset));
-  const double w0 = now_s();
-  comm_.all_gather_v(w, sh.counts, sh.displs);
-  weights_wait_ += now_s() - w0;
-  L.weights->refresh(w, uses);
-  if (L.own_1x1 && (uses & WeightCache::kForward))
-    pack_conv1x1_weights(w, L.spec->out.c, L.spec->in.c, packed_stage_.data());
+  for (const Chunk& c : L.chunks) {
+    const int me = comm_.rank();
+    const float* mine = params_.values.data() + sh.offset + c.begin + c.displs[me];
+    std::copy(mine, mine + c.counts[me], w + c.displs[me]);
+    const double w0 = now_s();
+    comm_.all_gather_v(w, c.counts, c.displs);
+    weights_wait_ += now_s() - w0;
+    L.weights->refresh_rows(w, c.o0, c.rows, uses);
+    if (L.own_1x1 && (uses & WeightCache::kForward))
+      pack_conv1x1_rows(w, c.o0, c.rows, L.spec->out.c, L.spec->in.c, packed_stage_.data());
+  }
 }
 
 // Sharded: sums layer l's weight gradient across processes into each owner's part.
 void Segment::reduce_weight_grad(int l) {
+  const LayerState& L = *layers_[l - plan_.first];
   const ShardPlan::Layer& sh = shards_->layers[l];
-  const double w0 = now_s();
-  comm_.reduce_scatter(layer_buf_.data(), sh.counts, sh.displs, grad_part_.data());
-  weights_wait_ += now_s() - w0;
-  const auto [b, e] = shards_->mine(sh);
-  const float* sum = layer_buf_.data() + (b - sh.offset);
-  for (int64_t k = b; k < e; ++k) grad_[k] += sum[k - b];
+  const int me = comm_.rank();
+  for (const Chunk& c : L.chunks) {
+    // One tile: its gradient is still in the kernel's layout; several: added up in layer_buf_.
+    float* g = local_.size() == 1 ? layer_buf_.data() : layer_buf_.data() + c.begin;
+    if (local_.size() == 1) tiles_[local_[0]]->bwd_weights[l - plan_.first]->grad_rows(c.o0, c.rows, g);
+    const double w0 = now_s();
+    comm_.reduce_scatter(g, c.counts, c.displs, grad_part_.data());
+    weights_wait_ += now_s() - w0;
+    float* mine = grad_ + sh.offset + c.begin + c.displs[me];
+    for (int k = 0; k < c.counts[me]; ++k) mine[k] += g[c.displs[me] + k];
+  }
 }
 
 const float* Segment::packed_1x1(const LayerState& L) const {

@@ -57,6 +57,11 @@ class Segment {
   MemoryUse memory_use() const;
 
  private:
+  struct Chunk {  // sharded: output channels [o0, o0 + rows) of a layer's weights
+    int o0 = 0, rows = 0;
+    int64_t begin = 0;                // its first weight, relative to the layer's
+    std::vector<int> counts, displs;  // each process's part of it, relative to begin
+  };
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
@@ -78,6 +83,7 @@ class Segment {
   void sum_across_ranks(std::vector<double>& sums);
   bool pointwise_before_exchange(int l) const;
   void pointwise_backward(int l, bool owned_only);
+  void plan_chunks();
   void fetch_weights(int l, int uses);
   void conv_forward(int t, int l);
   void reduce_weight_grad(int l);

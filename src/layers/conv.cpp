@@ -113,11 +113,38 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
   bwd_weights_args_.at(DNNL_ARG_DIFF_DST).set_data_handle(const_cast<float*>(diff_dst));
   diff_w_mem_.set_data_handle(ctx_.grad_scratch_data());
   ctx_.execute(bwd_weights_, bwd_weights_args_);
-  grad_plain_mem_.set_data_handle(grad_w);
-  grad_to_plain_.execute(ctx_.strm, grad_args_);
-  ctx_.strm.wait();
+  if (grad_w) {
+    grad_plain_mem_.set_data_handle(grad_w);
+    grad_to_plain_.execute(ctx_.strm, grad_args_);
+    ctx_.strm.wait();
+  }
   if (g_.bias)
     for (int i = 0; i < g_.oc; ++i) grad_b[i] += diff_b_.data()[i];
+}
+
+void ConvKernel::prepare_grad_rows(int rows) {
+  for (const Rows& r : grad_rows_)
+    if (r.rows == rows) return;
+  const memory::desc plain({g_.oc, g_.ic, g_.k, g_.k}, dt::f32, tag::oihw);
+  Rows r;
+  r.rows = rows;
+  r.src = memory(rows_desc(diff_w_mem_.get_desc(), rows), ctx_.eng, DNNL_MEMORY_NONE);
+  r.dst = memory(rows_desc(plain, rows), ctx_.eng, DNNL_MEMORY_NONE);
+  r.to_plain = dnnl::reorder(r.src, r.dst);
+  r.args = {{DNNL_ARG_FROM, r.src}, {DNNL_ARG_TO, r.dst}};
+  grad_rows_.push_back(std::move(r));
+}
+
+void ConvKernel::grad_rows(int o0, int rows, float* plain_rows) {
+  for (Rows& r : grad_rows_) {
+    if (r.rows != rows) continue;
+    r.src.set_data_handle(ctx_.grad_scratch_data() + row_offset(diff_w_mem_.get_desc(), o0, rows));
+    r.dst.set_data_handle(plain_rows);
+    r.to_plain.execute(ctx_.strm, r.args);
+    ctx_.strm.wait();
+    return;
+  }
+  fail("internal: gradient rows of ", rows, " output channels were not prepared");
 }
 
 }  // namespace tt

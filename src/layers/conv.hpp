@@ -32,7 +32,13 @@ class ConvKernel {
   void forward(const float* src, const float* bias, float* dst);
   void backward_data(const float* diff_dst, float* diff_src);
   // Adds this box's weight (and bias) gradient into plain oihw `grad_w` (and `grad_b`).
+  // With grad_w null the weight gradient stays in the context's gradient scratch, in the
+  // kernel's layout, for grad_rows.
   void backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b);
+  // Output channels [o0, o0 + rows) of the last weight gradient left in the scratch, as
+  // plain rows; `prepare_grad_rows(rows)` first, once, for each row count used.
+  void prepare_grad_rows(int rows);
+  void grad_rows(int o0, int rows, float* plain_rows);
 
  private:
   DnnlContext& ctx_;
@@ -44,6 +50,13 @@ class ConvKernel {
   int fwd_slot_ = -1, bwd_data_slot_ = -1;
   Buffer diff_b_;
   memory diff_w_mem_, grad_plain_mem_;
+  struct Rows {
+    int rows;
+    dnnl::reorder to_plain;
+    memory src, dst;
+    Args args;
+  };
+  std::vector<Rows> grad_rows_;
 };
 
 }  // namespace tt

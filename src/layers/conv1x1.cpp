@@ -33,13 +33,17 @@ inline void tile(const float* src, const float* w, int icbs, int64_t pixels, con
 
 int64_t conv1x1_packed_size(int oc, int ic) { return int64_t(blocks(oc)) * blocks(ic) * B * B; }
 
-void pack_conv1x1_weights(const float* oihw, int oc, int ic, float* packed) {
-  const int ocbs = blocks(oc), icbs = blocks(ic);
-  std::fill(packed, packed + conv1x1_packed_size(oc, ic), 0.f);
-  for (int o = 0; o < oc; ++o)
+void pack_conv1x1_rows(const float* rows_oihw, int o0, int rows, int oc, int ic, float* packed) {
+  const int icbs = blocks(ic);
+  const int64_t block = int64_t(icbs) * B * B;  // one block of 16 output channels
+  std::fill(packed + (o0 / B) * block, packed + blocks(std::min(oc, o0 + rows)) * block, 0.f);
+  for (int o = o0; o < o0 + rows; ++o)
     for (int i = 0; i < ic; ++i)
-      packed[((int64_t(o / B) * icbs + i / B) * B + i % B) * B + o % B] = oihw[int64_t(o) * ic + i];
-  (void)ocbs;
+      packed[((int64_t(o / B) * icbs + i / B) * B + i % B) * B + o % B] = rows_oihw[int64_t(o - o0) * ic + i];
+}
+
+void pack_conv1x1_weights(const float* oihw, int oc, int ic, float* packed) {
+  pack_conv1x1_rows(oihw, 0, oc, oc, ic, packed);
 }
 
 void conv1x1_forward(const float* src, const float* packed, const float* bias, float* dst, int n, int ic, int oc,

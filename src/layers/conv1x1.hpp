@@ -10,6 +10,9 @@ namespace tt {
 
 // Packs plain oihw weights [oc][ic] into [oc/16][ic/16][16 ic][16 oc], zero-padded.
 void pack_conv1x1_weights(const float* oihw, int oc, int ic, float* packed);
+// The same for output channels [o0, o0 + rows) given as plain rows (o0 a multiple of 16);
+// the rows' blocks are zeroed first.
+void pack_conv1x1_rows(const float* rows_oihw, int o0, int rows, int oc, int ic, float* packed);
 int64_t conv1x1_packed_size(int oc, int ic);
 
 // src [n][ic/16][pixels][16], dst [n][oc/16][pixels][16]; bias may be null.

@@ -97,6 +97,48 @@ int WeightCache::slot(const memory::desc& d, Use use) {
   return int(entries_.size() - 1);
 }
 
+memory::desc rows_desc(const memory::desc& d, int rows) {
+  memory::dims dims = d.dims();
+  dims[0] = rows;
+  return d.submemory_desc(dims, memory::dims(dims.size(), 0));
+}
+
+int64_t row_offset(const memory::desc& d, int o0, int rows) {
+  memory::dims dims = d.dims(), offsets(dims.size(), 0);
+  dims[0] = rows;
+  offsets[0] = o0;
+  return d.submemory_desc(dims, offsets).data.offset0;
+}
+
+void WeightCache::prepare_rows(int rows) {
+  for (Entry& e : entries_) {
+    bool have = false;
+    for (const auto& r : e.rows) have |= r.rows == rows;
+    if (have) continue;
+    Entry::Rows r;
+    r.rows = rows;
+    r.src = memory(rows_desc(plain_, rows), ctx_.eng, DNNL_MEMORY_NONE);
+    r.dst = memory(rows_desc(e.desc, rows), ctx_.eng, DNNL_MEMORY_NONE);
+    r.to_format = dnnl::reorder(r.src, r.dst);
+    r.args = {{DNNL_ARG_FROM, r.src}, {DNNL_ARG_TO, r.dst}};
+    e.rows.push_back(std::move(r));
+  }
+}
+
+void WeightCache::refresh_rows(const float* plain_rows, int o0, int rows, int uses) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (!(e.uses & uses)) continue;
+    for (auto& r : e.rows) {
+      if (r.rows != rows) continue;
+      r.src.set_data_handle(const_cast<float*>(plain_rows));
+      r.dst.set_data_handle(data(int(i)) + row_offset(e.desc, o0, rows));
+      r.to_format.execute(ctx_.strm, r.args);
+    }
+  }
+  ctx_.strm.wait();
+}
+
 void WeightCache::refresh(const float* plain_weights, int uses) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];

@@ -15,6 +15,12 @@ void release_pages(float* p, size_t n);
 using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
 
+// Plain rows [o0, o0 + rows) (output channels) of a weight tensor, and the same rows of
+// it in another layout, as memory descriptors: `rows_desc(d, rows)` describes them
+// starting at the data pointer, and `row_offset(d, o0, rows)` is where they start.
+memory::desc rows_desc(const memory::desc& d, int rows);
+int64_t row_offset(const memory::desc& d, int o0, int rows);
+
 // Page-aligned float buffer of zeros from anonymous memory: pages become resident
 // (count in RSS) only when first written, and release() hands them back. The only
 // owner of large tensors.
@@ -82,6 +88,10 @@ class WeightCache {
   int slot(const memory::desc& d, Use use);
   // Reorders the slots serving any of `uses`.
   void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
+  // The same for output channels [o0, o0 + rows) only, from plain rows `plain_rows`
+  // (o0 a multiple of 16); `prepare_rows(rows)` first, once, for each row count used.
+  void prepare_rows(int rows);
+  void refresh_rows(const float* plain_rows, int o0, int rows, int uses);
   float* data(int slot) const {
     const Entry& e = entries_[size_t(slot)];
     return staged_ ? ctx_.staging(e.stage) : e.buf.data();
@@ -101,6 +111,13 @@ class WeightCache {
     dnnl::reorder to_format;
     memory src, dst;
     Args args;  // built once: executing with a fresh argument map would allocate
+    struct Rows {
+      int rows;
+      dnnl::reorder to_format;
+      memory src, dst;
+      Args args;
+    };
+    std::vector<Rows> rows;
   };
   DnnlContext& ctx_;
   memory::desc plain_;
