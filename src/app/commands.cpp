@@ -327,6 +327,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
   ropt.cut = -1;
+  ropt.low_memory = false;  // the reference is the plain single-process run
   // The reference runs untiled in the root process; the tiled run uses every process.
   LocalComm local;
   Trainer tiled(net, p_tiled, topt, comm);
@@ -393,8 +394,9 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   double verdict = 0;
   const double tol = 1e-5;
   if (tiled.root()) {
-    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s\n", net.path.c_str(),
-                o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str());
+    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s%s\n", net.path.c_str(),
+                o.grid.c_str(), o.groups.c_str(), tiled.cut(), net.height, net.width, net.batch, steps, o.bn.c_str(),
+                o.low_memory ? ", low memory" : "");
     std::printf(
         "  largest relative difference (||tiled - untiled|| / ||untiled|| per tensor; every step starts both\n"
         "  runs from the same weights and optimizer state):\n");

@@ -640,7 +640,9 @@ void Segment::plan_chunks() {
     const ShardPlan::Layer& sh = shards_->layers[l];
     const int oc = L.spec->out.c;
     const int64_t row = sh.n / oc;
-    const int step = int(std::clamp<int64_t>(kChunkFloats / row / 16 * 16, 16, oc));
+    // oneDNN takes a part of a blocked layout only in whole blocks of 16 channels: a
+    // layer whose channels end in a partial block is gathered whole.
+    const int step = oc % 16 ? oc : int(std::clamp<int64_t>(kChunkFloats / row / 16 * 16, 16, oc));
     for (int o0 = 0; o0 < oc; o0 += step) {
       Chunk c;
       c.o0 = o0;
