@@ -86,17 +86,16 @@ void MpiComm::broadcast(double* data, size_t n, int root) {
 }
 
 void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) {
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT,
-                       MPI_COMM_WORLD),
-        "allgatherv");
+  check(
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
+      "allgatherv");
 }
 
 // A ring, in place: at step s rank r passes its running sum of part (r - s - 1) to rank
 // r + 1 and adds what rank r - 1 passes into part (r - s - 2); after P - 1 steps part r
 // holds every rank's contribution. Unlike MPI_Reduce_scatter (which allocates buffers
 // of the message size per call), it needs only `tmp`, so peak memory stays predictable.
-void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs,
-                             float* tmp) {
+void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs, float* tmp) {
   const int P = size_, next = (rank_ + 1) % P, prev = (rank_ + P - 1) % P;
   for (int s = 0; s + 1 < P; ++s) {
     const int out = ((rank_ - s - 1) % P + P) % P, in = ((rank_ - s - 2) % P + P) % P;

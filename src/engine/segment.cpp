@@ -31,8 +31,8 @@ struct Segment::LayerState {
 };
 
 struct Segment::TileState {
-  std::vector<Buffer> owned;         // storage behind the views below
-  std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
+  std::vector<Buffer> owned;                 // storage behind the views below
+  std::vector<TensorView> in, y, z;          // per layer: input box, conv output, layer output
   std::vector<std::vector<uint8_t>> argmax;  // max-pool winners (see maxpool.hpp)
   // Per layer: the convolution output y is not kept but recomputed in backward (y shares
   // z's transient buffer in forward, and lives in the free delta buffer in backward).
@@ -47,7 +47,8 @@ struct Segment::TileState {
 };
 
 Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards, bool recompute)
+                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards,
+                 bool recompute)
     : ctx_(ctx),
       net_(net),
       params_(params),
@@ -82,7 +83,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       if (st->own_1x1 && shards_ && packed > packed_stage_.size()) packed_stage_ = Buffer(packed);
       if (st->own_1x1 && !shards_) st->packed_1x1 = Buffer(packed);
       st->weights = std::make_unique<WeightCache>(
-          ctx, memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
+          ctx,
+          memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
           shards_ != nullptr);
       const int C = padded(s.out.c);
       st->a.assign(C, 1.f);
@@ -328,8 +330,7 @@ void Segment::forward(const TensorView& input, bool training) {
   const int first = plan_.first;
   const double s0 = now_s();
   scatter(
-      input, [&](int t) { return plan_.at(t, first).in; },
-      [&](int t) { return input_of(t, first); });
+      input, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
   const double io = now_s() - s0;
   for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
     const int s = plan_.group_starts[g];
@@ -337,8 +338,8 @@ void Segment::forward(const TensorView& input, bool training) {
     if (s > first) {
       const double h0 = now_s();
       exchange(
-          plan_.fwd_halo[s - first],
-          [&](int t) { return tiles_[t]->z[s - 1 - first]; }, [&](int t) { return input_of(t, s); });
+          plan_.fwd_halo[s - first], [&](int t) { return tiles_[t]->z[s - 1 - first]; },
+          [&](int t) { return input_of(t, s); });
       halo += now_s() - h0;
     }
     for (int l = s; l < e; ++l) forward_layer(l, training);
@@ -360,7 +361,7 @@ void Segment::forward_layer(int l, bool training) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      copy_region(ts.z[i - 1], ts.in[i], x.in);  // crop of the previous output
+      copy_region(ts.z[i - 1], ts.in[i], x.in);                // crop of the previous output
     if (ts.recompute[size_t(i)]) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
     if (s.type == LayerType::Conv) {
       conv_forward(t, l);
@@ -438,8 +439,7 @@ void Segment::gather_output(const TensorView* out) {
   const double t0 = now_s();
   const int l = plan_.last - 1;
   gather(
-      out, [&](int t) { return plan_.at(t, l).own; },
-      [&](int t) { return tiles_[t]->z[l - plan_.first]; });
+      out, [&](int t) { return plan_.at(t, l).own; }, [&](int t) { return tiles_[t]->z[l - plan_.first]; });
   times.io += now_s() - t0;
 }
 
@@ -454,8 +454,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
     ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
   }
   scatter(
-      delta_out, [&](int t) { return plan_.at(t, last).delta; },
-      [&](int t) { return tiles_[t]->cur; });
+      delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
     backward_layer(l);
@@ -481,8 +480,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   if (need_input_delta_) {
     const double g0 = now_s();
     gather(
-        delta_in, [&](int t) { return plan_.own_input[t]; },
-        [&](int t) { return tiles_[t]->cur; });
+        delta_in, [&](int t) { return plan_.own_input[t]; }, [&](int t) { return tiles_[t]->cur; });
     io += now_s() - g0;
   }
   times.halo += halo + bn_wait_;

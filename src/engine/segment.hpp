@@ -52,7 +52,7 @@ class Segment {
   SegmentTimes times;
   struct MemoryUse {
     size_t maps = 0, deltas = 0;  // bytes: feature maps (+ max-pool winners), delta maps (+ crops)
-    size_t weight_copies = 0;                   // weights in the layouts the kernels chose (+ staging)
+    size_t weight_copies = 0;     // weights in the layouts the kernels chose (+ staging)
   };
   MemoryUse memory_use() const;
 
@@ -102,7 +102,7 @@ class Segment {
   Buffer crop_src_;  // input cells of an owned box for backward-weights
   Comm& comm_;
   std::vector<int> tile_rank_;
-  std::vector<int> local_;                                // tiles this process runs
+  std::vector<int> local_;  // tiles this process runs
   double bn_wait_ = 0, weights_wait_ = 0;
   const ShardPlan* shards_;
   bool recompute_;

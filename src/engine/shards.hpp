@@ -23,7 +23,7 @@ struct ShardPlan {
   };
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) in Params::values
   int rank = 0;
-  std::vector<Layer> layers;     // per net layer
+  std::vector<Layer> layers;      // per net layer
   std::vector<Range> replicated;  // what every process keeps: all but the sharded weights
   std::vector<Range> owned;       // this process's parts of the sharded weights
   int64_t max_layer = 0;          // largest sharded layer, floats

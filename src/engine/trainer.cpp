@@ -284,7 +284,7 @@ void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
   const bool split = !shards_ && comm_.size() > 1;  // optimizer state split across processes
-  if (split) {  // each process sums, and then updates, its part of the flat vector
+  if (split) {                                      // each process sums, and then updates, its part of the flat vector
     comm_.reduce_scatter(g, split_counts_, split_displs_, split_tmp_.data());
   } else if (!shards_) {
     comm_.allreduce_sum(g, grad_.size());
@@ -364,7 +364,8 @@ double Trainer::train_step(const float* input, const float* truth) {
   const int64_t in_size = net_.input().size() * n_, out_size = net_.output().size() * n_;
   double loss = 0;
   for (int sub = 0; sub < net_.subdivisions; ++sub)
-    loss += root() ? forward_backward(input + sub * in_size, truth + sub * out_size) : forward_backward(nullptr, nullptr);
+    loss +=
+        root() ? forward_backward(input + sub * in_size, truth + sub * out_size) : forward_backward(nullptr, nullptr);
   update();
   times_.total += now_s() - t0;
   return loss;

@@ -85,7 +85,7 @@ class Trainer {
   Comm& comm_;
   int n_, cut_, dense_begin_;
   DnnlContext ctx_;
-  LocalComm local_comm_;  // for the untiled layers after the cut, which run on the root only
+  LocalComm local_comm_;    // for the untiled layers after the cut, which run on the root only
   Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
   std::vector<float> last_grad_;
   std::unique_ptr<ShardPlan> shards_;

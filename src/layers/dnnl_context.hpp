@@ -22,17 +22,13 @@ memory::desc rows_desc(const memory::desc& d, int rows);
 int64_t row_offset(const memory::desc& d, int o0, int rows);
 
 // Page-aligned float buffer of zeros from anonymous memory: pages become resident
-// (count in RSS) only when first written, and release() hands them back. The only
-// owner of large tensors.
+// (count in RSS) only when first written. The only owner of large tensors.
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(size_t floats);
   float* data() const { return p_.get(); }
   size_t size() const { return n_; }
-  // Gives back the whole pages inside [first, first + count); they read as zeros after.
-  void release(size_t first, size_t count) { release_pages(p_.get() + first, count); }
-  void release() { release(0, n_); }
 
  private:
   struct Free {
@@ -83,8 +79,7 @@ class DnnlContext {
 class WeightCache {
  public:
   enum Use { kForward = 1, kBackwardData = 2 };
-  WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged)
-      : ctx_(ctx), plain_(plain), staged_(staged) {}
+  WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged) : ctx_(ctx), plain_(plain), staged_(staged) {}
   int slot(const memory::desc& d, Use use);
   // Reorders the slots serving any of `uses`.
   void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
