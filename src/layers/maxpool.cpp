@@ -44,6 +44,11 @@ void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& 
                       const TensorView& diff_in, const Window& w) {
   const int cb = diff_out.cb;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
+  int8_t ky[256], kx[256];  // window position → row and column offsets (no division per cell)
+  for (int k = 0; k < w.size * w.size; ++k) {
+    ky[k] = int8_t(k / w.size);
+    kx[k] = int8_t(k % w.size);
+  }
   for (int s = 0; s < diff_out.n; ++s)
     for (int blk = 0; blk < diff_out.cblocks(); ++blk)
       for (int oy = region.y0; oy < region.y1; ++oy)
@@ -52,7 +57,7 @@ void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& 
           const uint8_t* a = argmax + arg_view.offset(s, blk, oy, ox);
           for (int c = 0; c < cb; ++c) {
             if (a[c] == kNoWinner) continue;
-            const int iy = oy * w.stride - w.pad + a[c] / w.size, ix = ox * w.stride - w.pad + a[c] % w.size;
+            const int iy = oy * w.stride - w.pad + ky[a[c]], ix = ox * w.stride - w.pad + kx[a[c]];
             diff_in.at(s, blk, iy, ix)[c] += g[c];
           }
         }
