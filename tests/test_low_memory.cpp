@@ -59,26 +59,6 @@ std::string big_cfg_text(const std::string& learning_rate, int wide) {
          "[cost]\ntype=sse\n";
 }
 
-// Darknet init, then random biases, scales and running statistics (so folding and
-// frozen statistics matter).
-void random_params(Params& p, const NetSpec& net, uint64_t seed) {
-  init_params(p, net, seed);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_real_distribution<float> ud(0.f, 1.f);
-  for (const auto& l : net.layers) {
-    if (!l.has_params()) continue;
-    const ParamSlice& s = p.slices[l.index];
-    for (int64_t i = 0; i < s.n_out; ++i) p.values[size_t(s.biases + i)] = 0.2f * nd(rng);
-    if (s.scales < 0) continue;
-    for (int64_t i = 0; i < s.n_out; ++i) {
-      p.values[size_t(s.scales + i)] = 0.5f + ud(rng);
-      p.rolling_mean[l.index][size_t(i)] = 0.2f * nd(rng);
-      p.rolling_var[l.index][size_t(i)] = 0.5f + ud(rng);
-    }
-  }
-}
-
 struct Case {
   int rows, cols;
   std::string groups;
@@ -137,7 +117,7 @@ void run_case(const Case& c, int steps = 3) {
   const NetSpec net = parse_net(
       c.wide ? big_cfg_text(rate, c.wide) : cfg_text(2 * c.subdivisions, c.subdivisions, rate), "low_memory.cfg");
   Params p_low(net);
-  random_params(p_low, net, 77);
+  test::random_params(p_low, net, 77);
   Params p_ref = p_low;
   TrainOptions o;
   o.rows = c.rows;

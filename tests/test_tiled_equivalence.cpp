@@ -149,26 +149,6 @@ bool usable(const EqConfig& c, NetSpec& net) {
   return true;
 }
 
-// Initial parameters: Darknet init, then random biases, batch-norm scales and running
-// statistics (so zero padding, frozen statistics and affine folding all matter).
-void random_params(Params& p, const NetSpec& net, uint64_t seed) {
-  init_params(p, net, seed);
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_real_distribution<float> ud(0.f, 1.f);
-  for (const auto& l : net.layers) {
-    if (!l.has_params()) continue;
-    const ParamSlice& s = p.slices[l.index];
-    for (int64_t i = 0; i < s.n_out; ++i) p.values[size_t(s.biases + i)] = 0.2f * nd(rng);
-    if (s.scales < 0) continue;
-    for (int64_t i = 0; i < s.n_out; ++i) {
-      p.values[size_t(s.scales + i)] = 0.5f + ud(rng);
-      p.rolling_mean[l.index][size_t(i)] = 0.2f * nd(rng);
-      p.rolling_var[l.index][size_t(i)] = 0.5f + ud(rng);
-    }
-  }
-}
-
 // ------------------------------------------------------------- float64 reference
 // A naive float64 implementation of one training step (the semantics of
 // tests/reference/README.md), used only to judge a tensor whose tiled and untiled fp32
@@ -581,7 +561,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   // Both trainers read the learning rate of this copy at each update (see below).
   NetSpec net = cfg_net;
   Params p_tiled(net);
-  random_params(p_tiled, net, c.seed);
+  test::random_params(p_tiled, net, c.seed);
   Params p_ref = p_tiled;
   TrainOptions topt;
   topt.rows = c.rows;
@@ -813,7 +793,7 @@ TEST(TiledEquivalence, W1) {
   NetSpec net = load_net(test::source_dir() + "/cfgs/yolov2-16.cfg");
   net.burn_in = 0;
   Params p0(net);
-  random_params(p0, net, 416);
+  test::random_params(p0, net, 416);
   std::vector<float> input, truth;
   synthetic_batch(net, net.micro_batch(), 4160, input, truth);
   const size_t out_n = size_t(net.micro_batch() * net.output().size());

@@ -2,10 +2,12 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "model/net_spec.hpp"
+#include "model/params.hpp"
 
 namespace tt::test {
 
@@ -50,6 +52,26 @@ inline double act_grad_ref(Act a, double v) {
       break;
   }
   return 1.;
+}
+
+// Initial parameters: Darknet init, then random biases, batch-norm scales and running
+// statistics (so zero padding, frozen statistics and affine folding all matter).
+inline void random_params(Params& p, const NetSpec& net, uint64_t seed) {
+  init_params(p, net, seed);
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(0.f, 1.f);
+  for (const auto& l : net.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& s = p.slices[l.index];
+    for (int64_t i = 0; i < s.n_out; ++i) p.values[size_t(s.biases + i)] = 0.2f * nd(rng);
+    if (s.scales < 0) continue;
+    for (int64_t i = 0; i < s.n_out; ++i) {
+      p.values[size_t(s.scales + i)] = 0.5f + ud(rng);
+      p.rolling_mean[l.index][size_t(i)] = 0.2f * nd(rng);
+      p.rolling_var[l.index][size_t(i)] = 0.5f + ud(rng);
+    }
+  }
 }
 
 }  // namespace tt::test

@@ -123,27 +123,15 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
 }
 
 void ConvKernel::prepare_grad_rows(int rows) {
-  for (const Rows& r : grad_rows_)
-    if (r.rows == rows) return;
-  const memory::desc plain({g_.oc, g_.ic, g_.k, g_.k}, dt::f32, tag::oihw);
-  Rows r;
-  r.rows = rows;
-  r.src = memory(rows_desc(diff_w_mem_.get_desc(), rows), ctx_.eng, DNNL_MEMORY_NONE);
-  r.dst = memory(rows_desc(plain, rows), ctx_.eng, DNNL_MEMORY_NONE);
-  r.to_plain = dnnl::reorder(r.src, r.dst);
-  r.args = {{DNNL_ARG_FROM, r.src}, {DNNL_ARG_TO, r.dst}};
-  grad_rows_.push_back(std::move(r));
+  for (const RowsReorder& r : grad_rows_)
+    if (r.rows() == rows) return;
+  grad_rows_.emplace_back(ctx_.eng, diff_w_mem_.get_desc(),
+                          memory::desc({g_.oc, g_.ic, g_.k, g_.k}, dt::f32, tag::oihw), rows);
 }
 
 void ConvKernel::grad_rows(int o0, int rows, float* plain_rows) {
-  for (Rows& r : grad_rows_) {
-    if (r.rows != rows) continue;
-    r.src.set_data_handle(ctx_.grad_scratch_data() + row_offset(diff_w_mem_.get_desc(), o0, rows));
-    r.dst.set_data_handle(plain_rows);
-    r.to_plain.execute(ctx_.strm, r.args);
-    ctx_.strm.wait();
-    return;
-  }
+  for (RowsReorder& r : grad_rows_)
+    if (r.rows() == rows) return r.run(ctx_.strm, ctx_.grad_scratch_data(), o0, plain_rows, 0);
   fail("internal: gradient rows of ", rows, " output channels were not prepared");
 }
 

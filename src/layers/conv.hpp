@@ -50,13 +50,7 @@ class ConvKernel {
   int fwd_slot_ = -1, bwd_data_slot_ = -1;
   Buffer diff_b_;
   memory diff_w_mem_, grad_plain_mem_;
-  struct Rows {
-    int rows;
-    dnnl::reorder to_plain;
-    memory src, dst;
-    Args args;
-  };
-  std::vector<Rows> grad_rows_;
+  std::vector<RowsReorder> grad_rows_;
 };
 
 }  // namespace tt

@@ -97,31 +97,38 @@ int WeightCache::slot(const memory::desc& d, Use use) {
   return int(entries_.size() - 1);
 }
 
-memory::desc rows_desc(const memory::desc& d, int rows) {
-  memory::dims dims = d.dims();
-  dims[0] = rows;
-  return d.submemory_desc(dims, memory::dims(dims.size(), 0));
-}
-
-int64_t row_offset(const memory::desc& d, int o0, int rows) {
+namespace {
+memory::desc rows_of(const memory::desc& d, int rows, int o0) {
   memory::dims dims = d.dims(), offsets(dims.size(), 0);
   dims[0] = rows;
   offsets[0] = o0;
-  return d.submemory_desc(dims, offsets).data.offset0;
+  return d.submemory_desc(dims, offsets);
+}
+}  // namespace
+
+// Built on the rows at offset 0; other rows are the same layout shifted by their offset.
+RowsReorder::RowsReorder(const dnnl::engine& eng, const memory::desc& from, const memory::desc& to, int rows)
+    : from_(from),
+      to_(to),
+      rows_(rows),
+      src_(rows_of(from, rows, 0), eng, DNNL_MEMORY_NONE),
+      dst_(rows_of(to, rows, 0), eng, DNNL_MEMORY_NONE) {
+  reorder_ = dnnl::reorder(src_, dst_);
+  args_ = {{DNNL_ARG_FROM, src_}, {DNNL_ARG_TO, dst_}};
+}
+
+void RowsReorder::run(dnnl::stream& strm, const float* from, int from_o0, float* to, int to_o0) {
+  src_.set_data_handle(const_cast<float*>(from) + rows_of(from_, rows_, from_o0).data.offset0);
+  dst_.set_data_handle(to + rows_of(to_, rows_, to_o0).data.offset0);
+  reorder_.execute(strm, args_);
+  strm.wait();
 }
 
 void WeightCache::prepare_rows(int rows) {
   for (Entry& e : entries_) {
     bool have = false;
-    for (const auto& r : e.rows) have |= r.rows == rows;
-    if (have) continue;
-    Entry::Rows r;
-    r.rows = rows;
-    r.src = memory(rows_desc(plain_, rows), ctx_.eng, DNNL_MEMORY_NONE);
-    r.dst = memory(rows_desc(e.desc, rows), ctx_.eng, DNNL_MEMORY_NONE);
-    r.to_format = dnnl::reorder(r.src, r.dst);
-    r.args = {{DNNL_ARG_FROM, r.src}, {DNNL_ARG_TO, r.dst}};
-    e.rows.push_back(std::move(r));
+    for (const auto& r : e.rows) have |= r.rows() == rows;
+    if (!have) e.rows.emplace_back(ctx_.eng, plain_, e.desc, rows);
   }
 }
 
@@ -129,20 +136,14 @@ void WeightCache::refresh_rows(const float* plain_rows, int o0, int rows, int us
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (!(e.uses & uses)) continue;
-    for (auto& r : e.rows) {
-      if (r.rows != rows) continue;
-      r.src.set_data_handle(const_cast<float*>(plain_rows));
-      r.dst.set_data_handle(data(int(i)) + row_offset(e.desc, o0, rows));
-      r.to_format.execute(ctx_.strm, r.args);
-    }
+    for (auto& r : e.rows)
+      if (r.rows() == rows) r.run(ctx_.strm, plain_rows, 0, data(int(i)), o0);
   }
-  ctx_.strm.wait();
 }
 
-void WeightCache::refresh(const float* plain_weights, int uses) {
+void WeightCache::refresh(const float* plain_weights) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
-    if (!(e.uses & uses)) continue;
     e.src.set_data_handle(const_cast<float*>(plain_weights));
     e.dst.set_data_handle(data(int(i)));
     e.to_format.execute(ctx_.strm, e.args);

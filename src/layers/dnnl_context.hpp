@@ -15,11 +15,24 @@ void release_pages(float* p, size_t n);
 using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
 
-// Plain rows [o0, o0 + rows) (output channels) of a weight tensor, and the same rows of
-// it in another layout, as memory descriptors: `rows_desc(d, rows)` describes them
-// starting at the data pointer, and `row_offset(d, o0, rows)` is where they start.
-memory::desc rows_desc(const memory::desc& d, int rows);
-int64_t row_offset(const memory::desc& d, int o0, int rows);
+// A reorder of output channels [o0, o0 + rows) of a weight tensor between two layouts
+// (e.g. plain oihw and the one a kernel chose), built once per row count; o0 must be a
+// multiple of 16 unless the rows are the whole tensor.
+class RowsReorder {
+ public:
+  RowsReorder(const dnnl::engine& eng, const memory::desc& from, const memory::desc& to, int rows);
+  int rows() const { return rows_; }
+  // Rows [from_o0, +rows) of the tensor at `from` into rows [to_o0, +rows) of the one at
+  // `to` (an o0 of 0 with a pointer to just the rows reads or writes them alone).
+  void run(dnnl::stream& strm, const float* from, int from_o0, float* to, int to_o0);
+
+ private:
+  memory::desc from_, to_;
+  int rows_;
+  dnnl::reorder reorder_;
+  memory src_, dst_;
+  std::unordered_map<int, memory> args_;
+};
 
 // Page-aligned float buffer of zeros from anonymous memory: pages become resident
 // (count in RSS) only when first written. The only owner of large tensors.
@@ -81,10 +94,9 @@ class WeightCache {
   enum Use { kForward = 1, kBackwardData = 2 };
   WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged) : ctx_(ctx), plain_(plain), staged_(staged) {}
   int slot(const memory::desc& d, Use use);
-  // Reorders the slots serving any of `uses`.
-  void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
-  // The same for output channels [o0, o0 + rows) only, from plain rows `plain_rows`
-  // (o0 a multiple of 16); `prepare_rows(rows)` first, once, for each row count used.
+  void refresh(const float* plain_weights);
+  // Output channels [o0, o0 + rows) only, from plain rows `plain_rows`, into the slots
+  // serving any of `uses`; `prepare_rows(rows)` first, once, for each row count used.
   void prepare_rows(int rows);
   void refresh_rows(const float* plain_rows, int o0, int rows, int uses);
   float* data(int slot) const {
@@ -106,13 +118,7 @@ class WeightCache {
     dnnl::reorder to_format;
     memory src, dst;
     Args args;  // built once: executing with a fresh argument map would allocate
-    struct Rows {
-      int rows;
-      dnnl::reorder to_format;
-      memory src, dst;
-      Args args;
-    };
-    std::vector<Rows> rows;
+    std::vector<RowsReorder> rows;
   };
   DnnlContext& ctx_;
   memory::desc plain_;
