@@ -57,10 +57,10 @@ done
 [ -n "$CPUS" ] || { [ $QUICK = 1 ] && CPUS="cortex-a72" || CPUS="cortex-a53 cortex-a72"; }
 
 # GoogleTest suites that finish in reasonable time under qemu (whole set ~75 s per core).
-# OwnConv*: the own (Highway) convolution kernels, once they exist; a filter that matches
-# nothing is fine. LowMemory.*, TiledEquivalence.*, NoAllocation.*, Composite/GradCheck.* take
+# OwnConv*: the own (Highway) convolution kernels, KernelTable.*: which kernel runs each pass,
+# once they exist; a filter entry that matches nothing is fine. LowMemory.*, TiledEquivalence.*, NoAllocation.*, Composite/GradCheck.* take
 # minutes to hours under emulation; Cli.* needs binfmt_misc (it execs the arm64 binary).
-OWN_TESTS='OwnConv*:*/OwnConv*'
+OWN_TESTS='OwnConv*:*/OwnConv*:KernelTable.*'
 FULL_TESTS="CfgErrors.*:CfgShapes.*:CfgRate.*:Geometry.*:HaloIndex.*:ShardPlan.*:WeightsIO.*"
 FULL_TESTS+=":Conv1x1Naive.*:Pointwise.*:DenseNaive.*:Channels/Pointwise.*:GradCheckLoss.*"
 FULL_TESTS+=":GradCheckDropout.*:Head/GradCheck.*:Random/ConvNaive.*:Darknet/MaxPoolNaive.*"
@@ -318,7 +318,7 @@ for cpu in $CPUS; do
   run 600 "$log" "${Q[@]}" "$TESTS" --gtest_filter="$FILTER" --gtest_brief=1 --gtest_color=no
   npass=$(grep -o '\[  PASSED  \] [0-9]* test' "$log" | grep -o '[0-9]*' | tail -n1)
   nskip=$(grep -o '\[  SKIPPED \] [0-9]* test' "$log" | grep -o '[0-9]*' | tail -n1)
-  own_note="OwnConv*: ${nown} tests"; [ "$nown" = 0 ] && own_note="no OwnConv* tests yet"
+  own_note="OwnConv*/KernelTable.*: ${nown} tests"; [ "$nown" = 0 ] && own_note="no OwnConv*/KernelTable.* tests yet"
   if [ $RC = 0 ] && [ "${npass:-0}" -gt 0 ]; then
     record PASS "$tag: unit tests ($nsel selected)" $MS "${npass} passed, ${nskip:-0} skipped; $own_note"
   elif [ $RC = 0 ]; then
