@@ -4,7 +4,7 @@
 # each rank's time split (forward, backward, halo exchange, weight exchange, input/output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh tiletrain
 mkdir -p out
 scripts/mpirun.sh 4 train --cfg cfgs/fashion-mnist.cfg --data fashion-mnist --grid 2x2 --epochs 5 --log-every 200 \
   --save-weights out/fashion-mnist.weights

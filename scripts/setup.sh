@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages tiletrain needs (build, run, tests) and configures
-# build/. Idempotent: installs only what is missing. Needs root or sudo for apt-get.
+# Installs the Debian 12 packages tiletrain needs (build, run, tests), configures build/
+# and builds TARGETS (default: everything). Idempotent: installs only what is missing.
+# Needs root or sudo for apt-get. Usage: scripts/setup.sh [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libdnnl-dev openmpi-bin libopenmpi-dev
-          nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev dataset-fashion-mnist darknet
+          nlohmann-json3-dev libcli11-dev libhwy-dev libgtest-dev zlib1g-dev dataset-fashion-mnist darknet
           python3 procps)
 # Test oracles only: Darknet's library and PyTorch (the latter only to regenerate fixtures).
 [ "${TILETRAIN_WITH_TORCH:-0}" = 1 ] && packages+=(python3-torch)
@@ -22,4 +23,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build
+cmake --build build ${1:+--target "$@"}

@@ -42,9 +42,10 @@ class Cli : public ::testing::Test {
 
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
 
-  // Runs `tiletrain ARGS` in the temp dir (ARGS is passed through the shell as is).
-  Result run(const std::string& args) const {
-    const std::string cmd = "cd '" + dir_.string() + "' && '" + TILETRAIN_BINARY + "' " + args + " >'" +
+  // Runs `tiletrain ARGS` in the temp dir (ARGS is passed through the shell as is), with
+  // the environment variables `env` ("A=1 B=2") added.
+  Result run(const std::string& args, const std::string& env = "") const {
+    const std::string cmd = "cd '" + dir_.string() + "' && env " + env + " '" + TILETRAIN_BINARY + "' " + args + " >'" +
                             path("stdout") + "' 2>'" + path("stderr") + "' </dev/null";
     const int status = std::system(cmd.c_str());
     Result r;
@@ -253,6 +254,7 @@ TEST_F(Cli, InfoPrintsALinePerLayer) {
     std::string line;
     int rows = 0;
     while (std::getline(in, line)) {
+      if (line.rfind("total", 0) == 0) break;  // the kernel table follows
       std::istringstream ls(line);
       int index = -1;
       std::string type;
@@ -271,6 +273,44 @@ TEST_F(Cli, VerifySmallGrid) {
   const Result r = run("verify --steps 1 --grid 2x2 --cfg '" + fixture("bn_stride") + "'");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_CONTAINS(r.out, "OK");
+}
+
+// A reference (unoptimised) oneDNN kernel never runs silently: forced onto oneDNN, every
+// subcommand names the layer and pass in one warning line; the default path has none.
+// oneDNN capped to AVX2 has only a reference kernel for backward-weights of a 1-channel
+// plain input (Fashion-MNIST's first layer) on x86, and only reference kernels on ARM.
+TEST_F(Cli, WarnsWhenAReferenceKernelWouldRun) {
+  const std::string cfg = test::source_dir() + "/cfgs/fashion-mnist.cfg";
+  const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2";
+  const std::string where = "layer 0 backward-weights (";
+  for (const std::string cmd : {"info", "plan --grid 2x2", "bench --steps 1 --warmup 0 --batch 2",
+                                 "train --steps 1 --batch 2", "verify --steps 1 --batch 2 --grid 2x1"}) {
+    SCOPED_TRACE(cmd);
+    const Result forced = run(cmd + " --cfg '" + cfg + "' --kernels onednn", env);
+    EXPECT_EQ(forced.code, 0) << forced.err;
+    EXPECT_NE(forced.err.find("warning: oneDNN's reference convolution runs for"), std::string::npos) << forced.err;
+    EXPECT_NE(forced.err.find(where), std::string::npos) << forced.err;
+    EXPECT_NE(forced.err.find("slower"), std::string::npos) << forced.err;
+    const Result def = run(cmd + " --cfg '" + cfg + "'", env);
+    EXPECT_EQ(def.code, 0) << def.err;
+    EXPECT_EQ(def.err.find("reference"), std::string::npos) << def.err;
+  }
+  const Result bad = run("info --cfg '" + cfg + "' --kernels fast");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--kernels"), std::string::npos) << bad.err;
+}
+
+// info prints the CPU, the channel block and a kernel per layer and pass.
+TEST_F(Cli, InfoPrintsTheKernelTable) {
+  const Result r = run("info --cfg '" + test::source_dir() + "/cfgs/yolov2-16.cfg' --kernels own");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("maps in blocks of "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("forward              backward-data        backward-weights"), std::string::npos) << r.out;
+  // 12 convolutions, every pass on own kernels (layer 0 has no backward-data)
+  size_t own = 0;
+  for (size_t p = r.out.find("own:"); p != std::string::npos; p = r.out.find("own:", p + 1)) ++own;
+  EXPECT_EQ(own, 12u * 3 - 1) << r.out;
 }
 
 }  // namespace

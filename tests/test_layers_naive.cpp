@@ -1,5 +1,5 @@
-// Layer kernels against naive loops in double: oneDNN convolution (forward, backward
-// data, backward weights), Darknet max-pooling, the pointwise batch-norm/activation
+// Layer kernels against naive loops in double: convolution on every kernel path (forward,
+// backward data, backward weights; oneDNN and own kernels), Darknet max-pooling, the pointwise batch-norm/activation
 // kernels and the dense head. Each spatial kernel is also checked on boxes ("ready for
 // tiles"): a box computes exactly the matching region of the full-map result.
 #include <gtest/gtest.h>
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "layers/conv.hpp"
-#include "layers/conv1x1.hpp"
 #include "layers/dense.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
@@ -125,14 +124,16 @@ bool padded_channels_zero(const TensorView& t) {
 // ---------------------------------------------------------------- convolution
 
 struct ConvCase {
-  int n, ic, oc, k, s, p, ih, iw, cb;
+  int n, ic, oc, k, s, p, ih, iw;
+  int cb;  // input layout: 1 (plain) or the context's block B; outputs are in blocks of B
+  int B;
   bool bias;
   int oh() const { return (ih + 2 * p - k) / s + 1; }
   int ow() const { return (iw + 2 * p - k) / s + 1; }
   Window win() const { return {k, s, p}; }
   std::string str() const {
     char b[128];
-    std::snprintf(b, sizeof b, "n%d ic%d oc%d k%d s%d p%d %dx%d cb%d%s", n, ic, oc, k, s, p, ih, iw, cb,
+    std::snprintf(b, sizeof b, "n%d ic%d oc%d k%d s%d p%d %dx%d in_cb%d B%d%s", n, ic, oc, k, s, p, ih, iw, cb, B,
                   bias ? " bias" : "");
     return b;
   }
@@ -195,10 +196,11 @@ struct NaiveConv {
   }
 };
 
-ConvCase random_conv_case(Rng& rng, int k, int s, int cb) {
+ConvCase random_conv_case(Rng& rng, int k, int s, int cb, int B) {
   ConvCase c;
+  c.B = B;
   c.n = randint(rng, 1, 3);
-  c.ic = cb == 16 ? randint(rng, 3, 20) : randint(rng, 1, 7);
+  c.ic = cb > 1 ? randint(rng, 3, 20) : randint(rng, 1, 7);
   c.oc = randint(rng, 1, 20);
   c.k = k;
   c.s = s;
@@ -212,16 +214,19 @@ ConvCase random_conv_case(Rng& rng, int k, int s, int cb) {
   return c;
 }
 
-class ConvNaive : public ::testing::TestWithParam<int> {};
+// (case number, kernel path): every path computes the same convolution.
+class ConvNaive : public ::testing::TestWithParam<std::tuple<int, KernelPath>> {};
 
 // Full map: forward, backward_data, backward_weights (accumulating) against naive
 // loops; then the same layer on a 3x3 partition of boxes (corner, edge, interior).
 TEST_P(ConvNaive, FullMapAndBoxes) {
-  const int id = GetParam();
+  const auto [id, path] = GetParam();
   Rng rng(1000 + id);
   static const int ks[] = {1, 3, 5, 7};
-  const ConvCase c = random_conv_case(rng, ks[id % 4], 1 + (id / 4) % 2, (id / 8) % 2 ? 16 : 1);
-  SCOPED_TRACE(c.str());
+  DnnlContext ctx(path);
+  const int B = ctx.config.block;
+  const ConvCase c = random_conv_case(rng, ks[id % 4], 1 + (id / 4) % 2, (id / 8) % 2 ? B : 1, B);
+  SCOPED_TRACE(c.str() + " kernels " + kernel_path_name(path));
   const int oh = c.oh(), ow = c.ow();
   const Window win = c.win();
   Map x{c.n, c.ic, c.ih, c.iw, uniform(rng, size_t(c.n) * c.ic * c.ih * c.iw)};
@@ -233,14 +238,13 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   std::vector<double> dx_ref, dw_ref, db_ref;
   naive.bwd(x, dy, w, dx_ref, dw_ref, db_ref);
 
-  DnnlContext ctx;
   WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw), false);
   const int all = ConvKernel::kFwd | ConvKernel::kBwdData | ConvKernel::kBwdWeights;
   const Box out_full = full_box(oh, ow);
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   auto make_kernel = [&](const Box& o) {
     kernels.push_back(
-        std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, c.cb, c.bias), all));
+        std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, B, c.cb, c.bias), all));
     wc.refresh(w.data());  // new kernels may register new weight formats
     return kernels.back().get();
   };
@@ -251,13 +255,13 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
     const Box in_box = window_in(out_full, win, c.ih, c.iw);
     EXPECT_EQ(k->geom().ih, in_box.h());
     Blocked src = to_box(x, c.cb, in_box);
-    Blocked dst(c.n, c.oc, 16, out_full);
+    Blocked dst(c.n, c.oc, B, out_full);
     std::fill_n(dst.buf.data(), dst.buf.size(), 7.f);  // must be overwritten, padded channels zeroed
     k->forward(src.t.data, b.data(), dst.t.data);
     EXPECT_LE(rel_diff(to_map(dst.t, oh, ow).v, y_ref), kTol) << "conv_forward";
     EXPECT_TRUE(padded_channels_zero(dst.t)) << "conv_forward leaves padded output channels non-zero";
 
-    Blocked ddst = to_box(dy, 16, out_full);
+    Blocked ddst = to_box(dy, B, out_full);
     Blocked dsrc(c.n, c.ic, c.cb, in_box);
     std::fill_n(dsrc.buf.data(), dsrc.buf.size(), 7.f);
     k->backward_data(ddst.t.data, dsrc.t.data);
@@ -284,7 +288,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
     const Pad pad = border_pad(o, win, c.ih, c.iw);
     EXPECT_EQ(k->geom().pad.t, pad.t);
     Blocked src = to_box(x, c.cb, in_box);
-    Blocked dst(c.n, c.oc, 16, o);
+    Blocked dst(c.n, c.oc, B, o);
     k->forward(src.t.data, b.data(), dst.t.data);
     // forward: equals the full-map reference on the box
     {
@@ -294,7 +298,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
           for (int yy = o.y0; yy < o.y1; ++yy)
             for (int xx = o.x0; xx < o.x1; ++xx) {
               const double r = y_ref[((size_t(s) * c.oc + ch) * oh + yy) * ow + xx];
-              const double d = dst.t.at(s, ch / 16, yy, xx)[ch % 16] - r;
+              const double d = dst.t.at(s, ch / B, yy, xx)[ch % B] - r;
               num += d * d;
               den += r * r;
             }
@@ -305,7 +309,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
     // backward_data equals the full-map result.
     std::vector<double> dx_o, dw_o, db_o;
     naive.bwd(x, dy, w, dx_o, dw_o, db_o, o);
-    Blocked ddst = to_box(dy, 16, o);
+    Blocked ddst = to_box(dy, B, o);
     Blocked dsrc(c.n, c.ic, c.cb, in_box);
     k->backward_data(ddst.t.data, dsrc.t.data);
     const Map dx_box = to_map(dsrc.t, c.ih, c.iw);
@@ -338,54 +342,68 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   }
 }
 
-// k 1/3/5/7 x stride 1/2 x src layout nchw/nChw16c, three random draws each.
-INSTANTIATE_TEST_SUITE_P(Random, ConvNaive, ::testing::Range(0, 48));
+// k 1/3/5/7 x stride 1/2 x src layout plain/blocked, three random draws each, on the
+// default path (oneDNN's JIT where it has one) and on own kernels only.
+INSTANTIATE_TEST_SUITE_P(Random, ConvNaive,
+                         ::testing::Combine(::testing::Range(0, 48),
+                                            ::testing::Values(KernelPath::Auto, KernelPath::Own)));
 
-// The engine's own 1x1 forward: against naive loops, padded output channels zero, and
-// bit-identical values on any sub-box of the map (a fixed summation order per pixel).
-TEST(Conv1x1Naive, ForwardAndBoxes) {
+// Forward values of a box are bit-identical to the same cells of the whole map, on every
+// kernel path: a max-pool after the convolution routes its gradient to one winner, so
+// a tiled run is exact only with a summation order that does not depend on the box.
+class ConvBitIdentical : public ::testing::TestWithParam<KernelPath> {};
+
+TEST_P(ConvBitIdentical, ForwardOnBoxes) {
   Rng rng(77);
+  DnnlContext ctx(GetParam());
+  const int B = ctx.config.block;
   struct C {
-    int n, ic, oc, h, w;
-    bool bias;
+    int n, ic, oc, k, h, w;
+    bool plain_input, bias;
   };
-  for (const C& c : {C{1, 3, 5, 7, 9, true}, C{2, 16, 16, 5, 5, false}, C{2, 21, 35, 9, 6, true},
-                     C{3, 40, 7, 3, 11, false}, C{1, 1, 1, 1, 1, true}}) {
-    char name[64];
-    std::snprintf(name, sizeof name, "n%d ic%d oc%d %dx%d", c.n, c.ic, c.oc, c.h, c.w);
-    SCOPED_TRACE(name);
+  for (const C& c : {C{1, 3, 5, 1, 7, 9, false, true}, C{2, 16, 16, 1, 5, 5, false, false},
+                     C{2, 21, 35, 1, 9, 6, false, true}, C{1, 40, 7, 1, 13, 11, false, false},
+                     C{1, 1, 1, 1, 1, 1, false, true}, C{1, 3, 32, 3, 26, 26, true, false},
+                     C{2, 32, 64, 3, 21, 19, false, false}, C{1, 64, 40, 3, 26, 26, false, true},
+                     C{1, 24, 16, 5, 17, 13, false, false}}) {
+    char name[96];
+    std::snprintf(name, sizeof name, "n%d ic%d oc%d k%d %dx%d%s", c.n, c.ic, c.oc, c.k, c.h, c.w,
+                  c.plain_input ? " plain input" : "");
+    SCOPED_TRACE(std::string(name) + " kernels " + kernel_path_name(GetParam()));
+    const int cb = c.plain_input ? 1 : B;
+    const Window win{c.k, 1, c.k / 2};
     Map x{c.n, c.ic, c.h, c.w, uniform(rng, size_t(c.n) * c.ic * c.h * c.w)};
-    const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic), b = uniform(rng, size_t(c.oc));
-    std::vector<float> packed(size_t(conv1x1_packed_size(c.oc, c.ic)), 9.f);
-    pack_conv1x1_weights(w.data(), c.oc, c.ic, packed.data());
-    std::vector<double> ref(size_t(c.n) * c.oc * c.h * c.w);
-    for (int s = 0; s < c.n; ++s)
-      for (int o = 0; o < c.oc; ++o)
-        for (int p = 0; p < c.h * c.w; ++p) {
-          double acc = c.bias ? b[o] : 0.;
-          for (int i = 0; i < c.ic; ++i)
-            acc += double(w[size_t(o) * c.ic + i]) * x.v[(size_t(s) * c.ic + i) * c.h * c.w + p];
-          ref[(size_t(s) * c.oc + o) * c.h * c.w + p] = acc;
-        }
+    const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic * c.k * c.k), b = uniform(rng, size_t(c.oc));
+    WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw),
+                   false);
+    std::vector<std::unique_ptr<ConvKernel>> kernels;
+    auto forward = [&](const Box& o) {
+      kernels.push_back(std::make_unique<ConvKernel>(
+          ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.h, c.w, B, cb, c.bias), ConvKernel::kFwd));
+      wc.refresh(w.data());
+      auto dst = std::make_unique<Blocked>(c.n, c.oc, B, o);
+      Blocked src = to_box(x, cb, window_in(o, win, c.h, c.w));
+      kernels.back()->forward(src.t.data, b.data(), dst->t.data);
+      return dst;
+    };
     const Box full = full_box(c.h, c.w);
-    Blocked src = to_box(x, 16, full);
-    Blocked dst(c.n, c.oc, 16, full);
-    std::fill_n(dst.buf.data(), dst.buf.size(), 7.f);
-    conv1x1_forward(src.t.data, packed.data(), c.bias ? b.data() : nullptr, dst.t.data, c.n, c.ic, c.oc, full.area());
-    EXPECT_LE(rel_diff(to_map(dst.t, c.h, c.w).v, ref), kTol) << "conv1x1_forward";
-    EXPECT_TRUE(padded_channels_zero(dst.t)) << "conv1x1_forward: padded output channels";
-    for (const Box& o : partition(rng, c.h, c.w)) {
-      SCOPED_TRACE(box_str(o));
-      Blocked bs = to_box(x, 16, o);
-      Blocked bd(c.n, c.oc, 16, o);
-      conv1x1_forward(bs.t.data, packed.data(), c.bias ? b.data() : nullptr, bd.t.data, c.n, c.ic, c.oc, o.area());
-      Blocked want(c.n, c.oc, 16, o);
-      copy_region(dst.t, want.t, o);
-      EXPECT_TRUE(std::equal(bd.buf.data(), bd.buf.data() + bd.buf.size(), want.buf.data()))
-          << "a box differs from the full map in some bit";
-    }
+    auto whole = forward(full);
+    for (int draw = 0; draw < 3; ++draw)
+      for (const Box& o : partition(rng, c.h, c.w)) {
+        SCOPED_TRACE(box_str(o));
+        auto part = forward(o);
+        Blocked want(c.n, c.oc, B, o);
+        copy_region(whole->t, want.t, o);
+        EXPECT_TRUE(std::equal(part->buf.data(), part->buf.data() + part->buf.size(), want.buf.data()))
+            << "a box differs from the full map in some bit (forward kernel " << kernels.back()->impl_name(ConvPass::Forward)
+            << ")";
+      }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, ConvBitIdentical,
+                         ::testing::Values(KernelPath::Auto, KernelPath::OneDnn, KernelPath::Own),
+                         [](const auto& info) { return std::string(kernel_path_name(info.param)); });
 
 // ---------------------------------------------------------------- max-pooling
 
@@ -538,10 +556,10 @@ std::vector<PoolCase> pool_cases() {
   const W ws[] = {{2, 2, 1}, {3, 2, 2}, {2, 1, 1}, {3, 1, 2}, {2, 2, 0}, {3, 2, 0}, {5, 3, 4}, {1, 1, 0}};
   int i = 0;
   for (const W& w : ws)
-    for (int cb : {1, 16})
+    for (int cb : {1, 8, 16})
       for (bool ties : {false, true}) {
         ++i;
-        v.push_back({w.size, w.stride, w.padding, 1 + i % 2, cb == 16 ? 5 + 7 * (i % 3) : 3, 7 + 2 * (i % 4),
+        v.push_back({w.size, w.stride, w.padding, 1 + i % 2, cb > 1 ? 5 + 7 * (i % 3) : 3, 7 + 2 * (i % 4),
                      6 + 3 * (i % 3), cb, ties});
       }
   return v;
@@ -556,7 +574,9 @@ struct PwFixture {
   Box box{3, 10, 2, 9};
   Box region{4, 8, 3, 9};
   Blocked y, z, g;
-  explicit PwFixture(int channels, Rng& rng) : c(channels), y(n, c, 16, box), z(n, c, 16, box), g(n, c, 16, box) {
+  int B;
+  PwFixture(int channels, int block, Rng& rng)
+      : c(channels), y(n, c, block, box), z(n, c, block, box), g(n, c, block, box), B(block) {
     for (Blocked* t : {&y, &g}) {
       Map m{n, c, box.y1, box.x1, uniform(rng, size_t(n) * c * box.y1 * box.x1, -2.f, 2.f)};
       copy_region(m.view(), t->t, box);
@@ -567,17 +587,20 @@ struct PwFixture {
   }
 };
 
-class Pointwise : public ::testing::TestWithParam<int> {};  // channel count
+// (channel count, channel block)
+class Pointwise : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(Pointwise, ChannelSums) {
-  Rng rng(11 + GetParam());
-  PwFixture f(GetParam(), rng);
+  const auto [channels, block] = GetParam();
+  Rng rng(11 + channels);
+  PwFixture f(channels, block, rng);
+  const int B = f.B;
   std::vector<double> sum(f.c, 0.5), sq(f.c, 0.25), want_s(f.c, 0.5), want_q(f.c, 0.25);
   for (int s = 0; s < f.n; ++s)
     for (int ch = 0; ch < f.c; ++ch)
       for (int yy = f.region.y0; yy < f.region.y1; ++yy)
         for (int xx = f.region.x0; xx < f.region.x1; ++xx) {
-          const double v = f.y.t.at(s, ch / 16, yy, xx)[ch % 16];
+          const double v = f.y.t.at(s, ch / B, yy, xx)[ch % B];
           want_s[ch] += v;
           want_q[ch] += v * v;
         }
@@ -589,15 +612,17 @@ TEST_P(Pointwise, ChannelSums) {
 }
 
 TEST_P(Pointwise, AffineActForwardAndBackward) {
-  Rng rng(23 + GetParam());
+  const auto [channels, block] = GetParam();
+  Rng rng(23 + channels);
   for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic}) {
     SCOPED_TRACE(act_name(act));
-    PwFixture f(GetParam(), rng);
+    PwFixture f(channels, block, rng);
+    const int B = f.B;
     const std::vector<float> a = uniform(rng, f.c, 0.5f, 1.5f), b = uniform(rng, f.c, -0.5f, 0.5f);
     std::fill_n(f.z.buf.data(), f.z.buf.size(), 9.f);  // sentinel outside the region
     affine_act_forward(f.y.t, f.z.t, f.region, a.data(), b.data(), act);
     // in place (y and z alias) gives the same values
-    Blocked inplace(f.n, f.c, 16, f.box);
+    Blocked inplace(f.n, f.c, B, f.box);
     std::copy_n(f.y.buf.data(), f.y.buf.size(), inplace.buf.data());
     affine_act_forward(inplace.t, inplace.t, f.region, a.data(), b.data(), act);
     const std::vector<float> g0(f.g.buf.data(), f.g.buf.data() + f.g.buf.size());
@@ -607,9 +632,9 @@ TEST_P(Pointwise, AffineActForwardAndBackward) {
       for (int blk = 0; blk < f.y.t.cblocks(); ++blk)
         for (int yy = f.box.y0; yy < f.box.y1; ++yy)
           for (int xx = f.box.x0; xx < f.box.x1; ++xx)
-            for (int c16 = 0; c16 < 16; ++c16) {
-              const int ch = blk * 16 + c16;
-              const int64_t off = f.y.t.offset(s, blk, yy, xx) + c16;
+            for (int cc = 0; cc < B; ++cc) {
+              const int ch = blk * B + cc;
+              const int64_t off = f.y.t.offset(s, blk, yy, xx) + cc;
               const float zv = f.z.buf.data()[off], gv = f.g.buf.data()[off];
               if (!f.in_region(yy, xx)) {
                 bad_outside += zv != 9.f || gv != g0[size_t(off)];
@@ -632,8 +657,10 @@ TEST_P(Pointwise, AffineActForwardAndBackward) {
 }
 
 TEST_P(Pointwise, BatchNormBackward) {
-  Rng rng(37 + GetParam());
-  PwFixture f(GetParam(), rng);
+  const auto [channels, block] = GetParam();
+  Rng rng(37 + channels);
+  PwFixture f(channels, block, rng);
+  const int B = f.B;
   std::vector<double> mean(f.c), rstd(f.c);
   for (int ch = 0; ch < f.c; ++ch) {
     mean[ch] = std::uniform_real_distribution<double>(-0.5, 0.5)(rng);
@@ -644,7 +671,7 @@ TEST_P(Pointwise, BatchNormBackward) {
     for (int ch = 0; ch < f.c; ++ch)
       for (int yy = f.region.y0; yy < f.region.y1; ++yy)
         for (int xx = f.region.x0; xx < f.region.x1; ++xx) {
-          const double gv = f.g.t.at(s, ch / 16, yy, xx)[ch % 16], yv = f.y.t.at(s, ch / 16, yy, xx)[ch % 16];
+          const double gv = f.g.t.at(s, ch / B, yy, xx)[ch % B], yv = f.y.t.at(s, ch / B, yy, xx)[ch % B];
           want_g[ch] += gv;
           want_gx[ch] += gv * (yv - mean[ch]) * rstd[ch];
         }
@@ -663,9 +690,9 @@ TEST_P(Pointwise, BatchNormBackward) {
     for (int blk = 0; blk < f.g.t.cblocks(); ++blk)
       for (int yy = f.box.y0; yy < f.box.y1; ++yy)
         for (int xx = f.box.x0; xx < f.box.x1; ++xx)
-          for (int c16 = 0; c16 < 16; ++c16) {
-            const int ch = blk * 16 + c16;
-            const int64_t off = f.g.t.offset(s, blk, yy, xx) + c16;
+          for (int cc = 0; cc < B; ++cc) {
+            const int ch = blk * B + cc;
+            const int64_t off = f.g.t.offset(s, blk, yy, xx) + cc;
             const float gv = f.g.buf.data()[off];
             if (!f.in_region(yy, xx)) {
               bad_outside += gv != g0[size_t(off)];
@@ -682,7 +709,8 @@ TEST_P(Pointwise, BatchNormBackward) {
   EXPECT_EQ(bad_pad, 0) << "bn_backward_apply: padded channels are not zero";
 }
 
-INSTANTIATE_TEST_SUITE_P(Channels, Pointwise, ::testing::Values(1, 5, 16, 21, 35));
+INSTANTIATE_TEST_SUITE_P(Channels, Pointwise,
+                         ::testing::Combine(::testing::Values(1, 5, 16, 21, 35), ::testing::Values(8, 16)));
 
 TEST(Pointwise, Activate) {
   for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic})

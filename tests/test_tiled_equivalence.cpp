@@ -17,8 +17,10 @@
 // after a step must match to 1e-5 plus what the gradient differences already judged
 // explain through the SGD update.
 //
-// Environment: TILETRAIN_EQ_SEED (first configuration's seed; random by default),
-// TILETRAIN_EQ_COUNT (configurations, default 200), TILETRAIN_EQ_VERBOSE (print every
+// Runs on the default kernel path and on own kernels only (TiledEquivalenceRandom/auto,
+// /own). Environment: TILETRAIN_EQ_SEED (first configuration's seed, default 20261123,
+// the one CI runs; "random" draws one and prints it), TILETRAIN_EQ_COUNT (configurations
+// per kernel path, default 200), TILETRAIN_EQ_VERBOSE (print every
 // tensor's difference), TILETRAIN_EQ_KEEP_GOING (do not stop at the first failing
 // configuration), TILETRAIN_EQ_LOG_F64 (print every float64 judgement),
 // TILETRAIN_EQ_ALWAYS_F64 (judge every tensor against float64). Every failure prints the
@@ -60,10 +62,12 @@ struct EqConfig {
   int cut = -1;
   BnMode bn = BnMode::Sync;
   int steps = 2;
+  KernelPath kernels = KernelPath::Auto;
 
   std::string describe() const {
     std::ostringstream o;
-    o << "config seed " << seed << " (rerun: TILETRAIN_EQ_SEED=" << seed << " TILETRAIN_EQ_COUNT=1): grid " << rows
+    o << "config seed " << seed << " (rerun: TILETRAIN_EQ_SEED=" << seed << " TILETRAIN_EQ_COUNT=1), kernels "
+      << kernel_path_name(kernels) << ": grid " << rows
       << "x" << cols << ", groups " << groups << ", cut " << cut << ", bn " << (bn == BnMode::Sync ? "sync" : "frozen")
       << ", " << steps << " step(s), cfg:\n"
       << cfg;
@@ -571,6 +575,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   topt.bn = c.bn;
   topt.need_input_delta = true;
   topt.seed = c.seed;
+  topt.kernels = c.kernels;
   TrainOptions ropt = topt;
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
@@ -678,17 +683,23 @@ uint64_t env_u64(const char* name, uint64_t def) {
   return v && *v ? std::strtoull(v, nullptr, 10) : def;
 }
 
-TEST(TiledEquivalence, RandomConfigurations) {
-  const uint64_t seed0 = env_u64("TILETRAIN_EQ_SEED", std::random_device{}() % 1000000000ull);
+class TiledEquivalenceRandom : public ::testing::TestWithParam<KernelPath> {};
+
+TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
+  const char* seed_env = std::getenv("TILETRAIN_EQ_SEED");
+  const uint64_t seed0 = seed_env && std::string(seed_env) == "random" ? std::random_device{}() % 1000000000ull
+                                                                        : env_u64("TILETRAIN_EQ_SEED", 20261123);
   const int count = int(env_u64("TILETRAIN_EQ_COUNT", 200));
-  std::printf("TiledEquivalence seed %llu (TILETRAIN_EQ_SEED), %d configurations\n", (unsigned long long)seed0, count);
+  std::printf("TiledEquivalence seed %llu (TILETRAIN_EQ_SEED), %d configurations, kernels %s\n",
+              (unsigned long long)seed0, count, kernel_path_name(GetParam()));
   const auto t0 = std::chrono::steady_clock::now();
   const bool keep_going = std::getenv("TILETRAIN_EQ_KEEP_GOING") != nullptr;
   int ran = 0, skipped = 0, failed = 0, ill = 0, explained = 0, grids = 0, cuts = 0, softmax = 0, frozen = 0,
       batch3 = 0;
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
-    const EqConfig c = generate(seed);
+    EqConfig c = generate(seed);
+    c.kernels = GetParam();
     SCOPED_TRACE(c.describe());
     NetSpec net;
     if (!usable(c, net)) {
@@ -730,6 +741,9 @@ TEST(TiledEquivalence, RandomConfigurations) {
     EXPECT_GT(batch3, count / 5);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(, TiledEquivalenceRandom, ::testing::Values(KernelPath::Auto, KernelPath::Own),
+                         [](const auto& info) { return std::string(kernel_path_name(info.param)); });
 
 // A large odd map (97 x 131: primes, divisible by no grid or stride) on two random
 // stacks and grids.

@@ -14,7 +14,9 @@
 
 #include "data/idx.hpp"
 #include "data/synthetic.hpp"
+#include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
+#include "layers/own_conv.hpp"
 #include "model/params.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
@@ -55,7 +57,19 @@ TrainOptions train_options(const RunOptions& o) {
   t.seed = o.seed;
   t.tiles_per_rank = o.tiles_per_rank;
   t.low_memory = o.low_memory;
+  t.kernels = parse_kernel_path(o.kernels);
   return t;
+}
+
+// The warnings every subcommand prints once (root only): a CPU without a fast path, and
+// any convolution pass that would run a reference kernel.
+void print_kernel_warnings(const std::vector<KernelUse>& uses) {
+  for (const std::string& w : {slow_cpu_warning(), reference_kernel_warning(uses)})
+    if (!w.empty()) std::fprintf(stderr, "tiletrain: %s\n", w.c_str());
+}
+
+void print_kernel_warnings(const Trainer& t) {
+  if (t.root()) print_kernel_warnings(t.kernel_uses());
 }
 
 // Random initial weights from the seed, or a Darknet .weights file.
@@ -81,6 +95,9 @@ double median(std::vector<double> v) {
 
 int cmd_info(const RunOptions& o) {
   NetSpec net = load(o);
+  const DnnlContext ctx(parse_kernel_path(o.kernels));
+  const std::vector<KernelUse> kernels = planned_kernels(net, ctx);
+  print_kernel_warnings(kernels);
   std::printf("%s: input %s, batch %d (subdivisions %d), lr %g, momentum %g, decay %g\n", net.path.c_str(),
               shape_str(net.input()).c_str(), net.batch, net.subdivisions, net.learning_rate, net.momentum, net.decay);
   std::printf("%4s %-14s %-6s %-6s %-13s %-13s %11s %9s %10s\n", "#", "layer", "k/s", "act", "input", "output",
@@ -105,6 +122,15 @@ int cmd_info(const RunOptions& o) {
       "total: %lld parameters (%.1f MB), %.2f GFLOPs forward per batch (x3 for a training step), %.1f MB of "
       "layer outputs per batch\n",
       (long long)params, params * 4 / 1048576.0, flops / 1e9, mem);
+  std::printf("cpu: %s; kernels %s; maps in blocks of %d channels; own kernels run %s\n", cpu_isa_name().c_str(),
+              kernel_path_name(ctx.config.path), ctx.config.block, own_conv_target().c_str());
+  std::printf("%4s %-20s %-20s %-20s\n", "#", "forward", "backward-data", "backward-weights");
+  for (size_t i = 0; i < kernels.size();) {
+    const int layer = kernels[i].layer;
+    std::string col[3] = {"-", "-", "-"};
+    for (; i < kernels.size() && kernels[i].layer == layer; ++i) col[int(kernels[i].pass)] = kernels[i].impl;
+    std::printf("%4d %-20s %-20s %-20s\n", layer, col[0].c_str(), col[1].c_str(), col[2].c_str());
+  }
   return 0;
 }
 
@@ -114,6 +140,7 @@ int cmd_plan(const RunOptions& o) {
   const int cut = resolve_cut(net, t.cut);
   Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut));
   PlanStats st = plan_stats(net, p);
+  print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels)));
   const double redundant = st.flops_tiled / st.flops_untiled - 1;
   const double tile_max = *std::max_element(st.tile_bytes.begin(), st.tile_bytes.end());
   if (o.json) {
@@ -203,6 +230,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   Params params(net);
   init_params(params, net, o.seed);
   Trainer trainer(net, params, train_options(o), comm);
+  print_kernel_warnings(trainer);
   const bool root = trainer.root();
   std::vector<float> input, truth;  // read on the root process only
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
@@ -275,7 +303,14 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"peak_rss_mb_host", host_max},
                      {"maps_mb_max", mx(all_maps)},
                      {"deltas_mb_max", mx(all_deltas)},
-                     {"filters_mb", mem.filters_mb}};
+                     {"filters_mb", mem.filters_mb},
+                     {"isa", cpu_isa_name()},
+                     {"kernel_path", kernel_path_name(trainer.kernel_config().path)},
+                     {"channel_block", trainer.kernel_config().block}};
+    nlohmann::json ks = nlohmann::json::array();
+    for (const KernelUse& u : trainer.kernel_uses())
+      ks.push_back({{"layer", u.layer}, {"pass", conv_pass_name(u.pass)}, {"kernel", u.impl}});
+    j["kernels"] = ks;
     std::cout << j.dump() << std::endl;
   }
   return 0;
@@ -286,6 +321,7 @@ int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& wei
   NetSpec net = load(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
+  print_kernel_warnings(trainer);
   std::vector<float> input, truth;
   for (int i = 0; i < steps; ++i) {
     if (trainer.root()) synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
@@ -331,6 +367,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   // The reference runs untiled in the root process; the tiled run uses every process.
   LocalComm local;
   Trainer tiled(net, p_tiled, topt, comm);
+  print_kernel_warnings(tiled);
   std::unique_ptr<Trainer> ref_holder;
   if (tiled.root()) ref_holder = std::make_unique<Trainer>(net, p_ref, ropt, local);
   const int n = net.micro_batch();
@@ -422,6 +459,7 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
   NetSpec net = load(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
+  print_kernel_warnings(trainer);
   const bool root = trainer.root();
   const std::string dir = d.data == "fashion-mnist" ? kFashionMnistDir : d.data;
   // Only the root reads the data; it scatters each batch to the tiles.

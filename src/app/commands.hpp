@@ -21,6 +21,7 @@ struct RunOptions {
   bool json = false;
   int tiles_per_rank = 1;
   bool low_memory = false;
+  std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
 };
 
 int cmd_info(const RunOptions& o);

@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
     c->add_option("--threads", o.threads, "threads per process")->check(CLI::PositiveNumber);
     c->add_option("--batch", o.batch, "batch size (default: the cfg's)")->check(CLI::PositiveNumber);
     c->add_option("--size", o.size, "input size HxW (default: the cfg's)");
+    c->add_option("--kernels", o.kernels,
+                  "convolution kernels: auto (oneDNN's JIT where it has one, own elsewhere), onednn, own")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "onednn", "own"}));
     if (!tiling) return;
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
     c->add_option("--groups", o.groups, "layer groups: none, all, or start layers e.g. 0,4,8")->capture_default_str();

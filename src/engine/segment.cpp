@@ -1,9 +1,9 @@
 #include "engine/segment.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "layers/conv1x1.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
@@ -13,15 +13,12 @@ namespace tt {
 
 namespace {
 constexpr double kBnEps = 1e-5;
-int padded(int c) { return (c + 15) / 16 * 16; }
 }  // namespace
 
 struct Segment::LayerState {
   const LayerSpec* spec = nullptr;
-  int in_cb = 16, out_cb = 16;
-  bool pointwise = false;  // conv followed by batch-norm and/or a non-linear activation
-  bool own_1x1 = false;    // forward by conv1x1_forward (grid-independent rounding)
-  Buffer packed_1x1;
+  int in_cb = 0, out_cb = 0;  // layouts of the layer's input and output maps
+  bool pointwise = false;      // conv followed by batch-norm and/or a non-linear activation
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   std::vector<Chunk> chunks;  // sharded: see plan_chunks
@@ -38,11 +35,9 @@ struct Segment::TileState {
   // z's transient buffer in forward, and lives in the free delta buffer in backward).
   std::vector<char> recompute;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
-  Buffer buf[2];  // delta ping-pong; one doubles as forward scratch
-  int at = 0;     // buf[at] holds the current delta
-  float* p() const { return buf[at].data(); }
-  float* q() const { return buf[1 - at].data(); }
-  void flip() { at = 1 - at; }
+  Buffer buf[2];                 // the two delta buffers; they double as forward scratch
+  std::vector<BackwardStep> bwd;  // per layer: which buffer holds what (plan_backward)
+  float* data(int b) const { return buf[b].data(); }
   TensorView cur;  // current delta during backward
 };
 
@@ -74,19 +69,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const LayerSpec& s = net.layers[l];
     st->spec = &s;
     st->in_cb = cb;
-    st->out_cb = s.type == LayerType::Conv ? 16 : cb;
+    st->out_cb = s.type == LayerType::Conv ? ctx.config.block : cb;
     cb = st->out_cb;
     if (s.type == LayerType::Conv) {
       st->pointwise = s.batch_normalize || s.act != Act::Linear;
-      st->own_1x1 = s.win.size == 1 && s.win.stride == 1 && s.win.pad == 0 && st->in_cb == 16;
-      const size_t packed = size_t(conv1x1_packed_size(s.out.c, s.in.c));
-      if (st->own_1x1 && shards_ && packed > packed_stage_.size()) packed_stage_ = Buffer(packed);
-      if (st->own_1x1 && !shards_) st->packed_1x1 = Buffer(packed);
       st->weights = std::make_unique<WeightCache>(
           ctx,
           memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
           shards_ != nullptr);
-      const int C = padded(s.out.c);
+      const int C = (s.out.c + st->out_cb - 1) / st->out_cb * st->out_cb;  // padded channels
       st->a.assign(C, 1.f);
       st->b.assign(C, 0.f);
       st->k1.assign(C, 0.f);
@@ -109,7 +100,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const LayerSpec& s = *L.spec;
     std::vector<std::pair<ConvGeom, int>> want;
     auto request = [&](const Box& out, int kind) {
-      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.in_cb, !s.batch_normalize);
+      ConvGeom g =
+          conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& w : want)
         if (w.first == g) {
           w.second |= kind;
@@ -119,7 +111,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     };
     for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
-      if (!L.own_1x1) request(x.fwd, ConvKernel::kFwd);
+      request(x.fwd, ConvKernel::kFwd);
       request(weights_on_delta_box(t, l) ? x.delta : x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
@@ -147,7 +139,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
     };
     auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out) -> ConvKernel* {
-      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.in_cb, !s.batch_normalize);
+      ConvGeom g =
+          conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& k : L.kernels)
         if (k->geom() == g) return k.get();
       return nullptr;
@@ -175,16 +168,17 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         const bool z_transient = L.pointwise && !into_next_input && !next_reads_in_place;
         // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
         ts->recompute[i] = recompute_ && z_transient;
-        ts->y[i] = ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, 16, x.fwd} : make(s.out.c, 16, x.fwd);
+        ts->y[i] = ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd}
+                                    : make(s.out.c, L.out_cb, x.fwd);
         if (!L.pointwise)
           ts->z[i] = ts->y[i];
         else if (into_next_input)
           ts->z[i] = ts->in[i + 1];
         else if (next_reads_in_place)
-          ts->z[i] = make(s.out.c, 16, x.fwd);
+          ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
         else
-          ts->z[i] = TensorView{nullptr, batch, s.out.c, 16, x.fwd};  // transient: placed in a delta buffer below
-        if (!L.own_1x1) ts->fwd[i] = find_kernel(L, s, x.fwd);
+          ts->z[i] = TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};  // transient: in a delta buffer below
+        ts->fwd[i] = find_kernel(L, s, x.fwd);
         const bool masked = weights_on_delta_box(t, l);
         ts->bwd_weights[i] = find_kernel(L, s, masked ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
@@ -207,7 +201,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     size_t need[2] = {0, 0};
-    simulate_backward(t, need);
+    plan_backward(t, need);
     // Transient forward outputs live in the larger delta buffer, or in the other one
     // when the layer's input is itself transient there (never overwrite what is read).
     const int big = need[1] > need[0] ? 1 : 0;
@@ -236,6 +230,17 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
 
 Segment::~Segment() = default;
 
+std::vector<KernelUse> Segment::kernel_uses() const {
+  std::vector<KernelUse> uses;
+  for (const auto& L : layers_)
+    for (const auto& k : L->kernels)
+      for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
+        KernelUse u{L->spec->index, p, k->impl_name(p)};
+        if (!u.impl.empty() && std::find(uses.begin(), uses.end(), u) == uses.end()) uses.push_back(u);
+      }
+  return uses;
+}
+
 Segment::MemoryUse Segment::memory_use() const {
   MemoryUse m;
   m.deltas = crop_src_.size() * 4;
@@ -247,9 +252,8 @@ Segment::MemoryUse Segment::memory_use() const {
   }
   for (const auto& L : layers_) {
     if (L->weights) m.weight_copies += L->weights->bytes();
-    m.weight_copies += L->packed_1x1.size() * 4;
   }
-  m.weight_copies += (packed_stage_.size() + layer_buf_.size() + grad_part_.size()) * 4;
+  m.weight_copies += (layer_buf_.size() + grad_part_.size()) * 4;
   return m;
 }
 
@@ -309,9 +313,7 @@ void Segment::refresh_weights() {
   if (shards_) return;  // fetched before each use
   for (auto& L : layers_) {
     if (!L->weights) continue;
-    const float* w = params_.values.data() + params_.slices[L->spec->index].weights;
-    L->weights->refresh(w);
-    if (L->own_1x1) pack_conv1x1_weights(w, L->spec->out.c, L->spec->in.c, L->packed_1x1.data());
+    L->weights->refresh(params_.values.data() + params_.slices[L->spec->index].weights);
   }
 }
 
@@ -385,11 +387,7 @@ void Segment::conv_forward(int t, int l) {
   TileState& ts = *tiles_[t];
   const int i = l - plan_.first;
   const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
-  if (L.own_1x1)
-    conv1x1_forward(ts.in[i].data, packed_1x1(L), bias, ts.y[i].data, batch_, s.in.c, s.out.c,
-                    plan_.at(t, l).fwd.area());
-  else
-    ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
+  ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
 }
 
 // Batch-norm sums of every process's tiles: a small all-reduce, timed as halo waiting.
@@ -450,8 +448,8 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   const LayerState& Llast = *layers_[last - plan_.first];
   for (int t : local_) {
     TileState& ts = *tiles_[t];
-    ts.at = 0;  // the buffer sizes were planned from this start (simulate_backward)
-    ts.cur = TensorView{ts.p(), batch_, Llast.spec->out.c, Llast.out_cb, plan_.at(t, last).delta};
+    ts.cur = TensorView{ts.data(ts.bwd[last - plan_.first].out), batch_, Llast.spec->out.c, Llast.out_cb,
+                        plan_.at(t, last).delta};
   }
   scatter(
       delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
@@ -463,17 +461,13 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       const double h0 = now_s();
       const LayerSpec& prev = net_.layers[l - 1];
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
-      for (int t : local_) tiles_[t]->flip();  // q now holds each tile's owned delta
+      auto halo_of = [&](int t) {
+        const TileState& ts = *tiles_[t];
+        return TensorView{ts.data(ts.bwd[l - plan_.first].halo), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+      };
       exchange(
-          plan_.bwd_halo[l - plan_.first],
-          [&](int t) {
-            return TensorView{tiles_[t]->q(), batch_, prev.out.c, cbk, tiles_[t]->cur.box};
-          },
-          [&](int t) {
-            return TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
-          });
-      for (int t : local_)
-        tiles_[t]->cur = TensorView{tiles_[t]->p(), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+          plan_.bwd_halo[l - plan_.first], [&](int t) { return tiles_[t]->cur; }, halo_of);
+      for (int t : local_) tiles_[t]->cur = halo_of(t);
       halo += now_s() - h0;
     }
   }
@@ -490,35 +484,42 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   bn_wait_ = weights_wait_ = 0;
 }
 
-// Walks backward's buffer flips for tile t (mirrors backward/backward_layer) and
-// records the floats each of the two delta buffers must hold.
-void Segment::simulate_backward(int t, size_t need[2]) const {
-  int at = 0;
-  auto size_of = [&](int l, bool input, const Box& b) {
+// The memory plan of tile t's backward pass, computed once: for every layer, which of
+// the two delta buffers holds its output delta, its recomputed convolution output, its
+// input delta and the delta exchanged at a group start; and how large each buffer must
+// be. backward() reads it and decides nothing about buffers itself.
+void Segment::plan_backward(int t, size_t need[2]) {
+  TileState& ts = *tiles_[t];
+  ts.bwd.assign(size_t(plan_.last - plan_.first), BackwardStep{});
+  auto floats = [&](int l, bool input, const Box& b) {
     const LayerState& L = *layers_[l - plan_.first];
     const LayerSpec& s = *L.spec;
     return size_t(input ? tensor_floats(batch_, s.in.c, L.in_cb, b) : tensor_floats(batch_, s.out.c, L.out_cb, b));
   };
-  need[at] = std::max(need[at], size_of(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));
-  const TileState& ts = *tiles_[t];
-  auto recomputed_y = [&](int l) {  // floats of layer l's recomputed y (0: kept from forward)
-    return ts.recompute[size_t(l - plan_.first)] ? size_of(l, false, plan_.at(t, l).fwd) : size_t(0);
+  auto use = [&](int b, size_t n) {
+    need[b] = std::max(need[b], n);
+    return b;
   };
+  auto recomputed_y = [&](int l, int b) {  // layer l's y, if backward recomputes it, goes to buffer b
+    if (ts.recompute[size_t(l - plan_.first)]) ts.bwd[size_t(l - plan_.first)].y = use(b, floats(l, false, plan_.at(t, l).fwd));
+  };
+  int at = use(0, floats(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));  // the delta now
   for (int l = plan_.last - 1; l >= plan_.first; --l) {
+    BackwardStep& st = ts.bwd[size_t(l - plan_.first)];
     const TileLayer& x = plan_.at(t, l);
-    if (!pointwise_before_exchange(l)) need[1 - at] = std::max(need[1 - at], recomputed_y(l));
+    const LayerSpec& s = net_.layers[l];
+    st.out = at;
+    if (!pointwise_before_exchange(l)) recomputed_y(l, 1 - at);
     if (l == plan_.first && !need_input_delta_) break;
-    const Box reach = window_in(x.delta, layers_[l - plan_.first]->spec->win, net_.layers[l].in.h, net_.layers[l].in.w);
-    need[1 - at] = std::max(need[1 - at], size_of(l, true, reach));
-    if (keep_reach(t, l))
-      at = 1 - at;
+    st.in = use(1 - at, floats(l, true, window_in(x.delta, s.win, s.in.h, s.in.w)));
+    st.keep_reach = keep_reach(t, l);
+    if (st.keep_reach)
+      at = st.in;
     else
-      need[at] = std::max(need[at], size_of(l, true, x.delta_in));
-    if (l > plan_.first && pointwise_before_exchange(l - 1)) need[1 - at] = std::max(need[1 - at], recomputed_y(l - 1));
-    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
-      at = 1 - at;
-      need[at] = std::max(need[at], size_of(l - 1, false, plan_.at(t, l - 1).delta));
-    }
+      use(at, floats(l, true, x.delta_in));
+    if (l > plan_.first && pointwise_before_exchange(l - 1)) recomputed_y(l - 1, 1 - at);
+    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l))
+      at = st.halo = use(1 - at, floats(l - 1, false, plan_.at(t, l - 1).delta));
   }
 }
 
@@ -566,7 +567,8 @@ void Segment::backward_layer(int l) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
-    const TensorView din{ts.q(), batch_, s.in.c, L.in_cb, window_in(x.delta, s.win, s.in.h, s.in.w)};
+    const TensorView din{ts.data(ts.bwd[size_t(i)].in), batch_, s.in.c, L.in_cb,
+                         window_in(x.delta, s.win, s.in.h, s.in.w)};
     if (conv) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
     } else {
@@ -608,12 +610,12 @@ void Segment::backward_layer(int l) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-    const TensorView din{ts.q(), batch_, s.in.c, L.in_cb, reach};
-    if (keep_reach(t, l)) {
-      ts.flip();
+    const BackwardStep& st = ts.bwd[size_t(i)];
+    const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, reach};
+    if (st.keep_reach) {
       ts.cur = din;
     } else {
-      TensorView dst{ts.p(), batch_, s.in.c, L.in_cb, x.delta_in};
+      TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};
       zero(dst);
       copy_region(din, dst, intersect(reach, x.delta_in));
       ts.cur = dst;
@@ -623,7 +625,7 @@ void Segment::backward_layer(int l) {
 }
 
 // Sharded: splits each layer's weights into chunks of whole output channels (multiples of
-// 16, about kChunkFloats each), which are gathered and formatted one at a time, so the
+// the channel block, about kChunkFloats each), which are gathered and formatted one at a time, so the
 // plain weights of a whole layer are never held at once. Its gradient goes the same way
 // when this process runs one tile; with several, their gradients add up in a whole plain
 // layer first.
@@ -638,9 +640,10 @@ void Segment::plan_chunks() {
     const ShardPlan::Layer& sh = shards_->layers[l];
     const int oc = L.spec->out.c;
     const int64_t row = sh.n / oc;
-    // oneDNN takes a part of a blocked layout only in whole blocks of 16 channels: a
-    // layer whose channels end in a partial block is gathered whole.
-    const int step = oc % 16 ? oc : int(std::clamp<int64_t>(kChunkFloats / row / 16 * 16, 16, oc));
+    // oneDNN takes a part of a blocked layout only in whole channel blocks: a layer
+    // whose channels end in a partial block is gathered whole.
+    const int cb = ctx_.config.block;
+    const int step = oc % cb ? oc : int(std::clamp<int64_t>(kChunkFloats / row / cb * cb, cb, oc));
     for (int o0 = 0; o0 < oc; o0 += step) {
       Chunk c;
       c.o0 = o0;
@@ -678,8 +681,6 @@ void Segment::fetch_weights(int l, int uses) {
     comm_.all_gather_v(w, c.counts, c.displs);
     weights_wait_ += now_s() - w0;
     L.weights->refresh_rows(w, c.o0, c.rows, uses);
-    if (L.own_1x1 && (uses & WeightCache::kForward))
-      pack_conv1x1_rows(w, c.o0, c.rows, L.spec->out.c, L.spec->in.c, packed_stage_.data());
   }
 }
 
@@ -698,10 +699,6 @@ void Segment::reduce_weight_grad(int l) {
     float* mine = grad_ + sh.offset + c.begin + c.displs[me];
     for (int k = 0; k < c.counts[me]; ++k) mine[k] += g[c.displs[me] + k];
   }
-}
-
-const float* Segment::packed_1x1(const LayerState& L) const {
-  return shards_ ? packed_stage_.data() : L.packed_1x1.data();
 }
 
 // A convolution that ends a group before the segment's last layer computed only its
@@ -724,7 +721,7 @@ void Segment::pointwise_backward(int l, bool owned_only) {
     for (int t : local_) {
       TileState& ts = *tiles_[t];
       if (!ts.recompute[size_t(i)]) continue;
-      ts.y[i].data = ts.q();  // free until backward-data (see simulate_backward)
+      ts.y[i].data = ts.data(ts.bwd[size_t(i)].y);  // free until backward-data (plan_backward)
       conv_forward(t, l);
     }
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/kernel_table.hpp"
 #include "engine/shards.hpp"
 #include "layers/conv.hpp"
 #include "layers/tensor.hpp"
@@ -27,7 +28,7 @@ constexpr int kRoot = 0;  // the process that holds whole maps, the untiled laye
 
 class Segment {
  public:
-  // `in_cb`: layout of the segment's input map (1 = plain NCHW, 16 = nChw16c).
+  // `in_cb`: layout of the segment's input map (1 = plain NCHW, or ctx.config.block).
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
   // `shards`: the convolution weights are sharded (see shards.hpp); null: replicated.
   // `recompute`: convolutions whose activated output is not kept (e.g. before a max-pool)
@@ -49,6 +50,9 @@ class Segment {
   void refresh_weights();
 
   int out_cb() const { return out_cb_; }
+  // The kernel every convolution pass of this process runs (one entry per layer, pass
+  // and kernel; tiles of different shapes may run different kernels).
+  std::vector<KernelUse> kernel_uses() const;
   SegmentTimes times;
   struct MemoryUse {
     size_t maps = 0, deltas = 0;  // bytes: feature maps (+ max-pool winners), delta maps (+ crops)
@@ -61,6 +65,13 @@ class Segment {
     int o0 = 0, rows = 0;
     int64_t begin = 0;                // its first weight, relative to the layer's
     std::vector<int> counts, displs;  // each process's part of it, relative to begin
+  };
+  struct BackwardStep {  // one layer of one tile in backward: the delta buffer (0 or 1) that holds
+    int out = 0;         // dL/d(output) on its delta box, when the layer's backward starts
+    int y = -1;          // the recomputed convolution output (-1: kept from forward)
+    int in = 1;          // dL/d(input) as backward-data writes it, on window_in(delta box)
+    bool keep_reach = false;  // used on that box as it is; else copied into `out` on delta_in
+    int halo = -1;       // at a group start: dL/d(output of the layer before), exchanged
   };
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
@@ -75,7 +86,7 @@ class Segment {
   bool bwd_exchange_local(int l) const;
   bool weights_on_delta_box(int t, int l) const;
   bool keep_reach(int t, int l) const;
-  void simulate_backward(int t, size_t need[2]) const;
+  void plan_backward(int t, size_t need[2]);
   void forward_layer(int l, bool training);
   void backward_layer(int l);
   void bn_forward(int l, bool training);
@@ -87,7 +98,6 @@ class Segment {
   void fetch_weights(int l, int uses);
   void conv_forward(int t, int l);
   void reduce_weight_grad(int l);
-  const float* packed_1x1(const LayerState& L) const;
 
   DnnlContext& ctx_;
   const NetSpec& net_;
@@ -107,8 +117,8 @@ class Segment {
   const ShardPlan* shards_;
   bool recompute_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
-  // gradient; this process's part of the summed gradient; the 1x1 kernel's packed weights.
-  Buffer layer_buf_, grad_part_, packed_stage_;
+  // gradient; this process's part of the summed gradient.
+  Buffer layer_buf_, grad_part_;
 };
 
 }  // namespace tt

@@ -26,7 +26,7 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
 }
 
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
-    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()) {
+    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels) {
   const LayerType lt = net.layers.back().type;
   if (lt != LayerType::Cost && lt != LayerType::Softmax)
     fail(net.path, ": the net has no loss: end it with [cost] or [softmax]");
@@ -117,6 +117,13 @@ Trainer::Memory Trainer::memory() const {
 }
 
 Trainer::~Trainer() = default;
+
+std::vector<KernelUse> Trainer::kernel_uses() const {
+  std::vector<KernelUse> uses = tiled_->kernel_uses();
+  if (untiled_)
+    for (KernelUse& u : untiled_->kernel_uses()) uses.push_back(std::move(u));
+  return uses;
+}
 
 void Trainer::set_momentum(std::span<const float> v) {
   if (v.size() != momentum_.size()) fail("internal: momentum of ", v.size(), " values for ", momentum_.size());

@@ -27,6 +27,7 @@ struct TrainOptions {
   // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
   // in backward the convolution outputs forward does not otherwise keep.
   bool low_memory = false;
+  KernelPath kernels = KernelPath::Auto;  // see layers/backend.hpp
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.
@@ -74,6 +75,8 @@ class Trainer {
   bool root() const { return comm_.rank() == kRoot; }
   void reset_times();
   int cut() const { return cut_; }
+  const KernelConfig& kernel_config() const { return ctx_.config; }
+  std::vector<KernelUse> kernel_uses() const;  // this process's convolution kernels
 
  private:
   void forward(const float* input, bool training);

@@ -63,6 +63,7 @@ inline Box touching_out(const Box& i, const Window& w, int oh, int ow) {
 // box: only where the unclamped window leaves the map.
 struct Pad {
   int t = 0, b = 0, l = 0, r = 0;
+  bool operator==(const Pad&) const = default;
 };
 inline Pad border_pad(const Box& o, const Window& w, int ih, int iw) {
   Box u = window_in_unclamped(o, w);

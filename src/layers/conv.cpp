@@ -1,9 +1,6 @@
 #include "layers/conv.hpp"
 
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-
+#include "layers/own_conv.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -11,7 +8,8 @@ namespace tt {
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int in_cb, bool bias) {
+ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
+                   bool bias) {
   Box in = window_in(out, w, ih, iw);
   ConvGeom g;
   g.n = n;
@@ -24,96 +22,284 @@ ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int i
   g.oh = out.h();
   g.ow = out.w();
   g.pad = border_pad(out, w, ih, iw);
+  g.cb = cb;
   g.in_cb = in_cb;
   g.bias = bias;
   return g;
 }
 
+const char* conv_pass_name(ConvPass p) {
+  switch (p) {
+    case ConvPass::BackwardData:
+      return "backward-data";
+    case ConvPass::BackwardWeights:
+      return "backward-weights";
+    case ConvPass::Forward:
+      break;
+  }
+  return "forward";
+}
+
+namespace {
+
+tag blocked_tag(int cb) {
+  switch (cb) {
+    case 1:
+      return tag::nchw;
+    case 8:
+      return tag::nChw8c;
+    case 16:
+      return tag::nChw16c;
+  }
+  fail("internal: no map layout with a channel block of ", cb, " (8 or 16)");
+}
+
+// oneDNN's descriptors of a geometry: maps in the engine's layouts, weights as the
+// primitive likes them.
+struct DnnlDescs {
+  memory::desc src, dst, w_any, b;
+  memory::dims strides, pl, pr;
+  explicit DnnlDescs(const ConvGeom& g)
+      : src({g.n, g.ic, g.ih, g.iw}, dt::f32, blocked_tag(g.in_cb)),
+        dst({g.n, g.oc, g.oh, g.ow}, dt::f32, blocked_tag(g.cb)),
+        w_any({g.oc, g.ic, g.k, g.k}, dt::f32, tag::any),
+        b(g.bias ? memory::desc({g.oc}, dt::f32, tag::x) : memory::desc()),
+        strides{g.s, g.s},
+        pl{g.pad.t, g.pad.l},
+        pr{g.pad.b, g.pad.r} {}
+  dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& eng) const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                            src, w_any, b, dst, strides, pl, pr),
+            attr, eng};
+  }
+  dnnl::convolution_backward_data::primitive_desc backward_data(
+      const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return {dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl, pr),
+            attr, eng, hint};
+  }
+  dnnl::convolution_backward_weights::primitive_desc backward_weights(
+      const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return {dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w_any, b, dst, strides,
+                                                     pl, pr),
+            attr, eng, hint};
+  }
+};
+
+class DnnlConv final : public ConvImpl {
+ public:
+  DnnlConv(DnnlContext& ctx, const ConvGeom& g, ConvPass pass) : ctx_(ctx), pass_(pass) {
+    const DnnlDescs d(g);
+    auto fwd_pd = d.forward(ctx.eng);
+    auto mem = [&](const memory::desc& m) { return memory(m, ctx.eng, DNNL_MEMORY_NONE); };
+    switch (pass) {
+      case ConvPass::Forward:
+        name_ = fwd_pd.impl_info_str();
+        prim_ = dnnl::convolution_forward(fwd_pd);
+        weights_ = fwd_pd.weights_desc();
+        args_ = {{DNNL_ARG_SRC, mem(d.src)},
+                 {DNNL_ARG_WEIGHTS, mem(weights_)},
+                 {DNNL_ARG_DST, mem(d.dst)},
+                 {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(fwd_pd.scratchpad_desc())}};
+        if (g.bias) args_[DNNL_ARG_BIAS] = mem(d.b);
+        break;
+      case ConvPass::BackwardData: {
+        auto pd = d.backward_data(ctx.eng, fwd_pd);
+        name_ = pd.impl_info_str();
+        prim_ = dnnl::convolution_backward_data(pd);
+        weights_ = pd.weights_desc();
+        args_ = {{DNNL_ARG_DIFF_DST, mem(d.dst)},
+                 {DNNL_ARG_WEIGHTS, mem(weights_)},
+                 {DNNL_ARG_DIFF_SRC, mem(d.src)},
+                 {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
+        break;
+      }
+      case ConvPass::BackwardWeights: {
+        auto pd = d.backward_weights(ctx.eng, fwd_pd);
+        name_ = pd.impl_info_str();
+        prim_ = dnnl::convolution_backward_weights(pd);
+        weights_ = pd.diff_weights_desc();
+        args_ = {{DNNL_ARG_SRC, mem(d.src)},
+                 {DNNL_ARG_DIFF_DST, mem(d.dst)},
+                 {DNNL_ARG_DIFF_WEIGHTS, mem(weights_)},
+                 {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
+        if (g.bias) args_[DNNL_ARG_DIFF_BIAS] = mem(d.b);
+        break;
+      }
+    }
+  }
+  void run(const ConvIo& io) override {
+    auto set = [&](int arg, const float* p) { args_.at(arg).set_data_handle(const_cast<float*>(p)); };
+    switch (pass_) {
+      case ConvPass::Forward:
+        set(DNNL_ARG_SRC, io.src);
+        set(DNNL_ARG_WEIGHTS, io.weights);
+        set(DNNL_ARG_DST, io.dst);
+        if (args_.count(DNNL_ARG_BIAS)) set(DNNL_ARG_BIAS, io.bias);
+        break;
+      case ConvPass::BackwardData:
+        set(DNNL_ARG_DIFF_DST, io.diff_dst);
+        set(DNNL_ARG_WEIGHTS, io.weights);
+        set(DNNL_ARG_DIFF_SRC, io.diff_src);
+        break;
+      case ConvPass::BackwardWeights:
+        set(DNNL_ARG_SRC, io.src);
+        set(DNNL_ARG_DIFF_DST, io.diff_dst);
+        set(DNNL_ARG_DIFF_WEIGHTS, io.diff_weights);
+        if (args_.count(DNNL_ARG_DIFF_BIAS)) set(DNNL_ARG_DIFF_BIAS, io.diff_bias);
+        break;
+    }
+    ctx_.execute(prim_, args_);
+  }
+  const memory::desc& weights_desc() const override { return weights_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  DnnlContext& ctx_;
+  ConvPass pass_;
+  dnnl::primitive prim_;
+  memory::desc weights_;
+  Args args_;  // built once: executing with a fresh argument map would allocate
+  std::string name_;
+};
+
+OwnConvShape own_shape(const ConvGeom& g) {
+  OwnConvShape s;
+  s.n = g.n;
+  s.ic = g.ic;
+  s.oc = g.oc;
+  s.k = g.k;
+  s.s = g.s;
+  s.ih = g.ih;
+  s.iw = g.iw;
+  s.oh = g.oh;
+  s.ow = g.ow;
+  s.pt = g.pad.t;
+  s.pl = g.pad.l;
+  s.ib = g.in_cb;
+  s.b = g.cb;
+  return s;
+}
+
+class OwnConv final : public ConvImpl {
+ public:
+  OwnConv(const ConvGeom& g, ConvPass pass)
+      : shape_(own_shape(g)),
+        pass_(pass),
+        weights_({g.oc, g.ic, g.k, g.k}, dt::f32, own_weights_tag(g.cb, g.in_cb, own_pass(pass))),
+        name_("own:" + own_conv_target()) {}
+  void run(const ConvIo& io) override {
+    switch (pass_) {
+      case ConvPass::Forward:
+        return own_conv_forward(shape_, io.src, io.weights, io.bias, io.dst);
+      case ConvPass::BackwardData:
+        return own_conv_backward_data(shape_, io.diff_dst, io.weights, io.diff_src);
+      case ConvPass::BackwardWeights:
+        return own_conv_backward_weights(shape_, io.src, io.diff_dst, io.diff_weights, io.diff_bias);
+    }
+  }
+  const memory::desc& weights_desc() const override { return weights_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  static OwnPass own_pass(ConvPass p) {
+    return p == ConvPass::Forward ? OwnPass::Forward
+                                  : p == ConvPass::BackwardData ? OwnPass::BackwardData : OwnPass::BackwardWeights;
+  }
+  OwnConvShape shape_;
+  ConvPass pass_;
+  memory::desc weights_;
+  std::string name_;
+};
+
+// oneDNN's 1x1 kernels pick their reduction blocking from the map size, so a tile and
+// the whole map would round differently, and a max-pool near-tie would then send the
+// gradient to another cell: forward values must come from a kernel with a fixed order.
+bool needs_fixed_order(const ConvGeom& g, ConvPass pass) { return pass == ConvPass::Forward && g.k == 1 && g.s == 1; }
+
+}  // namespace
+
+ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+  const std::string own = "own:" + own_conv_target();
+  if (ctx.config.path == KernelPath::Own || needs_fixed_order(g, pass)) return {true, own};
+  const DnnlDescs d(g);
+  const auto fwd = d.forward(ctx.eng);
+  std::string impl = fwd.impl_info_str();
+  if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
+  if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
+  if (ctx.config.path == KernelPath::Auto && is_reference_impl(impl)) return {true, own};
+  return {false, impl};
+}
+
+std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+  if (choose_conv(ctx, g, pass).own) return std::make_unique<OwnConv>(g, pass);
+  return std::make_unique<DnnlConv>(ctx, g, pass);
+}
+
 ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds)
     : ctx_(ctx), weights_(weights), g_(g) {
-  const memory::dims strides{g.s, g.s}, pl{g.pad.t, g.pad.l}, pr{g.pad.b, g.pad.r};
-  const memory::desc src({g.n, g.ic, g.ih, g.iw}, dt::f32, g.in_cb == 16 ? tag::nChw16c : tag::nchw);
-  const memory::desc dst({g.n, g.oc, g.oh, g.ow}, dt::f32, tag::nChw16c);
-  const memory::desc w_any({g.oc, g.ic, g.k, g.k}, dt::f32, tag::any);
-  const memory::desc w_plain({g.oc, g.ic, g.k, g.k}, dt::f32, tag::oihw);
-  const memory::desc b = g.bias ? memory::desc({g.oc}, dt::f32, tag::x) : memory::desc();
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto algo = dnnl::algorithm::convolution_direct;
-
-  dnnl::convolution_forward::primitive_desc fwd_pd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src, w_any, b, dst, strides, pl, pr),
-      attr, ctx.eng);
-  if (std::getenv("TILETRAIN_VERBOSE_KERNELS"))
-    std::fprintf(stderr, "conv %dx%d k%d s%d %dx%d: %s\n", g.ic, g.oc, g.k, g.s, g.oh, g.ow, fwd_pd.impl_info_str());
-  auto mem = [&](const memory::desc& d) { return memory(d, ctx.eng, DNNL_MEMORY_NONE); };
-
   if (kinds & kFwd) {
-    fwd_ = dnnl::convolution_forward(fwd_pd);
-    fwd_slot_ = weights.slot(fwd_pd.weights_desc(), WeightCache::kForward);
-    fwd_args_ = {{DNNL_ARG_SRC, mem(src)},
-                 {DNNL_ARG_WEIGHTS, mem(fwd_pd.weights_desc())},
-                 {DNNL_ARG_DST, mem(dst)},
-                 {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(fwd_pd.scratchpad_desc())}};
-    if (g.bias) fwd_args_[DNNL_ARG_BIAS] = mem(b);
+    fwd_ = make_conv_impl(ctx, g, ConvPass::Forward);
+    fwd_slot_ = weights.slot(fwd_->weights_desc(), WeightCache::kForward);
   }
   if (kinds & kBwdData) {
-    dnnl::convolution_backward_data::primitive_desc pd(
-        dnnl::convolution_backward_data::desc(algo, src, w_any, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
-    bwd_data_ = dnnl::convolution_backward_data(pd);
-    bwd_data_slot_ = weights.slot(pd.weights_desc(), WeightCache::kBackwardData);
-    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, mem(dst)},
-                      {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
-                      {DNNL_ARG_DIFF_SRC, mem(src)},
-                      {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
+    bwd_data_ = make_conv_impl(ctx, g, ConvPass::BackwardData);
+    bwd_data_slot_ = weights.slot(bwd_data_->weights_desc(), WeightCache::kBackwardData);
   }
   if (kinds & kBwdWeights) {
-    dnnl::convolution_backward_weights::primitive_desc pd(
-        dnnl::convolution_backward_weights::desc(algo, src, w_any, b, dst, strides, pl, pr), attr, ctx.eng, fwd_pd);
-    bwd_weights_ = dnnl::convolution_backward_weights(pd);
-    diff_w_mem_ = ctx.grad_scratch(pd.diff_weights_desc());
-    bwd_weights_args_ = {{DNNL_ARG_SRC, mem(src)},
-                         {DNNL_ARG_DIFF_DST, mem(dst)},
-                         {DNNL_ARG_DIFF_WEIGHTS, diff_w_mem_},
-                         {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
-    if (g.bias) {
-      diff_b_ = Buffer(size_t(g.oc));
-      bwd_weights_args_[DNNL_ARG_DIFF_BIAS] = memory(b, ctx.eng, diff_b_.data());
-    }
+    bwd_weights_ = make_conv_impl(ctx, g, ConvPass::BackwardWeights);
+    const memory::desc& dw = bwd_weights_->weights_desc();
+    diff_w_mem_ = ctx.grad_scratch(dw);
+    if (g.bias) diff_b_ = Buffer(size_t(g.oc));
     // backward-weights overwrites its output: accumulate into the plain gradient with a
     // reorder carrying a sum post-op.
     dnnl::primitive_attr sum;
     dnnl::post_ops po;
     po.append_sum(1.f);
     sum.set_post_ops(po);
-    grad_plain_mem_ = mem(w_plain);
+    const memory::desc w_plain({g.oc, g.ic, g.k, g.k}, dt::f32, tag::oihw);
+    grad_plain_mem_ = memory(w_plain, ctx.eng, DNNL_MEMORY_NONE);
     grad_args_ = {{DNNL_ARG_FROM, diff_w_mem_}, {DNNL_ARG_TO, grad_plain_mem_}};
-    grad_to_plain_ =
-        dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, pd.diff_weights_desc(), ctx.eng, w_plain, sum));
+    grad_to_plain_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, dw, ctx.eng, w_plain, sum));
   }
 }
 
+std::string ConvKernel::impl_name(ConvPass p) const {
+  const ConvImpl* i = p == ConvPass::Forward ? fwd_.get() : p == ConvPass::BackwardData ? bwd_data_.get() : bwd_weights_.get();
+  return i ? i->name() : "";
+}
+
 void ConvKernel::forward(const float* src, const float* bias, float* dst) {
-  fwd_args_.at(DNNL_ARG_SRC).set_data_handle(const_cast<float*>(src));
-  fwd_args_.at(DNNL_ARG_WEIGHTS).set_data_handle(weights_.data(fwd_slot_));
-  fwd_args_.at(DNNL_ARG_DST).set_data_handle(dst);
-  if (g_.bias) fwd_args_.at(DNNL_ARG_BIAS).set_data_handle(const_cast<float*>(bias));
-  ctx_.execute(fwd_, fwd_args_);
+  ConvIo io;
+  io.src = src;
+  io.weights = weights_.data(fwd_slot_);
+  io.bias = g_.bias ? bias : nullptr;
+  io.dst = dst;
+  fwd_->run(io);
 }
 
 void ConvKernel::backward_data(const float* diff_dst, float* diff_src) {
-  bwd_data_args_.at(DNNL_ARG_DIFF_DST).set_data_handle(const_cast<float*>(diff_dst));
-  bwd_data_args_.at(DNNL_ARG_WEIGHTS).set_data_handle(weights_.data(bwd_data_slot_));
-  bwd_data_args_.at(DNNL_ARG_DIFF_SRC).set_data_handle(diff_src);
-  ctx_.execute(bwd_data_, bwd_data_args_);
+  ConvIo io;
+  io.diff_dst = diff_dst;
+  io.weights = weights_.data(bwd_data_slot_);
+  io.diff_src = diff_src;
+  bwd_data_->run(io);
 }
 
 void ConvKernel::backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b) {
-  bwd_weights_args_.at(DNNL_ARG_SRC).set_data_handle(const_cast<float*>(src));
-  bwd_weights_args_.at(DNNL_ARG_DIFF_DST).set_data_handle(const_cast<float*>(diff_dst));
-  diff_w_mem_.set_data_handle(ctx_.grad_scratch_data());
-  ctx_.execute(bwd_weights_, bwd_weights_args_);
+  ConvIo io;
+  io.src = src;
+  io.diff_dst = diff_dst;
+  io.diff_weights = ctx_.grad_scratch_data();
+  io.diff_bias = g_.bias ? diff_b_.data() : nullptr;
+  bwd_weights_->run(io);
   if (grad_w) {
+    diff_w_mem_.set_data_handle(ctx_.grad_scratch_data());
     grad_plain_mem_.set_data_handle(grad_w);
     grad_to_plain_.execute(ctx_.strm, grad_args_);
     ctx_.strm.wait();

@@ -1,7 +1,13 @@
 // Convolution on a box: computes the outputs of box `out` from the clamped input box
 // window_in(out), zero-padded only on the sides where the window leaves the real map.
-// Wraps oneDNN forward, backward-data and backward-weights primitives built once.
+// Each pass (forward, backward-data, backward-weights) runs on a backend chosen once at
+// set-up (see backend.hpp): a oneDNN primitive, or tiletrain's own kernel.
 #pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/backend.hpp"
 #include "layers/box.hpp"
 #include "layers/dnnl_context.hpp"
 
@@ -11,23 +17,57 @@ struct ConvGeom {
   int n = 1, ic = 1, oc = 1, k = 1, s = 1;
   int ih = 1, iw = 1, oh = 1, ow = 1;
   Pad pad;
-  int in_cb = 16;     // layout of src / diff_src: 1 = nchw, 16 = nChw16c; dst is nChw16c
+  int cb = 8;         // channel block of dst / diff_dst
+  int in_cb = 8;      // layout of src / diff_src: 1 = plain nchw, or cb
   bool bias = false;  // conv bias (layers without batch-norm)
-  bool operator==(const ConvGeom& o) const {
-    return n == o.n && ic == o.ic && oc == o.oc && k == o.k && s == o.s && ih == o.ih && iw == o.iw && oh == o.oh &&
-           ow == o.ow && pad.t == o.pad.t && pad.b == o.pad.b && pad.l == o.pad.l && pad.r == o.pad.r &&
-           in_cb == o.in_cb && bias == o.bias;
-  }
+  bool operator==(const ConvGeom& o) const = default;
 };
 
 // Geometry for computing output box `out` of a layer with window `w` on an ih x iw map.
-ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int in_cb, bool bias);
+ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
+                   bool bias);
+
+enum class ConvPass { Forward, BackwardData, BackwardWeights };
+const char* conv_pass_name(ConvPass p);  // "forward", "backward-data", "backward-weights"
+
+// The buffers of one pass; those a pass does not use stay null.
+struct ConvIo {
+  const float* src = nullptr;       // forward, backward-weights
+  const float* weights = nullptr;   // forward, backward-data: in weights_desc()
+  const float* bias = nullptr;      // forward
+  const float* diff_dst = nullptr;  // backward-data, backward-weights
+  float* dst = nullptr;             // forward
+  float* diff_src = nullptr;        // backward-data
+  float* diff_weights = nullptr;    // backward-weights: overwritten, in weights_desc()
+  float* diff_bias = nullptr;       // backward-weights with bias: overwritten
+};
+
+// One pass of one convolution geometry on one backend.
+class ConvImpl {
+ public:
+  virtual ~ConvImpl() = default;
+  virtual void run(const ConvIo& io) = 0;
+  // The weights (forward, backward-data) or weight gradient (backward-weights) layout.
+  virtual const memory::desc& weights_desc() const = 0;
+  virtual const std::string& name() const = 0;  // "jit:avx2", "own:neon", ...
+};
+
+// The backend a pass runs on, decided from the kernel path and what oneDNN offers for
+// the geometry (a reference kernel counts as nothing under KernelPath::Auto).
+struct ConvChoice {
+  bool own = false;
+  std::string name;  // the kernel that runs
+};
+ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass);
+std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass);
 
 class ConvKernel {
  public:
   enum Kinds { kFwd = 1, kBwdData = 2, kBwdWeights = 4 };
   ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds);
   const ConvGeom& geom() const { return g_; }
+  // The kernel each requested pass runs on (empty for passes not requested).
+  std::string impl_name(ConvPass p) const;
 
   void forward(const float* src, const float* bias, float* dst);
   void backward_data(const float* diff_dst, float* diff_src);
@@ -44,10 +84,10 @@ class ConvKernel {
   DnnlContext& ctx_;
   WeightCache& weights_;
   ConvGeom g_;
-  dnnl::primitive fwd_, bwd_data_, bwd_weights_;
-  dnnl::reorder grad_to_plain_;
-  Args fwd_args_, bwd_data_args_, bwd_weights_args_, grad_args_;
+  std::unique_ptr<ConvImpl> fwd_, bwd_data_, bwd_weights_;
   int fwd_slot_ = -1, bwd_data_slot_ = -1;
+  dnnl::reorder grad_to_plain_;
+  Args grad_args_;
   Buffer diff_b_;
   memory diff_w_mem_, grad_plain_mem_;
   std::vector<RowsReorder> grad_rows_;

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "layers/backend.hpp"
+
 namespace tt {
 
 // Hands the whole memory pages inside [p, p + n) back to the system (they read as zeros
@@ -17,7 +19,7 @@ using Args = std::unordered_map<int, memory>;
 
 // A reorder of output channels [o0, o0 + rows) of a weight tensor between two layouts
 // (e.g. plain oihw and the one a kernel chose), built once per row count; o0 must be a
-// multiple of 16 unless the rows are the whole tensor.
+// multiple of the layout's channel block unless the rows are the whole tensor.
 class RowsReorder {
  public:
   RowsReorder(const dnnl::engine& eng, const memory::desc& from, const memory::desc& to, int rows);
@@ -54,9 +56,10 @@ class Buffer {
 
 class DnnlContext {
  public:
-  DnnlContext();
+  explicit DnnlContext(KernelPath path = KernelPath::Auto);
   dnnl::engine eng;
   dnnl::stream strm;
+  const KernelConfig config;  // kernel path and the channel block of every blocked map
 
   // Every primitive asks for its scratchpad here at creation; the buffer grows to the
   // largest request before the first step, and `bind` points a primitive at it.

@@ -4,16 +4,18 @@
 
 namespace tt {
 
-void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w) {
-  const int cb = in.cb;
+namespace {
+
+template <int cb>
+void forward_b(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w) {
   const Box& ob = out.box;
   const Box& ib = in.box;
   for (int s = 0; s < out.n; ++s)
     for (int blk = 0; blk < out.cblocks(); ++blk)
       for (int oy = ob.y0; oy < ob.y1; ++oy)
         for (int ox = ob.x0; ox < ob.x1; ++ox) {
-          float best[16];
-          uint8_t arg[16];
+          float best[cb];
+          uint8_t arg[cb];
           for (int c = 0; c < cb; ++c) {
             best[c] = -std::numeric_limits<float>::infinity();
             arg[c] = kNoWinner;
@@ -40,9 +42,9 @@ void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argma
         }
 }
 
-void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
-                      const TensorView& diff_in, const Window& w) {
-  const int cb = diff_out.cb;
+template <int cb>
+void backward_b(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
+                const TensorView& diff_in, const Window& w) {
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   int8_t ky[256], kx[256];  // window position → row and column offsets (no division per cell)
   for (int k = 0; k < w.size * w.size; ++k) {
@@ -61,6 +63,17 @@ void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& 
             diff_in.at(s, blk, iy, ix)[c] += g[c];
           }
         }
+}
+
+}  // namespace
+
+void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w) {
+  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, argmax, w); });
+}
+
+void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
+                      const TensorView& diff_in, const Window& w) {
+  with_block(diff_out.cb, [&](auto B) { backward_b<B>(diff_out, region, out_box, argmax, diff_in, w); });
 }
 
 }  // namespace tt

@@ -5,7 +5,6 @@
 namespace tt {
 
 namespace {
-constexpr int B = 16;
 
 inline float act_f(Act act, float v) {
   switch (act) {
@@ -37,20 +36,18 @@ inline float act_grad(Act act, float v) {  // derivative at pre-activation v
 }
 
 // Calls f(ptr_a, ptr_b, blk, n_pixels) for each row of `region` in two same-layout views.
-template <class F>
+template <int B, class F>
 void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
   for (int s = 0; s < a.n; ++s)
     for (int blk = 0; blk < a.cblocks(); ++blk)
       for (int y = r.y0; y < r.y1; ++y) f(a.at(s, blk, y, r.x0), b.at(s, blk, y, r.x0), blk, r.w());
 }
-}  // namespace
 
-float activate(Act act, float v) { return act_f(act, v); }
-
-void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
+template <int B>
+void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) {
   // Double accumulators: the sums then round the same whichever tile adds which cells,
   // so batch statistics (and the forward values after them) do not depend on the grid.
-  rows2(y, y, r, [&](const float* p, const float*, int blk, int n) {
+  rows2<B>(y, y, r, [&](const float* p, const float*, int blk, int n) {
     double s[B] = {}, q[B] = {};
     for (int i = 0; i < n; ++i)
       for (int c = 0; c < B; ++c) {
@@ -65,7 +62,8 @@ void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
   });
 }
 
-void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
+template <int B>
+void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
                         Act act) {
   for (int s = 0; s < y.n; ++s)
     for (int blk = 0; blk < y.cblocks(); ++blk) {
@@ -80,7 +78,7 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
         const float* p = y.at(s, blk, yy, r.x0);
         float* q = z.at(s, blk, yy, r.x0);
         const int n = r.w();
-        // Each pixel's 16 channels are loaded before any is stored, so y and z may be the
+        // Each pixel's B channels are loaded before any is stored, so y and z may be the
         // same buffer (in place) and the loops still vectorize.
         auto apply = [&](auto f) {
           for (int i = 0; i < n; ++i) {
@@ -107,7 +105,8 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
     }
 }
 
-void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
+template <int B>
+void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
   if (act == Act::Linear) return;
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
@@ -135,7 +134,8 @@ void act_backward(const TensorView& g, const TensorView& y, const Box& r, const 
     }
 }
 
-void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
+template <int B>
+void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
                   double* sum_g, double* sum_gx) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
@@ -164,7 +164,8 @@ void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const 
     }
 }
 
-void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
+template <int B>
+void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
                        const float* k3, const float* mean) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
@@ -183,6 +184,29 @@ void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, c
           for (int c = 0; c < B; ++c) d[i * B + c] = a[c] * d[i * B + c] + b[c] * (p[i * B + c] - m[c]) + c3[c];
       }
     }
+}
+
+}  // namespace
+
+float activate(Act act, float v) { return act_f(act, v); }
+
+void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
+  with_block(y.cb, [&](auto B) { channel_sums_b<B>(y, r, sum, sq); });
+}
+void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
+                        Act act) {
+  with_block(y.cb, [&](auto B) { affine_act_forward_b<B>(y, z, r, a, b, act); });
+}
+void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
+  with_block(g.cb, [&](auto B) { act_backward_b<B>(g, y, r, a, b, act); });
+}
+void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
+                  double* sum_g, double* sum_gx) {
+  with_block(g.cb, [&](auto B) { bn_grad_sums_b<B>(g, y, r, mean, rstd, sum_g, sum_gx); });
+}
+void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
+                       const float* k3, const float* mean) {
+  with_block(g.cb, [&](auto B) { bn_backward_apply_b<B>(g, y, r, k1, k2, k3, mean); });
 }
 
 }  // namespace tt

@@ -1,5 +1,5 @@
 // Batch-norm and activation applied per pixel after a convolution, on any box, in the
-// nChw16c layout (padded channels stay zero). Forward is z = act(a[c]*y + b[c]) where
+// blocked layout nChw{cb}c (padded channels stay zero). Forward is z = act(a[c]*y + b[c]) where
 // (a, b) fold the batch-norm (or a = 1, b = 0 without it). Statistics are per-channel
 // sums in double over a region the caller chooses (a tile's owned box), so tiles can
 // add them up to exact global batch statistics.

@@ -1,9 +1,12 @@
 // A dense buffer holding one box of an N x C feature map, in either plain NCHW
-// (cb = 1) or oneDNN's channel-blocked nChw16c (cb = 16, channels padded with zeros).
+// (cb = 1) or a channel-blocked layout nChw{cb}c (cb = 8 or 16, channels padded with
+// zeros), the block being chosen at run time (see backend.hpp).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "layers/box.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
@@ -21,6 +24,21 @@ struct TensorView {
   }
   float* at(int s, int blk, int y, int x) const { return data + offset(s, blk, y, x); }
 };
+
+// Calls f(std::integral_constant<int, B>{}) for channel block cb (1, 8 or 16), so that
+// loops over a block compile with a constant trip count; throws for any other block.
+template <class F>
+decltype(auto) with_block(int cb, F&& f) {
+  switch (cb) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+  }
+  fail("internal: no kernel for a channel block of ", cb, " (1, 8 or 16)");
+}
 
 inline int64_t tensor_floats(int n, int c, int cb, const Box& b) {
   return int64_t(n) * ((c + cb - 1) / cb) * cb * b.area();

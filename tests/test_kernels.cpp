@@ -1,0 +1,140 @@
+// Which kernel runs where (layers/backend.hpp, engine/kernel_table.hpp): no shipped cfg
+// runs a reference kernel on the default path, in the untiled table nor in any tile of a
+// tiled run; the default path differs from oneDNN only where oneDNN has nothing better
+// than a reference kernel, or for the 1x1 forward that needs a fixed summation order.
+// CTest runs this natively and with oneDNN capped to AVX2 (kernels_avx2_cap).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "comm/comm.hpp"
+#include "engine/kernel_table.hpp"
+#include "engine/trainer.hpp"
+#include "layers/own_conv.hpp"
+#include "model/params.hpp"
+#include "test_util.hpp"
+
+namespace tt {
+namespace {
+
+std::vector<std::string> shipped_cfgs() {
+  std::vector<std::string> v;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() + "/cfgs"))
+    if (e.path().extension() == ".cfg") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(KernelTable, NoReferenceKernelInShippedCfgs) {
+  const DnnlContext ctx;
+  std::printf("cpu %s, channel block %d, own kernels %s\n", cpu_isa_name().c_str(), ctx.config.block,
+              own_conv_target().c_str());
+  ASSERT_GE(shipped_cfgs().size(), 3u);
+  for (const std::string& cfg : shipped_cfgs()) {
+    SCOPED_TRACE(cfg);
+    NetSpec net = load_net(cfg);
+    const std::vector<KernelUse> uses = planned_kernels(net, ctx, true);
+    EXPECT_FALSE(uses.empty());
+    for (const KernelUse& u : uses)
+      EXPECT_FALSE(is_reference_impl(u.impl)) << "layer " << u.layer << " " << conv_pass_name(u.pass) << ": " << u.impl;
+    EXPECT_EQ(reference_kernel_warning(uses), "");
+  }
+}
+
+// Tiles have other shapes than the whole map (and oneDNN picks kernels by shape): the
+// kernels a 3x2 tiled trainer really built, at a small odd size.
+TEST(KernelTable, NoReferenceKernelInTiles) {
+  for (const std::string& cfg : shipped_cfgs()) {
+    SCOPED_TRACE(cfg);
+    NetSpec net = load_net(cfg);
+    if (net.height > 64) resize_net(net, 61, 67);
+    net.batch = 2;
+    net.subdivisions = 1;
+    Params params(net);
+    init_params(params, net, 1);
+    TrainOptions o;
+    o.rows = 3;
+    o.cols = 2;
+    o.need_input_delta = true;
+    LocalComm comm;
+    Trainer tr(net, params, o, comm);
+    const std::vector<KernelUse> uses = tr.kernel_uses();
+    EXPECT_FALSE(uses.empty());
+    for (const KernelUse& u : uses)
+      EXPECT_FALSE(is_reference_impl(u.impl)) << "layer " << u.layer << " " << conv_pass_name(u.pass) << ": " << u.impl;
+  }
+}
+
+// Odd geometries: wherever oneDNN offers only a reference kernel, auto runs an own one;
+// elsewhere auto runs oneDNN's, except the 1x1 stride-1 forward (always own).
+TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
+  const DnnlContext onednn(KernelPath::OneDnn), automatic(KernelPath::Auto), own(KernelPath::Own);
+  const int B = automatic.config.block;
+  int replaced = 0, kept = 0;
+  for (int ic : {1, 3, 6, 16, 21})
+    for (int oc : {5, 10, 32})
+      for (int k : {1, 3, 5})
+        for (int s : {1, 2}) {
+          const int in_cb = ic <= 3 ? 1 : B;
+          const Window w{k, s, k / 2};
+          const ConvGeom g = conv_geom(2, ic, oc, w, full_box(7, 9), 13, 17, B, in_cb, k == 3);
+          for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
+            SCOPED_TRACE("ic " + std::to_string(ic) + " oc " + std::to_string(oc) + " k " + std::to_string(k) + " s " +
+                         std::to_string(s) + " " + conv_pass_name(p));
+            const ConvChoice d = choose_conv(onednn, g, p), a = choose_conv(automatic, g, p), o = choose_conv(own, g, p);
+            EXPECT_TRUE(o.own);
+            EXPECT_EQ(o.name, "own:" + own_conv_target());
+            EXPECT_FALSE(is_reference_impl(a.name)) << a.name;
+            const bool fixed_order = p == ConvPass::Forward && k == 1 && s == 1;
+            if (fixed_order) {
+              EXPECT_TRUE(a.own && d.own);
+            } else if (is_reference_impl(d.name)) {
+              EXPECT_TRUE(a.own);
+              ++replaced;
+            } else {
+              EXPECT_FALSE(a.own);
+              EXPECT_EQ(a.name, d.name);
+              ++kept;
+            }
+          }
+        }
+  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones\n", kept, replaced);
+}
+
+TEST(KernelTable, WarningNamesLayerAndPass) {
+  const std::vector<KernelUse> uses{{0, ConvPass::Forward, "jit:avx2"},
+                                    {3, ConvPass::BackwardWeights, "ref:any"},
+                                    {5, ConvPass::BackwardData, "gemm:ref"},
+                                    {6, ConvPass::Forward, "own:neon"}};
+  const std::string w = reference_kernel_warning(uses);
+  EXPECT_NE(w.find("layer 3 backward-weights (ref:any)"), std::string::npos) << w;
+  EXPECT_NE(w.find("layer 5 backward-data (gemm:ref)"), std::string::npos) << w;
+  EXPECT_EQ(w.find("layer 0"), std::string::npos) << w;
+  EXPECT_EQ(w.find("layer 6"), std::string::npos) << w;
+  EXPECT_NE(w.find("slower"), std::string::npos) << w;
+  EXPECT_EQ(reference_kernel_warning({uses[0], uses[3]}), "");
+}
+
+TEST(KernelTable, KernelPathNames) {
+  for (KernelPath p : {KernelPath::Auto, KernelPath::OneDnn, KernelPath::Own})
+    EXPECT_EQ(parse_kernel_path(kernel_path_name(p)), p);
+  EXPECT_THROW(parse_kernel_path("fast"), Error);
+}
+
+TEST(KernelTable, ChannelBlockIsOneDnnsChoice) {
+  const int b = DnnlContext().config.block;
+  EXPECT_TRUE(b == 8 || b == 16) << b;
+  // x86: 8 with AVX2 only (or oneDNN capped to it), 16 with AVX-512
+  const std::string isa = cpu_isa_name();
+  if (isa.rfind("avx512", 0) == 0) {
+    EXPECT_EQ(b, 16) << isa;
+  }
+  if (isa.rfind("avx2", 0) == 0) {
+    EXPECT_EQ(b, 8) << isa;
+  }
+}
+
+}  // namespace
+}  // namespace tt
