@@ -1,7 +1,8 @@
 #include "layers/pointwise.hpp"
 
+#include "layers/simd_block.hpp"
+
 #include <cmath>
-#include <cstring>
 
 namespace tt {
 
@@ -37,26 +38,6 @@ inline float act_grad(Act act, float v) {  // derivative at pre-activation v
 }
 
 // Calls f(ptr_a, ptr_b, blk, n_pixels) for each row of `region` in two same-layout views.
-// Block<16> passes 64-byte vectors by value on an AVX2 build; these functions are internal
-// to this file, so the ABI note GCC gives for that does not matter.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-// One pixel's channel block as a GCC vector (one AVX2 register for B = 8, one AVX-512
-// register for B = 16, two or four NEON registers): written with these, the per-pixel
-// loops vectorise on every target, which the compiler does not do for a fully unrolled
-// inner loop over B channels with a select in it.
-template <int B>
-struct Block {
-  typedef float V __attribute__((vector_size(B * sizeof(float))));
-  static V load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V splat(float x) { return V{} + x; }
-};
-
 template <int B, class F>
 void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
   for (int s = 0; s < a.n; ++s)

@@ -1,0 +1,56 @@
+// One pixel's channel block (B consecutive floats of a blocked map) as a GCC vector: one
+// AVX2 register for B = 8, one AVX-512 register for B = 16, two or four NEON registers;
+// plain scalars for B = 1 (plain NCHW maps). The elementwise loops (batch-norm,
+// activations, max-pool) are written with it because the compiler does not vectorise a
+// fully unrolled loop over B channels with a select in it. Lanes
+// stay independent: per-channel results and summation orders are the scalar loops'.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+// Block<16> passes 64-byte vectors by value on an AVX2 build; these helpers are inline and
+// never cross a library boundary, so the ABI note GCC gives for that (in every file that
+// uses them) does not matter.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tt {
+
+template <int B>
+struct Block {
+  typedef float V __attribute__((vector_size(B * sizeof(float))));
+  typedef int32_t I __attribute__((vector_size(B * sizeof(int32_t))));
+  static V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static V splat(float x) { return V{} + x; }
+  template <class T>
+  static auto get(const T& v, int c) {
+    return v[c];
+  }
+  template <class T, class X>
+  static void set(T& v, int c, X x) {
+    v[c] = x;
+  }
+};
+
+template <>
+struct Block<1> {
+  typedef float V;
+  typedef int32_t I;
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
+  static V splat(float x) { return x; }
+  template <class T>
+  static T get(const T& v, int) {
+    return v;
+  }
+  template <class T, class X>
+  static void set(T& v, int, X x) {
+    v = x;
+  }
+};
+
+}  // namespace tt
