@@ -416,7 +416,7 @@ std::vector<GradCase> pool_cases() {
     GradCase in{"maxpool" + tag + "_on_input", {}, 1, 1, "none"};  // nchw input, ties impossible
     in.net.h = 7;
     in.net.layers = {maxpool(w.size, w.stride), kCost};
-    GradCase cv{"maxpool" + tag + "_after_conv", {}, 1, 1, "none"};  // nChw16c, winners probed
+    GradCase cv{"maxpool" + tag + "_after_conv", {}, 1, 1, "none"};  // blocked output, winners probed
     cv.net.h = 7;
     cv.net.layers = {conv(5, 3, 1, 1, false, "linear"), maxpool(w.size, w.stride), kCost};
     v.push_back(in);

@@ -100,7 +100,7 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
       s << "\n[maxpool]\nsize=" << p[0] << "\nstride=" << p[1] << "\n";
     } else {
       static const int ks[4] = {1, 3, 5, 7};
-      // mostly a few filters; sometimes more than one 16-channel block
+      // mostly a few filters; sometimes more than one channel block (8 or 16)
       const int filters = pick(6) == 0 && !light ? 16 + pick(6) : 1 + pick(8);
       s << "\n[convolutional]\n";
       if (pick(2)) s << "batch_normalize=1\n";
