@@ -300,6 +300,19 @@ TEST_F(Cli, WarnsWhenAReferenceKernelWouldRun) {
   EXPECT_NE(bad.err.find("--kernels"), std::string::npos) << bad.err;
 }
 
+#if defined(__x86_64__)
+// An x86 CPU without AVX2 (here: oneDNN capped to SSE4.1) is named at start; training
+// still runs, and still exactly.
+TEST_F(Cli, WarnsOnACpuWithoutAvx2) {
+  const std::string cfg = test::source_dir() + "/cfgs/fashion-mnist.cfg";
+  const Result r = run("verify --cfg '" + cfg + "' --steps 1 --batch 2 --grid 2x2", "ONEDNN_MAX_CPU_ISA=SSE41");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("no AVX2"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("OK: tiled training matches untiled"), std::string::npos) << r.out;
+  EXPECT_EQ(run("info --cfg '" + cfg + "'").err.find("no AVX2"), std::string::npos);  // this CPU, uncapped
+}
+#endif
+
 // info prints the CPU, the channel block and a kernel per layer and pass.
 TEST_F(Cli, InfoPrintsTheKernelTable) {
   const Result r = run("info --cfg '" + test::source_dir() + "/cfgs/yolov2-16.cfg' --kernels own");

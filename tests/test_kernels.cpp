@@ -68,7 +68,8 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
 }
 
 // Odd geometries: wherever oneDNN offers only a reference kernel, auto runs an own one;
-// elsewhere auto runs oneDNN's, except the 1x1 stride-1 forward (always own).
+// elsewhere auto runs oneDNN's, except forwards that need a fixed summation order (1x1
+// stride 1, and oneDNN's GEMM-based ones), which run on own kernels on every path.
 TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
   const DnnlContext onednn(KernelPath::OneDnn), automatic(KernelPath::Auto), own(KernelPath::Own);
   const int B = automatic.config.block;
@@ -87,7 +88,7 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
             EXPECT_TRUE(o.own);
             EXPECT_EQ(o.name, "own:" + own_conv_target());
             EXPECT_FALSE(is_reference_impl(a.name)) << a.name;
-            const bool fixed_order = p == ConvPass::Forward && k == 1 && s == 1;
+            const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.own);
             if (fixed_order) {
               EXPECT_TRUE(a.own && d.own);
             } else if (is_reference_impl(d.name)) {

@@ -217,21 +217,23 @@ class OwnConv final : public ConvImpl {
   std::string name_;
 };
 
-// oneDNN's 1x1 kernels pick their reduction blocking from the map size, so a tile and
-// the whole map would round differently, and a max-pool near-tie would then send the
-// gradient to another cell: forward values must come from a kernel with a fixed order.
-bool needs_fixed_order(const ConvGeom& g, ConvPass pass) { return pass == ConvPass::Forward && g.k == 1 && g.s == 1; }
-
 }  // namespace
 
+// Forward values must not depend on the box a tile computes (a max-pool near-tie would
+// send the gradient to another cell), so forwards that round by the map's size run on
+// the own kernel, whatever the path: oneDNN's 1x1 kernels pick their reduction blocking
+// from the map size, and its GEMM-based convolutions (im2col + sgemm, e.g. a 1-channel
+// input without AVX2) sum in an order that depends on the product's shape.
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
   const std::string own = "own:" + own_conv_target();
-  if (ctx.config.path == KernelPath::Own || needs_fixed_order(g, pass)) return {true, own};
+  const bool forward = pass == ConvPass::Forward;
+  if (ctx.config.path == KernelPath::Own || (forward && g.k == 1 && g.s == 1)) return {true, own};
   const DnnlDescs d(g);
   const auto fwd = d.forward(ctx.eng);
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
+  if (forward && impl.find("gemm") != std::string::npos) return {true, own};
   if (ctx.config.path == KernelPath::Auto && is_reference_impl(impl)) return {true, own};
   return {false, impl};
 }
