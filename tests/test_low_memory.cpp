@@ -110,8 +110,9 @@ void compare_params(Worst& w, const std::string& what, const NetSpec& net, const
   }
 }
 
-void run_case(const Case& c, int steps = 3) {
-  SCOPED_TRACE(c.describe());
+// `path`, `block`: kernel path and channel block of both trainers (0: this CPU's).
+void run_case(const Case& c, int steps = 3, KernelPath path = KernelPath::Auto, int block = 0) {
+  SCOPED_TRACE(c.describe() + ", kernels " + kernel_path_name(path) + ", block " + std::to_string(block));
   // (frozen statistics do not renormalise: a smaller rate keeps three steps finite)
   const std::string rate = c.bn == BnMode::Sync ? "1e-4" : "1e-6";
   const NetSpec net = parse_net(
@@ -127,6 +128,8 @@ void run_case(const Case& c, int steps = 3) {
   o.bn = c.bn;
   o.need_input_delta = c.need_input_delta;
   o.seed = 5;
+  o.kernels = path;
+  o.channel_block = block;
   TrainOptions lo = o;
   lo.low_memory = true;
   LocalComm comm;
@@ -219,6 +222,15 @@ TEST(LowMemory, WideLayers2x2) { run_case({2, 2, "0,3", -1, BnMode::Sync, true, 
 TEST(LowMemory, WideLayersRaggedLastChunk) {
   run_case({1, 1, "all", -1, BnMode::Sync, true, 1, 600});
   run_case({2, 2, "0,3", -1, BnMode::Sync, true, 1, 600});
+}
+// Chunks in whole blocks of the other CPU kind's channel block (16 on an AVX2 machine,
+// 8 on an AVX-512 one), on own kernels, whose weights and gradients go through the same
+// row reorders.
+TEST(LowMemory, OwnKernelsOtherBlock) {
+  const int other = DnnlContext().config.block == 8 ? 16 : 8;
+  run_case({1, 1, "all", -1, BnMode::Sync, true, 1, 608}, 2, KernelPath::Own, other);
+  run_case({2, 2, "0,3", -1, BnMode::Sync, true, 1, 600}, 2, KernelPath::Own, other);
+  run_case({3, 2, "0,2,4"}, 2, KernelPath::Own, other);
 }
 
 }  // namespace

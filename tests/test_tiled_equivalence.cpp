@@ -63,11 +63,13 @@ struct EqConfig {
   BnMode bn = BnMode::Sync;
   int steps = 2;
   KernelPath kernels = KernelPath::Auto;
+  int block = 0;  // 0: this CPU's
 
   std::string describe() const {
     std::ostringstream o;
     o << "config seed " << seed << " (rerun: TILETRAIN_EQ_SEED=" << seed << " TILETRAIN_EQ_COUNT=1), kernels "
-      << kernel_path_name(kernels) << ": grid " << rows
+      << kernel_path_name(kernels) << (block ? ", block " + std::to_string(block) : std::string()) << ": grid "
+      << rows
       << "x" << cols << ", groups " << groups << ", cut " << cut << ", bn " << (bn == BnMode::Sync ? "sync" : "frozen")
       << ", " << steps << " step(s), cfg:\n"
       << cfg;
@@ -576,6 +578,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   topt.need_input_delta = true;
   topt.seed = c.seed;
   topt.kernels = c.kernels;
+  topt.channel_block = c.block;
   TrainOptions ropt = topt;
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
@@ -683,15 +686,21 @@ uint64_t env_u64(const char* name, uint64_t def) {
   return v && *v ? std::strtoull(v, nullptr, 10) : def;
 }
 
-class TiledEquivalenceRandom : public ::testing::TestWithParam<KernelPath> {};
+// (kernel path, channel block: 0 = this CPU's, or the other CPU kind's, on own kernels)
+class TiledEquivalenceRandom : public ::testing::TestWithParam<std::tuple<KernelPath, int>> {};
+
+// The block an AVX2 machine does not use natively, and vice versa.
+int other_block() { return DnnlContext().config.block == 8 ? 16 : 8; }
 
 TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   const char* seed_env = std::getenv("TILETRAIN_EQ_SEED");
   const uint64_t seed0 = seed_env && std::string(seed_env) == "random" ? std::random_device{}() % 1000000000ull
                                                                         : env_u64("TILETRAIN_EQ_SEED", 20261123);
   const int count = int(env_u64("TILETRAIN_EQ_COUNT", 200));
-  std::printf("TiledEquivalence seed %llu (TILETRAIN_EQ_SEED), %d configurations, kernels %s\n",
-              (unsigned long long)seed0, count, kernel_path_name(GetParam()));
+  const auto [path, block_kind] = GetParam();
+  const int block = block_kind ? other_block() : 0;
+  std::printf("TiledEquivalence seed %llu (TILETRAIN_EQ_SEED), %d configurations, kernels %s, block %d\n",
+              (unsigned long long)seed0, count, kernel_path_name(path), block ? block : DnnlContext().config.block);
   const auto t0 = std::chrono::steady_clock::now();
   const bool keep_going = std::getenv("TILETRAIN_EQ_KEEP_GOING") != nullptr;
   int ran = 0, skipped = 0, failed = 0, ill = 0, explained = 0, grids = 0, cuts = 0, softmax = 0, frozen = 0,
@@ -699,7 +708,8 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
     EqConfig c = generate(seed);
-    c.kernels = GetParam();
+    c.kernels = path;
+    c.block = block;
     SCOPED_TRACE(c.describe());
     NetSpec net;
     if (!usable(c, net)) {
@@ -742,8 +752,13 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(, TiledEquivalenceRandom, ::testing::Values(KernelPath::Auto, KernelPath::Own),
-                         [](const auto& info) { return std::string(kernel_path_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(, TiledEquivalenceRandom,
+                         ::testing::Values(std::tuple{KernelPath::Auto, 0}, std::tuple{KernelPath::Own, 0},
+                                           std::tuple{KernelPath::Own, 1}),
+                         [](const auto& info) {
+                           return std::string(kernel_path_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_other_block" : "");
+                         });
 
 // A large odd map (97 x 131: primes, divisible by no grid or stride) on two random
 // stacks and grids.

@@ -26,7 +26,7 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
 }
 
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
-    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels) {
+    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels, opt.channel_block) {
   const LayerType lt = net.layers.back().type;
   if (lt != LayerType::Cost && lt != LayerType::Softmax)
     fail(net.path, ": the net has no loss: end it with [cost] or [softmax]");

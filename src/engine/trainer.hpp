@@ -28,6 +28,7 @@ struct TrainOptions {
   // in backward the convolution outputs forward does not otherwise keep.
   bool low_memory = false;
   KernelPath kernels = KernelPath::Auto;  // see layers/backend.hpp
+  int channel_block = 0;                  // 0: oneDNN's preference on this CPU; else 8 or 16
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.

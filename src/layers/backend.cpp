@@ -27,8 +27,10 @@ const char* kernel_path_name(KernelPath p) {
   return "auto";
 }
 
-KernelConfig make_kernel_config(const dnnl::engine& eng, KernelPath path) {
+KernelConfig make_kernel_config(const dnnl::engine& eng, KernelPath path, int block) {
   using dnnl::memory;
+  if (block != 0 && block != 8 && block != 16) fail("a channel block of ", block, " (8 or 16)");
+  if (block != 0) return {path, block};
   const memory::desc src({1, 64, 52, 52}, dt::f32, tag::any), w({64, 64, 3, 3}, dt::f32, tag::any),
       dst({1, 64, 52, 52}, dt::f32, tag::any);
   dnnl::convolution_forward::primitive_desc pd(

@@ -23,7 +23,8 @@ struct KernelConfig {
 };
 // Asks oneDNN which layout it picks for a typical convolution (format_tag::any): its
 // channel block if that is a JIT kernel on blocks of 8 or 16, else 8 (own kernels).
-KernelConfig make_kernel_config(const dnnl::engine& eng, KernelPath path);
+// `block` 8 or 16 imposes one instead (tests: the other CPU kind's layout on this one).
+KernelConfig make_kernel_config(const dnnl::engine& eng, KernelPath path, int block = 0);
 
 // "avx2", "avx512_core", "sse41", "aarch64 (neon)" ...: what oneDNN runs on this CPU.
 std::string cpu_isa_name();

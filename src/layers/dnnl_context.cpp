@@ -25,8 +25,8 @@ void release_pages(float* p, size_t n) {
   if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
-DnnlContext::DnnlContext(KernelPath path)
-    : eng(dnnl::engine::kind::cpu, 0), strm(eng), config(make_kernel_config(eng, path)) {}
+DnnlContext::DnnlContext(KernelPath path, int block)
+    : eng(dnnl::engine::kind::cpu, 0), strm(eng), config(make_kernel_config(eng, path, block)) {}
 
 memory DnnlContext::scratchpad(const memory::desc& d) {
   size_t need = (d.get_size() + sizeof(float) - 1) / sizeof(float);

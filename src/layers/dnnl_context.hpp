@@ -56,7 +56,8 @@ class Buffer {
 
 class DnnlContext {
  public:
-  explicit DnnlContext(KernelPath path = KernelPath::Auto);
+  // `block`: 0 = oneDNN's preferred channel block on this CPU (see make_kernel_config).
+  explicit DnnlContext(KernelPath path = KernelPath::Auto, int block = 0);
   dnnl::engine eng;
   dnnl::stream strm;
   const KernelConfig config;  // kernel path and the channel block of every blocked map
