@@ -56,17 +56,21 @@ done
 [[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "test-arm64: --budget wants whole seconds" >&2; exit 2; }
 [ -n "$CPUS" ] || { [ $QUICK = 1 ] && CPUS="cortex-a72" || CPUS="cortex-a53 cortex-a72"; }
 
-# GoogleTest suites that finish in reasonable time under qemu (whole set ~75 s per core).
-# OwnConv*: the own (Highway) convolution kernels, KernelTable.*: which kernel runs each pass,
-# once they exist; a filter entry that matches nothing is fine. LowMemory.*, TiledEquivalence.*, NoAllocation.*, Composite/GradCheck.* take
-# minutes to hours under emulation; Cli.* needs binfmt_misc (it execs the arm64 binary).
+# GoogleTest suites that finish in reasonable time under qemu (whole set about 3 min per
+# core). OwnConv*: the own (Highway) convolution kernels; KernelTable.*: which kernel runs
+# each pass; ConvBitIdentical, TiledEquivalenceRandom (TILETRAIN_EQ_COUNT configurations
+# per kernel path), LowMemory, NoAllocation: exactness and allocation on the NEON path.
+# Left out: TiledEquivalence.W1 and .HandPicked, Composite/GradCheck.* (too slow under
+# emulation); Cli.* (needs binfmt_misc: it execs the arm64 binary).
 OWN_TESTS='OwnConv*:*/OwnConv*:KernelTable.*'
+EXACT_TESTS='Paths/ConvBitIdentical.*:TiledEquivalenceRandom*:TiledEquivalence.Map97x131:LowMemory.*:NoAllocation.*'
 FULL_TESTS="CfgErrors.*:CfgShapes.*:CfgRate.*:Geometry.*:HaloIndex.*:ShardPlan.*:WeightsIO.*"
-FULL_TESTS+=":Conv1x1Naive.*:Pointwise.*:DenseNaive.*:Channels/Pointwise.*:GradCheckLoss.*"
+FULL_TESTS+=":Pointwise.*:DenseNaive.*:Channels/Pointwise.*:GradCheckLoss.*"
 FULL_TESTS+=":GradCheckDropout.*:Head/GradCheck.*:Random/ConvNaive.*:Darknet/MaxPoolNaive.*"
-FULL_TESTS+=":Fixtures/TorchReference.*:Conv/GradCheck.*:MaxPool/GradCheck.*:$OWN_TESTS"
-QUICK_TESTS="CfgShapes.*:Geometry.*:HaloIndex.*:Conv1x1Naive.*:Pointwise.*:DenseNaive.*"
-QUICK_TESTS+=":Head/GradCheck.*:Random/ConvNaive.*:Fixtures/TorchReference.*:$OWN_TESTS"
+FULL_TESTS+=":Fixtures/TorchReference.*:Conv/GradCheck.*:MaxPool/GradCheck.*:$OWN_TESTS:$EXACT_TESTS"
+QUICK_TESTS="CfgShapes.*:Geometry.*:HaloIndex.*:Pointwise.*:DenseNaive.*"
+QUICK_TESTS+=":Head/GradCheck.*:Random/ConvNaive.*:Fixtures/TorchReference.*:Paths/ConvBitIdentical.*:$OWN_TESTS"
+export TILETRAIN_EQ_COUNT=${TILETRAIN_EQ_COUNT:-30}
 [ -n "$FILTER" ] || { [ $QUICK = 1 ] && FILTER=$QUICK_TESTS || FILTER=$FULL_TESTS; }
 
 CFG=$SRC/cfgs/fashion-mnist.cfg
