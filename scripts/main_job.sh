@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: trains a small CNN on Fashion-MNIST with 4 MPI ranks, one tile of a 2x2
-# grid each (5 epochs, under a minute on 2 quiet cores), then prints the test accuracy and
+# grid each (5 epochs, 35-90 s of training on 2 cores), then prints the test accuracy and
 # each rank's time split (forward, backward, halo exchange, weight exchange, input/output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
