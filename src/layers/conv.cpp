@@ -169,21 +169,8 @@ class DnnlConv final : public ConvImpl {
 };
 
 OwnConvShape own_shape(const ConvGeom& g) {
-  OwnConvShape s;
-  s.n = g.n;
-  s.ic = g.ic;
-  s.oc = g.oc;
-  s.k = g.k;
-  s.s = g.s;
-  s.ih = g.ih;
-  s.iw = g.iw;
-  s.oh = g.oh;
-  s.ow = g.ow;
-  s.pt = g.pad.t;
-  s.pl = g.pad.l;
-  s.ib = g.in_cb;
-  s.b = g.cb;
-  return s;
+  return {.n = g.n, .ic = g.ic, .oc = g.oc, .k = g.k, .s = g.s, .ih = g.ih, .iw = g.iw, .oh = g.oh, .ow = g.ow,
+          .pt = g.pad.t, .pl = g.pad.l, .ib = g.in_cb, .b = g.cb};
 }
 
 class OwnConv final : public ConvImpl {
