@@ -284,7 +284,7 @@ TEST_F(Cli, WarnsWhenAReferenceKernelWouldRun) {
   const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2";
   const std::string where = "layer 0 backward-weights (";
   for (const std::string cmd : {"info", "plan --grid 2x2", "bench --steps 1 --warmup 0 --batch 2",
-                                 "train --steps 1 --batch 2", "verify --steps 1 --batch 2 --grid 2x1"}) {
+                                "train --steps 1 --batch 2", "verify --steps 1 --batch 2 --grid 2x1"}) {
     SCOPED_TRACE(cmd);
     const Result forced = run(cmd + " --cfg '" + cfg + "' --kernels onednn", env);
     EXPECT_EQ(forced.code, 0) << forced.err;

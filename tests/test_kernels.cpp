@@ -84,7 +84,8 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
           for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
             SCOPED_TRACE("ic " + std::to_string(ic) + " oc " + std::to_string(oc) + " k " + std::to_string(k) + " s " +
                          std::to_string(s) + " " + conv_pass_name(p));
-            const ConvChoice d = choose_conv(onednn, g, p), a = choose_conv(automatic, g, p), o = choose_conv(own, g, p);
+            const ConvChoice d = choose_conv(onednn, g, p), a = choose_conv(automatic, g, p),
+                             o = choose_conv(own, g, p);
             EXPECT_TRUE(o.own);
             EXPECT_EQ(o.name, "own:" + own_conv_target());
             EXPECT_FALSE(is_reference_impl(a.name)) << a.name;

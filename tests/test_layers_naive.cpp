@@ -361,11 +361,11 @@ TEST_P(ConvBitIdentical, ForwardOnBoxes) {
     int n, ic, oc, k, h, w;
     bool plain_input, bias;
   };
-  for (const C& c : {C{1, 3, 5, 1, 7, 9, false, true}, C{2, 16, 16, 1, 5, 5, false, false},
-                     C{2, 21, 35, 1, 9, 6, false, true}, C{1, 40, 7, 1, 13, 11, false, false},
-                     C{1, 1, 1, 1, 1, 1, false, true}, C{1, 3, 32, 3, 26, 26, true, false},
-                     C{2, 32, 64, 3, 21, 19, false, false}, C{1, 64, 40, 3, 26, 26, false, true},
-                     C{1, 24, 16, 5, 17, 13, false, false}}) {
+  for (const C& c :
+       {C{1, 3, 5, 1, 7, 9, false, true}, C{2, 16, 16, 1, 5, 5, false, false}, C{2, 21, 35, 1, 9, 6, false, true},
+        C{1, 40, 7, 1, 13, 11, false, false}, C{1, 1, 1, 1, 1, 1, false, true}, C{1, 3, 32, 3, 26, 26, true, false},
+        C{2, 32, 64, 3, 21, 19, false, false}, C{1, 64, 40, 3, 26, 26, false, true},
+        C{1, 24, 16, 5, 17, 13, false, false}}) {
     char name[96];
     std::snprintf(name, sizeof name, "n%d ic%d oc%d k%d %dx%d%s", c.n, c.ic, c.oc, c.k, c.h, c.w,
                   c.plain_input ? " plain input" : "");
@@ -374,8 +374,7 @@ TEST_P(ConvBitIdentical, ForwardOnBoxes) {
     const Window win{c.k, 1, c.k / 2};
     Map x{c.n, c.ic, c.h, c.w, uniform(rng, size_t(c.n) * c.ic * c.h * c.w)};
     const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic * c.k * c.k), b = uniform(rng, size_t(c.oc));
-    WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw),
-                   false);
+    WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw), false);
     std::vector<std::unique_ptr<ConvKernel>> kernels;
     auto forward = [&](const Box& o) {
       kernels.push_back(std::make_unique<ConvKernel>(
@@ -395,8 +394,8 @@ TEST_P(ConvBitIdentical, ForwardOnBoxes) {
         Blocked want(c.n, c.oc, B, o);
         copy_region(whole->t, want.t, o);
         EXPECT_TRUE(std::equal(part->buf.data(), part->buf.data() + part->buf.size(), want.buf.data()))
-            << "a box differs from the full map in some bit (forward kernel " << kernels.back()->impl_name(ConvPass::Forward)
-            << ")";
+            << "a box differs from the full map in some bit (forward kernel "
+            << kernels.back()->impl_name(ConvPass::Forward) << ")";
       }
   }
 }

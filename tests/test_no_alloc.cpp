@@ -74,28 +74,28 @@ TEST(NoAllocation, TrainingStepsAllocateNothing) {
   for (const char* cfg :
        {"/cfgs/small-classifier.cfg", "/tests/fixtures/fc/net.cfg", "/tests/fixtures/pool_mix/net.cfg"}) {
     for (auto [rows, cols] : {std::pair{1, 1}, std::pair{2, 2}})
-    for (KernelPath path : {KernelPath::Auto, KernelPath::Own}) {
-      SCOPED_TRACE(std::string(cfg) + " grid " + std::to_string(rows) + "x" + std::to_string(cols) + " kernels " +
-                   kernel_path_name(path));
-      NetSpec net = load_net(test::source_dir() + cfg);
-      Params params(net);
-      init_params(params, net, 3);
-      TrainOptions opt;
-      opt.rows = rows;
-      opt.cols = cols;
-      opt.kernels = path;
-      LocalComm comm;
-      Trainer tr(net, params, opt, comm);
-      std::vector<float> input, truth;
-      synthetic_batch(net, net.batch, 5, input, truth);
-      tr.train_step(input.data(), truth.data());  // first step: oneDNN compiles its kernels
-      // Every map of these nets is larger than 1 KB; oneDNN's bookkeeping is ~100 bytes.
-      const size_t largest = largest_new_during([&] {
-        for (int i = 0; i < 3; ++i) tr.train_step(input.data(), truth.data());
-      });
-      EXPECT_LE(largest, 1024u) << g_news.load() << " allocations in 3 steps";
-      EXPECT_EQ(g_mmaps.load(), 0) << "buffers mapped during training steps";
-    }
+      for (KernelPath path : {KernelPath::Auto, KernelPath::Own}) {
+        SCOPED_TRACE(std::string(cfg) + " grid " + std::to_string(rows) + "x" + std::to_string(cols) + " kernels " +
+                     kernel_path_name(path));
+        NetSpec net = load_net(test::source_dir() + cfg);
+        Params params(net);
+        init_params(params, net, 3);
+        TrainOptions opt;
+        opt.rows = rows;
+        opt.cols = cols;
+        opt.kernels = path;
+        LocalComm comm;
+        Trainer tr(net, params, opt, comm);
+        std::vector<float> input, truth;
+        synthetic_batch(net, net.batch, 5, input, truth);
+        tr.train_step(input.data(), truth.data());  // first step: oneDNN compiles its kernels
+        // Every map of these nets is larger than 1 KB; oneDNN's bookkeeping is ~100 bytes.
+        const size_t largest = largest_new_during([&] {
+          for (int i = 0; i < 3; ++i) tr.train_step(input.data(), truth.data());
+        });
+        EXPECT_LE(largest, 1024u) << g_news.load() << " allocations in 3 steps";
+        EXPECT_EQ(g_mmaps.load(), 0) << "buffers mapped during training steps";
+      }
   }
 }
 

@@ -68,8 +68,7 @@ struct EqConfig {
   std::string describe() const {
     std::ostringstream o;
     o << "config seed " << seed << " (rerun: TILETRAIN_EQ_SEED=" << seed << " TILETRAIN_EQ_COUNT=1), kernels "
-      << kernel_path_name(kernels) << (block ? ", block " + std::to_string(block) : std::string()) << ": grid "
-      << rows
+      << kernel_path_name(kernels) << (block ? ", block " + std::to_string(block) : std::string()) << ": grid " << rows
       << "x" << cols << ", groups " << groups << ", cut " << cut << ", bn " << (bn == BnMode::Sync ? "sync" : "frozen")
       << ", " << steps << " step(s), cfg:\n"
       << cfg;
@@ -695,7 +694,7 @@ int other_block() { return DnnlContext().config.block == 8 ? 16 : 8; }
 TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   const char* seed_env = std::getenv("TILETRAIN_EQ_SEED");
   const uint64_t seed0 = seed_env && std::string(seed_env) == "random" ? std::random_device{}() % 1000000000ull
-                                                                        : env_u64("TILETRAIN_EQ_SEED", 20261123);
+                                                                       : env_u64("TILETRAIN_EQ_SEED", 20261123);
   const int count = int(env_u64("TILETRAIN_EQ_COUNT", 200));
   const auto [path, block_kind] = GetParam();
   const int block = block_kind ? other_block() : 0;

@@ -18,7 +18,7 @@ constexpr double kBnEps = 1e-5;
 struct Segment::LayerState {
   const LayerSpec* spec = nullptr;
   int in_cb = 0, out_cb = 0;  // layouts of the layer's input and output maps
-  bool pointwise = false;      // conv followed by batch-norm and/or a non-linear activation
+  bool pointwise = false;     // conv followed by batch-norm and/or a non-linear activation
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   std::vector<Chunk> chunks;  // sharded: see plan_chunks
@@ -35,7 +35,7 @@ struct Segment::TileState {
   // z's transient buffer in forward, and lives in the free delta buffer in backward).
   std::vector<char> recompute;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
-  Buffer buf[2];                 // the two delta buffers; they double as forward scratch
+  Buffer buf[2];                  // the two delta buffers; they double as forward scratch
   std::vector<BackwardStep> bwd;  // per layer: which buffer holds what (plan_backward)
   float* data(int b) const { return buf[b].data(); }
   TensorView cur;  // current delta during backward
@@ -100,8 +100,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const LayerSpec& s = *L.spec;
     std::vector<std::pair<ConvGeom, int>> want;
     auto request = [&](const Box& out, int kind) {
-      ConvGeom g =
-          conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
+      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& w : want)
         if (w.first == g) {
           w.second |= kind;
@@ -139,8 +138,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
     };
     auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out) -> ConvKernel* {
-      ConvGeom g =
-          conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
+      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& k : L.kernels)
         if (k->geom() == g) return k.get();
       return nullptr;
@@ -168,8 +166,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         const bool z_transient = L.pointwise && !into_next_input && !next_reads_in_place;
         // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
         ts->recompute[i] = recompute_ && z_transient;
-        ts->y[i] = ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd}
-                                    : make(s.out.c, L.out_cb, x.fwd);
+        ts->y[i] =
+            ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd} : make(s.out.c, L.out_cb, x.fwd);
         if (!L.pointwise)
           ts->z[i] = ts->y[i];
         else if (into_next_input)
@@ -501,7 +499,8 @@ void Segment::plan_backward(int t, size_t need[2]) {
     return b;
   };
   auto recomputed_y = [&](int l, int b) {  // layer l's y, if backward recomputes it, goes to buffer b
-    if (ts.recompute[size_t(l - plan_.first)]) ts.bwd[size_t(l - plan_.first)].y = use(b, floats(l, false, plan_.at(t, l).fwd));
+    if (ts.recompute[size_t(l - plan_.first)])
+      ts.bwd[size_t(l - plan_.first)].y = use(b, floats(l, false, plan_.at(t, l).fwd));
   };
   int at = use(0, floats(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));  // the delta now
   for (int l = plan_.last - 1; l >= plan_.first; --l) {

@@ -66,12 +66,12 @@ class Segment {
     int64_t begin = 0;                // its first weight, relative to the layer's
     std::vector<int> counts, displs;  // each process's part of it, relative to begin
   };
-  struct BackwardStep {  // one layer of one tile in backward: the delta buffer (0 or 1) that holds
-    int out = 0;         // dL/d(output) on its delta box, when the layer's backward starts
-    int y = -1;          // the recomputed convolution output (-1: kept from forward)
-    int in = 1;          // dL/d(input) as backward-data writes it, on window_in(delta box)
+  struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
+    int out = 0;              // dL/d(output) on its delta box, when the layer's backward starts
+    int y = -1;               // the recomputed convolution output (-1: kept from forward)
+    int in = 1;               // dL/d(input) as backward-data writes it, on window_in(delta box)
     bool keep_reach = false;  // used on that box as it is; else copied into `out` on delta_in
-    int halo = -1;       // at a group start: dL/d(output of the layer before), exchanged
+    int halo = -1;            // at a group start: dL/d(output of the layer before), exchanged
   };
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers

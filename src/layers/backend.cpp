@@ -83,7 +83,8 @@ std::string slow_cpu_warning() {
   const auto isa = dnnl::get_effective_cpu_isa();
   if (isa == dnnl::cpu_isa::sse41 || isa == dnnl::cpu_isa::avx)
     return "oneDNN has no AVX2 kernels on this CPU (it runs " + cpu_isa_name() + "; own kernels run " +
-           own_conv_target() + "): training works, but expect it several times slower than on an AVX2 CPU of the "
+           own_conv_target() +
+           "): training works, but expect it several times slower than on an AVX2 CPU of the "
            "same clock";
 #endif
   return "";

@@ -70,16 +70,17 @@ struct DnnlDescs {
   dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& eng) const {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                            src, w_any, b, dst, strides, pl, pr),
+    return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
+                                            w_any, b, dst, strides, pl, pr),
             attr, eng};
   }
   dnnl::convolution_backward_data::primitive_desc backward_data(
       const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return {dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl, pr),
-            attr, eng, hint};
+    return {
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl, pr),
+        attr, eng, hint};
   }
   dnnl::convolution_backward_weights::primitive_desc backward_weights(
       const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
@@ -169,8 +170,19 @@ class DnnlConv final : public ConvImpl {
 };
 
 OwnConvShape own_shape(const ConvGeom& g) {
-  return {.n = g.n, .ic = g.ic, .oc = g.oc, .k = g.k, .s = g.s, .ih = g.ih, .iw = g.iw, .oh = g.oh, .ow = g.ow,
-          .pt = g.pad.t, .pl = g.pad.l, .ib = g.in_cb, .b = g.cb};
+  return {.n = g.n,
+          .ic = g.ic,
+          .oc = g.oc,
+          .k = g.k,
+          .s = g.s,
+          .ih = g.ih,
+          .iw = g.iw,
+          .oh = g.oh,
+          .ow = g.ow,
+          .pt = g.pad.t,
+          .pl = g.pad.l,
+          .ib = g.in_cb,
+          .b = g.cb};
 }
 
 class OwnConv final : public ConvImpl {
@@ -195,8 +207,9 @@ class OwnConv final : public ConvImpl {
 
  private:
   static OwnPass own_pass(ConvPass p) {
-    return p == ConvPass::Forward ? OwnPass::Forward
-                                  : p == ConvPass::BackwardData ? OwnPass::BackwardData : OwnPass::BackwardWeights;
+    return p == ConvPass::Forward        ? OwnPass::Forward
+           : p == ConvPass::BackwardData ? OwnPass::BackwardData
+                                         : OwnPass::BackwardWeights;
   }
   OwnConvShape shape_;
   ConvPass pass_;
@@ -259,7 +272,9 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
 }
 
 std::string ConvKernel::impl_name(ConvPass p) const {
-  const ConvImpl* i = p == ConvPass::Forward ? fwd_.get() : p == ConvPass::BackwardData ? bwd_data_.get() : bwd_weights_.get();
+  const ConvImpl* i = p == ConvPass::Forward        ? fwd_.get()
+                      : p == ConvPass::BackwardData ? bwd_data_.get()
+                                                    : bwd_weights_.get();
   return i ? i->name() : "";
 }
 

@@ -1,8 +1,8 @@
 #include "layers/pointwise.hpp"
 
-#include "layers/simd_block.hpp"
-
 #include <cmath>
+
+#include "layers/simd_block.hpp"
 
 namespace tt {
 
@@ -66,7 +66,7 @@ void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) 
 
 template <int B>
 void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
-                        Act act) {
+                          Act act) {
   for (int s = 0; s < y.n; ++s)
     for (int blk = 0; blk < y.cblocks(); ++blk) {
       float aa[B], bb[B], mask[B];
@@ -143,7 +143,7 @@ void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, cons
 
 template <int B>
 void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
-                  double* sum_g, double* sum_gx) {
+                    double* sum_g, double* sum_gx) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
       // Double throughout, as in channel_sums: these sums set the mean-removal terms of
@@ -173,7 +173,7 @@ void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, cons
 
 template <int B>
 void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
-                       const float* k3, const float* mean) {
+                         const float* k3, const float* mean) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
       float a[B], b[B], c3[B], m[B];
