@@ -12,7 +12,7 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
     const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.win, full_box(s.out.h, s.out.w), s.in.h, s.in.w,
                                  ctx.config.block, cb, !s.batch_normalize);
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
-      if (p == ConvPass::BackwardData && cb == 1 && !input_delta && s.index == 0) continue;
+      if (p == ConvPass::BackwardData && s.index == 0 && !input_delta) continue;
       uses.push_back({s.index, p, choose_conv(ctx, g, p).name});
     }
     cb = ctx.config.block;

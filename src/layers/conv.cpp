@@ -59,6 +59,7 @@ tag blocked_tag(int cb) {
 struct DnnlDescs {
   memory::desc src, dst, w_any, b;
   memory::dims strides, pl, pr;
+  dnnl::primitive_attr attr;  // the scratchpad is the context's, shared by all primitives
   explicit DnnlDescs(const ConvGeom& g)
       : src({g.n, g.ic, g.ih, g.iw}, dt::f32, blocked_tag(g.in_cb)),
         dst({g.n, g.oc, g.oh, g.ow}, dt::f32, blocked_tag(g.cb)),
@@ -66,26 +67,22 @@ struct DnnlDescs {
         b(g.bias ? memory::desc({g.oc}, dt::f32, tag::x) : memory::desc()),
         strides{g.s, g.s},
         pl{g.pad.t, g.pad.l},
-        pr{g.pad.b, g.pad.r} {}
-  dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& eng) const {
-    dnnl::primitive_attr attr;
+        pr{g.pad.b, g.pad.r} {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  }
+  dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& eng) const {
     return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
                                             w_any, b, dst, strides, pl, pr),
             attr, eng};
   }
   dnnl::convolution_backward_data::primitive_desc backward_data(
       const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     return {
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl, pr),
         attr, eng, hint};
   }
   dnnl::convolution_backward_weights::primitive_desc backward_weights(
       const dnnl::engine& eng, const dnnl::convolution_forward::primitive_desc& hint) const {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     return {dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w_any, b, dst, strides,
                                                      pl, pr),
             attr, eng, hint};
