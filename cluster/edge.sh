@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# An emulated edge cluster on this machine: N devices, each its own network namespace with
+# its own address and host name, every link shaped both ways with `tc tbf`, and each
+# device's processes in a cgroup whose CPU quota makes an emulated core F times a core here
+# (and whose memory limit is the device's memory). Needs root.
+#
+#   cluster/edge.sh up --devices N (--profile P | --link RATE [--cores C] [--device-speed F] [--memory MB])
+#   cluster/edge.sh run [--ranks-per-device K] [--timeout S] -- TILETRAIN-ARGS...
+#   cluster/edge.sh status            what is up, and the time dilation
+#   cluster/edge.sh link DEV up|down  take a device's link down (fault tests) or back up
+#   cluster/edge.sh speed DEV F       change a device's CPU quota while it runs
+#   cluster/edge.sh exec DEV -- CMD   run CMD inside a device (its namespace, cgroup, host name)
+#   cluster/edge.sh down              remove everything (idempotent, also after a crash)
+#
+# Layout: a switch namespace `tt-sw` holds the bridge; device K is namespace `tt-devK`,
+# address 10.77.0.(K+1), host name devK; the launcher namespace `tt-host` (10.77.0.254)
+# runs mpirun, which starts one Open MPI daemon per device through cluster/agent.sh (a
+# stand-in for ssh). Only addresses in 10.77.0.0/24 inside these namespaces are used.
+#
+# Time dilation (with --profile): a profile gives the real device's one-core sgemm speed
+# (cluster/profiles.conf); this machine's is measured (cluster/host_sgemm.py). An emulated
+# core runs at F x here, so it is D = device_gflops / (F x host_gflops) times slower than
+# the real core, and the link is shaped to the real rate / D: computation and
+# communication keep the real device's ratio. Divide measured times by D for device time.
+# Latency cannot be added (no netem in this kernel): links have only rate limits.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+state_dir=/run/tiletrain-edge
+state=$state_dir/state
+subnet=10.77.0
+cg_name=tiletrain-edge
+
+die() { echo "edge.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, tc, cgroups)"
+
+need_tools() {
+  local missing=()
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v tc >/dev/null || missing+=(iproute2)
+  command -v unshare >/dev/null || missing+=(util-linux)
+  command -v mpirun >/dev/null || missing+=(openmpi-bin)
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || missing+=(python3-numpy libopenblas0-pthread)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "edge.sh: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# cgroup v1 (cpu.cfs_quota_us, memory.limit_in_bytes) or v2 (cpu.max, memory.max).
+cgroup_version() {
+  if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_period_us ]; then echo 1
+  elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then echo 2
+  else die "no cgroup CPU controller found (looked for v1 /sys/fs/cgroup/cpu and v2 cgroup.controllers)"; fi
+}
+cg_dirs() {  # the cgroup directories of device $1
+  if [ "$(cgroup_version)" = 1 ]; then
+    echo "/sys/fs/cgroup/cpu/$cg_name/dev$1"
+    [ -d /sys/fs/cgroup/memory ] && echo "/sys/fs/cgroup/memory/$cg_name/dev$1"
+  else
+    echo "/sys/fs/cgroup/$cg_name/dev$1"
+  fi
+  return 0
+}
+period_us=20000  # short, so that a throttled device waits at most 20 ms for its next share
+set_speed() {    # device, cores x speed (in cores of this machine)
+  local quota
+  quota=$(awk -v c="$2" -v p=$period_us 'BEGIN { q = int(c * p); if (q < 1000) q = 1000; print q }')
+  if [ "$(cgroup_version)" = 1 ]; then
+    echo $period_us > "/sys/fs/cgroup/cpu/$cg_name/dev$1/cpu.cfs_period_us"
+    echo "$quota" > "/sys/fs/cgroup/cpu/$cg_name/dev$1/cpu.cfs_quota_us"
+  else
+    echo "$quota $period_us" > "/sys/fs/cgroup/$cg_name/dev$1/cpu.max"
+  fi
+}
+set_memory() {  # device, MB
+  local bytes=$(($2 * 1024 * 1024))
+  if [ "$(cgroup_version)" = 1 ]; then
+    [ -d "/sys/fs/cgroup/memory/$cg_name/dev$1" ] || return 0
+    echo "$bytes" > "/sys/fs/cgroup/memory/$cg_name/dev$1/memory.limit_in_bytes"
+  else
+    echo "$bytes" > "/sys/fs/cgroup/$cg_name/dev$1/memory.max"
+  fi
+}
+
+shape() {  # namespace, interface, rate: tbf on the interface's egress
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 32kb latency 50ms
+}
+
+load_state() {
+  [ -f "$state" ] || die "no cluster is up (run: cluster/edge.sh up --devices N --link RATE)"
+  # shellcheck disable=SC1090
+  . "$state"
+}
+
+cmd_down() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^tt-(dev[0-9]+|sw|host)$' || true); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns"
+  done
+  local d
+  for d in /sys/fs/cgroup/cpu/$cg_name /sys/fs/cgroup/memory/$cg_name /sys/fs/cgroup/$cg_name; do
+    [ -d "$d" ] || continue
+    local tasks
+    for tasks in "$d"/dev*/cgroup.procs; do
+      [ -f "$tasks" ] && xargs -r kill -9 <"$tasks" 2>/dev/null || true
+    done
+    sleep 0.2
+    rmdir "$d"/dev* 2>/dev/null || true
+    rmdir "$d" 2>/dev/null || true
+  done
+  rm -rf "$state_dir"
+  echo "edge cluster down"
+}
+
+cmd_up() {
+  local devices="" link="" cores="" speed="" memory="" profile=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --devices) devices=$2; shift 2 ;;
+      --link) link=$2; shift 2 ;;
+      --cores) cores=$2; shift 2 ;;
+      --device-speed) speed=$2; shift 2 ;;
+      --memory) memory=$2; shift 2 ;;
+      --profile) profile=$2; shift 2 ;;
+      *) die "up: unknown option '$1'" ;;
+    esac
+  done
+  [[ "$devices" =~ ^[0-9]+$ ]] && [ "$devices" -ge 1 ] && [ "$devices" -le 64 ] ||
+    die "up: --devices must be 1-64 (got '${devices}')"
+  local dev_gflops="" host_gflops="" dilation=1 real_link=""
+  if [ -n "$profile" ]; then
+    local row
+    row=$(awk -v p="$profile" '!/^#/ && $1 == p' "$here/profiles.conf")
+    [ -n "$row" ] || die "up: unknown profile '$profile' (cluster/profiles.conf has: $(awk '!/^#/ && NF {printf "%s ", $1}' "$here/profiles.conf"))"
+    read -r _ p_cores p_mem p_link dev_gflops <<<"$row"
+    : "${cores:=$p_cores}" "${memory:=$p_mem}"
+    real_link=${link:-$p_link}
+  fi
+  : "${cores:=1}"
+  [[ "$cores" =~ ^[0-9]+$ ]] && [ "$cores" -ge 1 ] || die "up: --cores must be a positive integer (got '$cores')"
+  # Default speed: all emulated cores together take 90 % of this machine's cores.
+  local host_cores
+  host_cores=$(nproc)
+  : "${speed:=$(awk -v h="$host_cores" -v n="$devices" -v c="$cores" 'BEGIN { s = 0.9 * h / (n * c); if (s > 1) s = 1; printf "%.4f", s }')}"
+  awk -v s="$speed" 'BEGIN { exit !(s > 0 && s <= 64) }' || die "up: --device-speed must be a positive number (got '$speed')"
+  need_tools
+  if [ -n "$profile" ]; then
+    host_gflops=$(/usr/bin/python3 "$here/host_sgemm.py")
+    dilation=$(awk -v d="$dev_gflops" -v f="$speed" -v h="$host_gflops" 'BEGIN { printf "%.4f", d / (f * h) }')
+    # The link slowed by the same factor: tbf takes bit/s.
+    local real_bps
+    real_bps=$(rate_bps "$real_link")
+    link="$(awk -v b="$real_bps" -v d="$dilation" 'BEGIN { printf "%d", b / d }')bit"
+  fi
+  [ -n "$link" ] || die "up: give --link RATE (e.g. 100mbit) or --profile P"
+  rate_bps "$link" >/dev/null
+  cmd_down >/dev/null
+  mkdir -p "$state_dir"
+  ip netns add tt-sw
+  ip netns exec tt-sw ip link set lo up
+  ip netns exec tt-sw ip link add br0 type bridge
+  ip netns exec tt-sw ip link set br0 up
+  # The launcher: mpirun lives here, unshaped and unthrottled.
+  ip netns add tt-host
+  ip netns exec tt-host ip link set lo up
+  ip link add eth0 netns tt-host type veth peer name host netns tt-sw
+  ip netns exec tt-sw ip link set host master br0 up
+  ip netns exec tt-host ip addr add $subnet.254/24 dev eth0
+  ip netns exec tt-host ip link set eth0 up
+  local cgv k
+  cgv=$(cgroup_version)
+  if [ "$cgv" = 2 ]; then
+    mkdir -p /sys/fs/cgroup/$cg_name
+    echo "+cpu +memory" > /sys/fs/cgroup/$cg_name/cgroup.subtree_control 2>/dev/null || true
+  fi
+  for ((k = 0; k < devices; k++)); do
+    ip netns add tt-dev$k
+    ip netns exec tt-dev$k ip link set lo up
+    ip link add eth0 netns tt-dev$k type veth peer name d$k netns tt-sw
+    ip netns exec tt-sw ip link set d$k master br0 up
+    ip netns exec tt-dev$k ip addr add $subnet.$((k + 1))/24 dev eth0
+    ip netns exec tt-dev$k ip link set eth0 up
+    shape tt-dev$k eth0 "$link"  # device -> switch
+    shape tt-sw d$k "$link"      # switch -> device
+    local d
+    for d in $(cg_dirs $k); do mkdir -p "$d"; done
+    set_speed $k "$(awk -v c="$cores" -v s="$speed" 'BEGIN { print c * s }')"
+    [ -n "$memory" ] && set_memory $k "$memory"
+  done
+  cat >"$state" <<EOF
+devices=$devices
+link=$link
+real_link=${real_link:-$link}
+cores=$cores
+speed=$speed
+memory=${memory:-}
+profile=${profile:-}
+device_gflops=${dev_gflops:-}
+host_gflops=${host_gflops:-}
+dilation=$dilation
+cgroup=v$cgv
+EOF
+  cmd_status
+}
+
+rate_bps() {  # tc rate → bit/s
+  awk -v r="$1" 'BEGIN {
+    if (match(r, /^[0-9.]+/) == 0) { print "bad rate " r > "/dev/stderr"; exit 1 }
+    v = substr(r, 1, RLENGTH); u = tolower(substr(r, RLENGTH + 1))
+    m["bit"] = 1; m["kbit"] = 1e3; m["mbit"] = 1e6; m["gbit"] = 1e9
+    if (!(u in m)) { print "edge.sh: unknown rate unit in \"" r "\" (use bit, kbit, mbit or gbit)" > "/dev/stderr"; exit 1 }
+    printf "%d\n", v * m[u] }'
+}
+
+cmd_status() {
+  load_state
+  echo "edge cluster: $devices device(s), cgroup $cgroup, launcher tt-host $subnet.254"
+  local k
+  for ((k = 0; k < devices; k++)); do
+    local q
+    if [ "$cgroup" = v1 ]; then
+      q=$(awk -v q="$(cat /sys/fs/cgroup/cpu/$cg_name/dev$k/cpu.cfs_quota_us)" -v p="$(cat /sys/fs/cgroup/cpu/$cg_name/dev$k/cpu.cfs_period_us)" 'BEGIN { printf "%.3f", q / p }')
+    else
+      q=$(awk '{ printf "%.3f", $1 / $2 }' /sys/fs/cgroup/$cg_name/dev$k/cpu.max)
+    fi
+    local up
+    up=$(ip netns exec tt-sw cat /sys/class/net/d$k/operstate 2>/dev/null || echo "?")
+    printf '  dev%-2d %s.%-3d ns tt-dev%-2d %s cores x %s = %s of a core here, memory %s, link %s both ways (%s)\n' \
+      $k $subnet $((k + 1)) $k "$cores" "$speed" "$q" "${memory:+$memory MB}${memory:-unlimited}" "$link" "$up"
+  done
+  if [ -n "$profile" ]; then
+    echo "profile $profile: a real core does $device_gflops GFLOP/s (sgemm), one core here $host_gflops;"
+    echo "  an emulated core runs $dilation x slower than the real one; link $real_link / $dilation = $link."
+    echo "  Device time = measured time / $dilation. Added latency is not emulated (no netem)."
+  fi
+}
+
+cmd_run() {
+  load_state
+  local per=1 timeout=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --ranks-per-device) per=$2; shift 2 ;;
+      --timeout) timeout=$2; shift 2 ;;
+      --) shift; break ;;
+      *) die "run: unknown option '$1' (tiletrain's arguments go after --)" ;;
+    esac
+  done
+  [[ "$per" =~ ^[0-9]+$ ]] && [ "$per" -ge 1 ] || die "run: --ranks-per-device must be a positive integer"
+  local bin=${TILETRAIN_BIN:-$root/build/tiletrain}
+  [ -x "$bin" ] || die "no $bin: build it first (scripts/setup.sh tiletrain)"
+  local hosts="" k
+  for ((k = 0; k < devices; k++)); do hosts+="${hosts:+,}$subnet.$((k + 1)):$per"; done
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  local pre=()
+  [ -n "$timeout" ] && pre=(timeout -k 5 "$timeout")
+  # TCP between devices, shared memory between ranks of one device; two TCP links per
+  # peer (one link halves two-way traffic under tbf); no pinning (all ranks would pin to
+  # core 0 of the cgroup otherwise).
+  "${pre[@]}" ip netns exec tt-host mpirun -np $((devices * per)) --host "$hosts" \
+    --mca plm_rsh_agent "$here/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24 \
+    --mca btl_tcp_links 2 --bind-to none \
+    "$bin" "$@"
+}
+
+cmd_link() {
+  load_state
+  local k=${1#dev}
+  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "link: no device '$1' (dev0-dev$((devices - 1)))"
+  case ${2:-} in
+    up | down) ip netns exec tt-sw ip link set d$k "$2" ;;
+    *) die "link: say up or down" ;;
+  esac
+  echo "dev$k link $2"
+}
+
+cmd_speed() {
+  load_state
+  local k=${1#dev}
+  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "speed: no device '$1' (dev0-dev$((devices - 1)))"
+  awk -v s="${2:-}" 'BEGIN { exit !(s > 0) }' || die "speed: give a positive factor"
+  set_speed "$k" "$(awk -v c="$cores" -v s="$2" 'BEGIN { print c * s }')"
+  echo "dev$k: $cores cores x $2 of a core here"
+}
+
+cmd_exec() {
+  load_state
+  local k=${1#dev}
+  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "exec: no device '$1'"
+  shift
+  [ "${1:-}" = -- ] && shift
+  exec "$here/agent.sh" "$subnet.$((k + 1))" "$(printf '%q ' "$@")"
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  run) shift; cmd_run "$@" ;;
+  link) shift; cmd_link "$@" ;;
+  speed) shift; cmd_speed "$@" ;;
+  exec) shift; cmd_exec "$@" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
