@@ -141,14 +141,16 @@ cmd_up() {
   fi
   : "${cores:=1}"
   [[ "$cores" =~ ^[0-9]+$ ]] && [ "$cores" -ge 1 ] || die "up: --cores must be a positive integer (got '$cores')"
-  # Default speed: all emulated cores together take 90 % of this machine's cores.
+  need_tools
+  [ -n "$profile" ] && host_gflops=$(/usr/bin/python3 "$here/host_sgemm.py")
+  # Default speed: the real core's (no dilation) if all emulated cores together fit in 90 %
+  # of this machine's cores, else that 90 % shared out.
   local host_cores
   host_cores=$(nproc)
-  : "${speed:=$(awk -v h="$host_cores" -v n="$devices" -v c="$cores" 'BEGIN { s = 0.9 * h / (n * c); if (s > 1) s = 1; printf "%.4f", s }')}"
+  : "${speed:=$(awk -v h="$host_cores" -v n="$devices" -v c="$cores" -v d="$dev_gflops" -v g="$host_gflops" 'BEGIN {
+      s = 0.9 * h / (n * c); if (s > 1) s = 1; if (d != "" && d / g < s) s = d / g; printf "%.4f", s }')}"
   awk -v s="$speed" 'BEGIN { exit !(s > 0 && s <= 64) }' || die "up: --device-speed must be a positive number (got '$speed')"
-  need_tools
   if [ -n "$profile" ]; then
-    host_gflops=$(/usr/bin/python3 "$here/host_sgemm.py")
     dilation=$(awk -v d="$dev_gflops" -v f="$speed" -v h="$host_gflops" 'BEGIN { printf "%.4f", d / (f * h) }')
     # The link slowed by the same factor: tbf takes bit/s.
     local real_bps
@@ -215,6 +217,8 @@ rate_bps() {  # tc rate → bit/s
     printf "%d\n", v * m[u] }'
 }
 
+mbit() { awk -v b="$(rate_bps "$1")" 'BEGIN { printf "%.1f Mbit/s", b / 1e6 }'; }
+
 cmd_status() {
   load_state
   echo "edge cluster: $devices device(s), cgroup $cgroup, launcher tt-host $subnet.254"
@@ -229,12 +233,12 @@ cmd_status() {
     local up
     up=$(ip netns exec tt-sw cat /sys/class/net/d$k/operstate 2>/dev/null || echo "?")
     printf '  dev%-2d %s.%-3d ns tt-dev%-2d %s cores x %s = %s of a core here, memory %s, link %s both ways (%s)\n' \
-      $k $subnet $((k + 1)) $k "$cores" "$speed" "$q" "${memory:+$memory MB}${memory:-unlimited}" "$link" "$up"
+      $k $subnet $((k + 1)) $k "$cores" "$speed" "$q" "${memory:-unlimited}${memory:+ MB}" "$(mbit "$link")" "$up"
   done
   if [ -n "$profile" ]; then
-    echo "profile $profile: a real core does $device_gflops GFLOP/s (sgemm), one core here $host_gflops;"
-    echo "  an emulated core runs $dilation x slower than the real one; link $real_link / $dilation = $link."
-    echo "  Device time = measured time / $dilation. Added latency is not emulated (no netem)."
+    echo "profile $profile: a real core does $device_gflops GFLOP/s (sgemm), one core here $host_gflops, an emulated"
+    echo "  core $(awk -v s="$speed" -v h="$host_gflops" 'BEGIN { printf "%.1f", s * h }'): time dilation D = $dilation (emulated time = D x device time);"
+    echo "  link $real_link / D = $(mbit "$link"). Device time = measured time / $dilation. No added latency (no netem here)."
   fi
 }
 
