@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Regenerates the paper's experiments ("Experiments and Results" of
+# ../shared/paper/distributed-cnn-training-edge.tex) on an emulated edge cluster on this
+# machine (cluster/edge.sh), and writes CSV and PNG files to bench/paper/out/<mode>/.
+#
+#   bench/paper/run.sh [--quick] [--only speedup,memory,batch,comm] [--size HxW] [--out DIR]
+#
+#   speedup  W1 at batch 1 on 1-6 Pi 3 devices x 1-4 cores (one rank per device, one tile
+#            per core), plus the same with --low-memory: step time split and speed-up vs 1
+#            core (batch 1 and "infinite batch" = without weight exchange and update).
+#   memory   one process per tile (as the paper's engine): peak RSS per tile and per device,
+#            with and without --low-memory.
+#   batch    6 Pi 3 devices x 4 cores (24 tiles), batch 1-8 x grouping none / 0,4,8,12 /
+#            0,8,12; "best measured" = the fastest of these (no cost-model optimizer yet).
+#   comm     2 comm-bound devices x 1 core, batch 1-8 x grouping none / 0,4,8,12 / 0,8,12 / all.
+#
+# --quick: fewer configurations, 1 timed step after 1 warm-up step, batches 1 and 8 only
+# (see bench/paper/README.md); under 10 minutes on 2 cores. Full run: under an hour.
+# Needs root (network namespaces, tc, cgroups). Every run must succeed; a run killed by a
+# device's memory limit is recorded as "oom" (a result); any other failure stops the
+# script with a non-zero status. The cluster is removed at the end, on error and on ^C.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+
+mode=full only=speedup,memory,batch,comm size="" outdir="" cmdline="bench/paper/run.sh $*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) mode=quick; shift ;;
+    --only) only=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --out) outdir=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
+want() { [[ ",$only," == *",$1,"* ]]; }
+
+cfg=cfgs/yolov2-16.cfg
+speed_pi3=$(awk -v h="$(nproc)" 'BEGIN { printf "%.4f", 0.9 * h / 24 }')  # 6 devices x 4 cores in 90 % of this machine
+if [ $mode = quick ]; then
+  steps=1 warmup=1 timeout=400
+  speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"   # devices x cores
+  tile_cfgs="2x4 6x4"                           # one process per tile (C > 1; C = 1 is the speedup run)
+  batches="1 8"
+else
+  steps=3 warmup=1 timeout=900
+  speedup_cfgs=""
+  for n in 1 2 3 4 5 6; do for c in 1 2 3 4; do speedup_cfgs+="${n}x$c "; done; done
+  tile_cfgs="1x2 1x4 2x4 3x4 4x4 5x4 6x4"
+  batches="1 2 4 8"
+fi
+mem_steps=1 mem_warmup=1  # memory-only runs: the peak is reached in the first step
+groups_pi3="none 0,4,8,12 0,8,12"
+groups_comm="none 0,4,8,12 0,8,12 all"
+
+out=${outdir:-$here/out/$mode}
+mkdir -p "$out"
+rm -rf "$out/raw" "$out/runs.jsonl"
+mkdir -p "$out/raw"
+t_start=$(date +%s)
+log() { printf '[%s %4ds] %s\n' "$(date +%H:%M:%S)" $(($(date +%s) - t_start)) "$*"; }
+
+# matplotlib from Debian.
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  log "installing python3-matplotlib"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null
+fi
+[ -x build/tiletrain ] || scripts/setup.sh tiletrain
+
+# A private copy of the cluster scripts and of the binary, under names of our own.
+#  - cluster/edge.sh has one fixed set of names (namespaces tt-*, cgroup tiletrain-edge,
+#    /run/tiletrain-edge), and `up` replaces whatever cluster is up: another user's
+#    cluster on this machine would be torn down by ours, and ours by theirs. The copy
+#    uses ttp-*, tiletrain-edge-paper and /run/tiletrain-edge-paper instead.
+#  - `edge.sh run` starts mpirun under `ip netns exec tt-host`, which mounts a /sys
+#    without /sys/fs/cgroup, so agent.sh cannot join the device's cgroups and the ranks
+#    ran without CPU quota or memory limit. The copy enters only the launcher's network
+#    namespace (nsenter --net). Every run below checks that its devices' cgroups did run
+#    and throttle the ranks, and stops otherwise.
+#  - build/tiletrain may be rebuilt while we run: we run a copy.
+tmp=$(mktemp -d /tmp/tiletrain-paper.XXXXXX)
+edge=$tmp/cluster/edge.sh
+cgname=tiletrain-edge-paper
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [ -x "$edge" ] && "$edge" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+  [ $rc -ne 0 ] && log "FAILED (status $rc); cluster removed" >&2
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+mkdir -p "$tmp/cluster"
+for f in edge.sh agent.sh profiles.conf host_sgemm.py; do
+  git show "HEAD:cluster/$f" >"$tmp/cluster/$f" 2>/dev/null || cp "cluster/$f" "$tmp/cluster/$f"
+  sed -i -e 's/\btt-\(sw\|host\|dev\)/ttp-\1/g' -e "s/'\^tt-(/'^ttp-(/" \
+    -e 's/tiletrain-edge/tiletrain-edge-paper/g' "$tmp/cluster/$f"
+done
+sed -i 's|ip netns exec ttp-host mpirun|nsenter --net=/run/netns/ttp-host mpirun|' "$edge"
+chmod +x "$tmp/cluster/"*.sh
+if grep -nE '\btt-(sw|host|dev)|/tiletrain-edge\b' "$edge" "$tmp/cluster/agent.sh" | grep -v tiletrain-edge-paper; then
+  echo "run.sh: the private copy of cluster/edge.sh still names the shared cluster (above); cluster/edge.sh changed?" >&2
+  exit 1
+fi
+cp build/tiletrain "$tmp/tiletrain"
+export TILETRAIN_BIN=$tmp/tiletrain
+state=/run/tiletrain-edge-paper/state
+
+# What ran: commit, binary, machine.
+/usr/bin/python3 - "$out/meta.json" <<PY
+import json, sys, os, subprocess, datetime
+def sh(*a):
+    return subprocess.run(a, capture_output=True, text=True).stdout.strip()
+json.dump({
+    "mode": "$mode", "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    "command": "${cmdline% }",
+    "commit": sh("git", "rev-parse", "--short", "HEAD"),
+    "src_dirty": bool(sh("git", "status", "--porcelain", "src", "cluster")),
+    "binary_sha256": sh("sha256sum", "$tmp/tiletrain").split()[0],
+    "binary_mtime": datetime.datetime.fromtimestamp(os.path.getmtime("build/tiletrain")).isoformat(timespec="seconds"),
+    "nproc": os.cpu_count(), "cpu": sh("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
+    "kernel": os.uname().release, "steps": $steps, "warmup": $warmup, "size": "${size:-416x416}",
+    "speed_pi3": $speed_pi3,
+}, open(sys.argv[1], "w"), indent=1)
+PY
+
+# --- the cluster ------------------------------------------------------------------------
+cgv=1
+[ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_period_us ] || cgv=2
+cpu_dir() { if [ $cgv = 1 ]; then echo /sys/fs/cgroup/cpu/$cgname/dev$1; else echo /sys/fs/cgroup/$cgname/dev$1; fi; }
+mem_dir() { if [ $cgv = 1 ]; then echo /sys/fs/cgroup/memory/$cgname/dev$1; else echo /sys/fs/cgroup/$cgname/dev$1; fi; }
+oom_kills() {  # total OOM kills in the devices' memory cgroups
+  local k n=0 v
+  for ((k = 0; k < cur_devices; k++)); do
+    if [ $cgv = 1 ]; then v=$(awk '$1 == "oom_kill" { print $2 }' "$(mem_dir $k)/memory.oom_control" 2>/dev/null)
+    else v=$(awk '$1 == "oom_kill" { print $2 }' "$(mem_dir $k)/memory.events" 2>/dev/null); fi
+    n=$((n + ${v:-0}))
+  done
+  echo $n
+}
+cpu_periods() {  # CFS periods with runnable tasks, per device (space-separated)
+  local k
+  for ((k = 0; k < cur_devices; k++)); do awk '$1 == "nr_periods" { printf "%s ", $2 }' "$(cpu_dir $k)/cpu.stat"; done
+}
+reset_mem_peak() {
+  local k
+  [ $cgv = 1 ] || return 0
+  for ((k = 0; k < cur_devices; k++)); do echo 0 >"$(mem_dir $k)/memory.max_usage_in_bytes" 2>/dev/null || true; done
+}
+mem_peak_mb() {  # largest device's cgroup memory peak (v1: since reset; v2: since up)
+  local k m=0 v f
+  for ((k = 0; k < cur_devices; k++)); do
+    if [ $cgv = 1 ]; then f=$(mem_dir $k)/memory.max_usage_in_bytes; else f=$(mem_dir $k)/memory.peak; fi
+    v=$(cat "$f" 2>/dev/null || echo 0)
+    [ "$v" -gt "$m" ] && m=$v
+  done
+  awk -v b="$m" 'BEGIN { printf "%.1f", b / 1048576 }'
+}
+
+cur_key="" cur_devices=0
+cluster_up() {  # devices cores profile [speed]: skipped when that cluster is already up
+  local key="$*"
+  [ "$key" = "$cur_key" ] && return 0
+  local args=(--devices "$1" --cores "$2" --profile "$3")
+  [ -n "${4:-}" ] && args+=(--device-speed "$4")
+  "$edge" up "${args[@]}" >"$out/raw/up-$1x$2-$3.txt" 2>&1 || { cat "$out/raw/up-$1x$2-$3.txt" >&2; exit 1; }
+  cur_key=$key cur_devices=$1
+  # shellcheck disable=SC1090
+  (. "$state"; log "cluster: $devices x $profile ($cores cores x $speed of a core here), D = $dilation, link $(awk -v b="${link%bit}" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s")
+}
+
+grid_for() {  # devices cores -> RxC: R*C = devices*cores, each device's cores tiles (tile t on
+  # rank t/cores, row-major) form a rectangle (part of one row, or whole rows), tiles as
+  # square as possible, R <= C on a tie.
+  local n=$1 c=$2 t=$(($1 * $2)) r cols best="" bs=0 s
+  for ((r = 1; r <= t; r++)); do
+    ((t % r == 0)) || continue
+    cols=$((t / r))
+    ((c % cols == 0 || cols % c == 0)) || continue
+    s=$(((r > cols ? r * 1000 / cols : cols * 1000 / r)))
+    if [ -z "$best" ] || ((s < bs)); then best=${r}x$cols bs=$s; fi
+  done
+  echo "$best"
+}
+
+nrun=0
+# run LABEL EXP DEVICES CORES RANKS_PER_DEVICE BATCH GROUPS LOWMEM(0|1) STEPS WARMUP
+run() {
+  local label=$1
+  shift
+  local exp=$1 n=$2 c=$3 per=$4 batch=$5 groups=$6 low=$7 st=$8 wu=$9
+  local grid tpr id args rc status=ok
+  grid=$(grid_for "$n" "$c")
+  tpr=$((c / per))
+  nrun=$((nrun + 1))
+  id=$(printf '%03d-%s-%dx%d-r%d-b%d-%s%s' $nrun "$exp" "$n" "$c" "$per" "$batch" "${groups//,/_}" "$([ "$low" = 1 ] && echo -lowmem)")
+  args=(bench --cfg $cfg --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" --batch "$batch" --steps "$st" --warmup "$wu" --json)
+  [ -n "$size" ] && args+=(--size "$size")
+  [ "$low" = 1 ] && args+=(--low-memory)
+  local oom0 per0 per1 t0 t1
+  oom0=$(oom_kills)
+  per0=$(cpu_periods)
+  reset_mem_peak
+  t0=$(date +%s.%N)
+  set +e
+  "$edge" run --ranks-per-device "$per" --timeout "$timeout" -- "${args[@]}" >"$out/raw/$id.log" 2>&1
+  rc=$?
+  set -e
+  t1=$(date +%s.%N)
+  per1=$(cpu_periods)
+  # Each device's cgroup must have run (and throttled) its ranks.
+  local a=($per0) b=($per1) k
+  for ((k = 0; k < n; k++)); do
+    if [ "${b[$k]}" -le "${a[$k]}" ]; then
+      echo "run.sh: device $k's cgroup ran nothing during $id: the ranks are not under the device's CPU quota" >&2
+      exit 1
+    fi
+  done
+  if [ $rc -ne 0 ]; then
+    if [ "$(oom_kills)" -gt "$oom0" ]; then
+      status=oom
+    else
+      echo "run.sh: run $id failed (status $rc); its output:" >&2
+      tail -n 30 "$out/raw/$id.log" >&2
+      exit 1
+    fi
+  fi
+  local json="{}"
+  if [ $status = ok ]; then
+    json=$(tail -n 1 "$out/raw/$id.log")
+    [[ "$json" == "{"* ]] || { echo "run.sh: run $id printed no JSON line (see $out/raw/$id.log)" >&2; exit 1; }
+  fi
+  # One line of runs.jsonl: what we configured, the cluster, tiletrain's JSON (without its kernel list).
+  local summary
+  summary=$(/usr/bin/python3 - "$out/runs.jsonl" "$state" "$json" <<PY
+import json, sys
+st = dict(l.strip().split("=", 1) for l in open(sys.argv[2]) if "=" in l)
+r = json.loads(sys.argv[3])
+r.pop("kernels", None)
+r.update(id="$id", experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks_per_device=$per,
+         tiles_per_rank=$tpr, grid_rc="$grid", batch=$batch, groups="$groups", low_memory=bool($low),
+         size="${size:-416x416}", steps=$st, warmup=$wu, status="$status", profile=st["profile"],
+         dilation=float(st["dilation"]), device_speed=float(st["speed"]), link_bps=float(st["link"].rstrip("bit")),
+         host_gflops=float(st["host_gflops"]), mem_limit_mb=float(st["memory"] or 0),
+         cgroup_peak_mb_max=$(mem_peak_mb), wall_s=round($t1 - $t0, 2),
+         loadavg=float(open("/proc/loadavg").read().split()[0]))
+open(sys.argv[1], "a").write(json.dumps(r) + "\n")
+if r["status"] == "ok":
+    D = r["dilation"]
+    print(f"step {r['step_s']:.3f} s = {r['step_s']/D:.3f} device s (fwd {r['fwd_s']:.2f} bwd {r['bwd_s']:.2f} "
+          f"halo {r['halo_s']:.2f} weights {r['weights_s']:.2f} io {r['io_s']:.2f} update {r['update_s']:.2f}); "
+          f"RSS {r['peak_rss_mb_max']:.0f} MB/rank, {r['peak_rss_mb_host']:.0f} MB/device; run {r['wall_s']:.0f} s")
+else:
+    print(f"OUT OF MEMORY (device limit {r['mem_limit_mb']:.0f} MB); run {r['wall_s']:.0f} s")
+PY
+)
+  log "$(printf '#%-3d %-8s %s' $nrun "$exp" "$label"): $summary"
+}
+
+log "mode $mode: steps $steps, warm-up $warmup, size ${size:-416x416 (the cfg)}, output $out"
+
+# --- 1 and 2: speed-up and memory per device, one rank per device ---------------------
+if want speedup; then
+  for nc in $speedup_cfgs; do
+    n=${nc%x*} c=${nc#*x}
+    cluster_up "$n" "$c" pi3 "$speed_pi3"
+    for low in 0 1; do
+      ((n * c == 1 && low == 1)) && continue  # nothing to shard on one process
+      run "$n dev x $c cores, grid $(grid_for "$n" "$c")$([ $low = 1 ] && echo ', low-memory' || true)" \
+        speedup "$n" "$c" 1 1 none $low $steps $warmup
+    done
+  done
+fi
+
+# --- 2: memory per tile, one process per tile (as the paper's engine) ------------------
+if want memory; then
+  for nc in $tile_cfgs; do
+    n=${nc%x*} c=${nc#*x}
+    cluster_up "$n" "$c" pi3 "$speed_pi3"
+    for low in 0 1; do
+      run "$n dev x $c ranks, grid $(grid_for "$n" "$c")$([ $low = 1 ] && echo ', low-memory' || true)" \
+        memory "$n" "$c" "$c" 1 none $low $mem_steps $mem_warmup
+    done
+  done
+fi
+
+# --- 3: batch x grouping on 6 Pi 3 devices x 4 cores ----------------------------------
+if want batch; then
+  cluster_up 6 4 pi3 "$speed_pi3"
+  for b in $batches; do
+    for g in $groups_pi3; do
+      run "6 dev x 4 cores, batch $b, groups $g" batch 6 4 1 "$b" "$g" 0 $steps $warmup
+    done
+  done
+fi
+
+# --- 4: 2 comm-bound devices x 1 core ---------------------------------------------------
+if want comm; then
+  cluster_up 2 1 comm-bound  # edge.sh's default speed: 90 % of this machine for the 2 devices
+  for b in $batches; do
+    for g in $groups_comm; do
+      run "2 dev x 1 core, batch $b, groups $g" comm 2 1 1 "$b" "$g" 0 $steps $warmup
+    done
+  done
+fi
+
+"$edge" down >/dev/null
+log "all $nrun runs done; plotting"
+/usr/bin/python3 "$here/plot.py" "$out"
+log "done in $(($(date +%s) - t_start)) s: $out"
