@@ -12,8 +12,12 @@
 #   cluster/edge.sh exec DEV -- CMD   run CMD inside a device (its namespace, cgroup, host name)
 #   cluster/edge.sh down              remove everything (idempotent, also after a crash)
 #
-# Layout: a switch namespace `tt-sw` holds the bridge; device K is namespace `tt-devK`,
-# address 10.77.0.(K+1), host name devK; the launcher namespace `tt-host` (10.77.0.254)
+# Several clusters can be up side by side: EDGE_CLUSTER=NAME (default `main`) names the
+# one a command works on (namespaces tt-NAME-*, cgroups tiletrain-edge/NAME, state in
+# /run/tiletrain-edge/NAME); the tests and bench/paper/run.sh use clusters of their own.
+#
+# Layout: a switch namespace `tt-NAME-sw` holds the bridge; device K is namespace
+# `tt-NAME-devK`, address 10.77.0.(K+1), host name devK; the launcher namespace `tt-NAME-host` (10.77.0.254)
 # runs mpirun, which starts one Open MPI daemon per device through cluster/agent.sh (a
 # stand-in for ssh). Only addresses in 10.77.0.0/24 inside these namespaces are used.
 #
@@ -26,10 +30,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-state_dir=/run/tiletrain-edge
+cluster=${EDGE_CLUSTER:-main}
+[[ "$cluster" =~ ^[a-z0-9]{1,8}$ ]] || { echo "edge.sh: EDGE_CLUSTER must be 1-8 of a-z0-9 (got '$cluster')" >&2; exit 1; }
+export EDGE_CLUSTER=$cluster  # for agent.sh
+state_dir=/run/tiletrain-edge/$cluster
 state=$state_dir/state
 subnet=10.77.0
-cg_name=tiletrain-edge
+cg_name=tiletrain-edge/$cluster
+ns=tt-$cluster  # namespace prefix
 
 die() { echo "edge.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, tc, cgroups)"
@@ -95,10 +103,10 @@ load_state() {
 }
 
 cmd_down() {
-  local ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^tt-(dev[0-9]+|sw|host)$' || true); do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-    ip netns del "$ns"
+  local n
+  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$ns-(dev[0-9]+|sw|host)\$" || true); do
+    ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$n"
   done
   local d
   for d in /sys/fs/cgroup/cpu/$cg_name /sys/fs/cgroup/memory/$cg_name /sys/fs/cgroup/$cg_name; do
@@ -110,6 +118,7 @@ cmd_down() {
     sleep 0.2
     rmdir "$d"/dev* 2>/dev/null || true
     rmdir "$d" 2>/dev/null || true
+    rmdir "$(dirname "$d")" 2>/dev/null || true  # the parent, once no cluster is left
   done
   rm -rf "$state_dir"
   echo "edge cluster down"
@@ -161,17 +170,17 @@ cmd_up() {
   rate_bps "$link" >/dev/null
   cmd_down >/dev/null
   mkdir -p "$state_dir"
-  ip netns add tt-sw
-  ip netns exec tt-sw ip link set lo up
-  ip netns exec tt-sw ip link add br0 type bridge
-  ip netns exec tt-sw ip link set br0 up
+  ip netns add $ns-sw
+  ip netns exec $ns-sw ip link set lo up
+  ip netns exec $ns-sw ip link add br0 type bridge
+  ip netns exec $ns-sw ip link set br0 up
   # The launcher: mpirun lives here, unshaped and unthrottled.
-  ip netns add tt-host
-  ip netns exec tt-host ip link set lo up
-  ip link add eth0 netns tt-host type veth peer name host netns tt-sw
-  ip netns exec tt-sw ip link set host master br0 up
-  ip netns exec tt-host ip addr add $subnet.254/24 dev eth0
-  ip netns exec tt-host ip link set eth0 up
+  ip netns add $ns-host
+  ip netns exec $ns-host ip link set lo up
+  ip link add eth0 netns $ns-host type veth peer name host netns $ns-sw
+  ip netns exec $ns-sw ip link set host master br0 up
+  ip netns exec $ns-host ip addr add $subnet.254/24 dev eth0
+  ip netns exec $ns-host ip link set eth0 up
   local cgv k
   cgv=$(cgroup_version)
   if [ "$cgv" = 2 ]; then
@@ -179,14 +188,14 @@ cmd_up() {
     echo "+cpu +memory" > /sys/fs/cgroup/$cg_name/cgroup.subtree_control 2>/dev/null || true
   fi
   for ((k = 0; k < devices; k++)); do
-    ip netns add tt-dev$k
-    ip netns exec tt-dev$k ip link set lo up
-    ip link add eth0 netns tt-dev$k type veth peer name d$k netns tt-sw
-    ip netns exec tt-sw ip link set d$k master br0 up
-    ip netns exec tt-dev$k ip addr add $subnet.$((k + 1))/24 dev eth0
-    ip netns exec tt-dev$k ip link set eth0 up
-    shape tt-dev$k eth0 "$link"  # device -> switch
-    shape tt-sw d$k "$link"      # switch -> device
+    ip netns add $ns-dev$k
+    ip netns exec $ns-dev$k ip link set lo up
+    ip link add eth0 netns $ns-dev$k type veth peer name d$k netns $ns-sw
+    ip netns exec $ns-sw ip link set d$k master br0 up
+    ip netns exec $ns-dev$k ip addr add $subnet.$((k + 1))/24 dev eth0
+    ip netns exec $ns-dev$k ip link set eth0 up
+    shape $ns-dev$k eth0 "$link"  # device -> switch
+    shape $ns-sw d$k "$link"      # switch -> device
     local d
     for d in $(cg_dirs $k); do mkdir -p "$d"; done
     set_speed $k "$(awk -v c="$cores" -v s="$speed" 'BEGIN { print c * s }')"
@@ -221,7 +230,7 @@ mbit() { awk -v b="$(rate_bps "$1")" 'BEGIN { printf "%.1f Mbit/s", b / 1e6 }'; 
 
 cmd_status() {
   load_state
-  echo "edge cluster: $devices device(s), cgroup $cgroup, launcher tt-host $subnet.254"
+  echo "edge cluster: $devices device(s), cgroup $cgroup, launcher $ns-host $subnet.254"
   local k
   for ((k = 0; k < devices; k++)); do
     local q
@@ -231,9 +240,9 @@ cmd_status() {
       q=$(awk '{ printf "%.3f", $1 / $2 }' /sys/fs/cgroup/$cg_name/dev$k/cpu.max)
     fi
     local up
-    up=$(ip netns exec tt-sw cat /sys/class/net/d$k/operstate 2>/dev/null || echo "?")
-    printf '  dev%-2d %s.%-3d ns tt-dev%-2d %s cores x %s = %s of a core here, memory %s, link %s both ways (%s)\n' \
-      $k $subnet $((k + 1)) $k "$cores" "$speed" "$q" "${memory:-unlimited}${memory:+ MB}" "$(mbit "$link")" "$up"
+    up=$(ip netns exec $ns-sw cat /sys/class/net/d$k/operstate 2>/dev/null || echo "?")
+    printf '  dev%-2d %s.%-3d ns %s %s cores x %s = %s of a core here, memory %s, link %s both ways (%s)\n' \
+      $k $subnet $((k + 1)) "$ns-dev$k" "$cores" "$speed" "$q" "${memory:-unlimited}${memory:+ MB}" "$(mbit "$link")" "$up"
   done
   if [ -n "$profile" ]; then
     echo "profile $profile: a real core does $device_gflops GFLOP/s (sgemm), one core here $host_gflops, an emulated"
@@ -263,11 +272,15 @@ cmd_run() {
   [ -n "$timeout" ] && pre=(timeout -k 5 "$timeout")
   # TCP between devices, shared memory between ranks of one device; two TCP links per
   # peer (one link halves two-way traffic under tbf); no pinning (all ranks would pin to
-  # core 0 of the cgroup otherwise).
-  "${pre[@]}" ip netns exec tt-host mpirun -np $((devices * per)) --host "$hosts" \
+  # core 0 of the cgroup otherwise); keepalives on the launcher's connections, so that a
+  # device whose link is down is noticed in about 15 s instead of Open MPI's 8 minutes.
+  # nsenter, not `ip netns exec`: the latter mounts the namespace's own /sys, where the
+  # agents that mpirun starts could not see /sys/fs/cgroup to join their device's cgroups.
+  "${pre[@]}" nsenter --net=/run/netns/$ns-host mpirun -np $((devices * per)) --host "$hosts" \
     --mca plm_rsh_agent "$here/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24 \
     --mca btl_tcp_links 2 --bind-to none \
+    --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 \
     "$bin" "$@"
 }
 
@@ -276,7 +289,7 @@ cmd_link() {
   local k=${1#dev}
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "link: no device '$1' (dev0-dev$((devices - 1)))"
   case ${2:-} in
-    up | down) ip netns exec tt-sw ip link set d$k "$2" ;;
+    up | down) ip netns exec $ns-sw ip link set d$k "$2" ;;
     *) die "link: say up or down" ;;
   esac
   echo "dev$k link $2"

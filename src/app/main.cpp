@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   RunOptions o;
   int steps = 10, warmup = 2;
   std::string weights_in, weights_out;
+  double peer_timeout_s = 10;
 
   auto common = [&](CLI::App* c, bool tiling) {
     c->add_option("--cfg", o.cfg, "Darknet .cfg file")->required();
@@ -25,6 +26,11 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "onednn", "own"}));
     if (!tiling) return;
+    c->add_option("--peer-timeout", peer_timeout_s,
+                  "under mpirun: seconds without a sign of life from another process (its device, link or process "
+                  "gone) before this one stops with an error naming it; 0 waits forever")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
     c->add_option("--groups", o.groups, "layer groups: none, all, or start layers e.g. 0,4,8")->capture_default_str();
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   };
   try {
     if (launched_by_mpirun()) {
-      mpi = std::make_unique<MpiComm>(&argc, &argv);
+      mpi = std::make_unique<MpiComm>(&argc, &argv, peer_timeout_s);
       comm = mpi.get();
     }
     // info and plan involve no tiles: under mpirun only rank 0 prints them.

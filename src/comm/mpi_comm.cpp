@@ -1,6 +1,7 @@
 #include "comm/mpi_comm.hpp"
 
 #include <climits>
+#include <random>
 
 #include "util/error.hpp"
 
@@ -10,8 +11,9 @@ namespace {
 constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
 }  // namespace
 
-MpiComm::MpiComm(int* argc, char*** argv) {
-  MPI_Init(argc, argv);
+MpiComm::MpiComm(int* argc, char*** argv, double peer_timeout_s) : peer_timeout_s_(peer_timeout_s) {
+  int provided = 0;  // only this thread calls MPI; the heartbeat thread does not
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -20,9 +22,25 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   MPI_Get_processor_name(name, &len);
   host_.assign(name, size_t(len));
   requests_.reserve(1024);
+  request_peers_.reserve(1024);
+  hosts_ = gather_hosts();
+  if (size_ > 1 && peer_timeout_s_ > 0) {
+    // A job number tells this job's beats from any other's.
+    uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
+    check(MPI_Bcast(&job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
+    heartbeat_ = std::make_unique<Heartbeat>(rank_, size_, job);
+    std::vector<BeatAddress> all(static_cast<size_t>(size_));
+    check(MPI_Allgather(&heartbeat_->local(), sizeof(BeatAddress), MPI_BYTE, all.data(), sizeof(BeatAddress),
+                        MPI_BYTE, MPI_COMM_WORLD),
+          "allgather");
+    heartbeat_->start(all);
+  }
 }
 
-MpiComm::~MpiComm() { MPI_Finalize(); }
+MpiComm::~MpiComm() {
+  heartbeat_.reset();
+  MPI_Finalize();
+}
 
 void MpiComm::check(int rc, const char* what) const {
   if (rc == MPI_SUCCESS) return;
@@ -32,15 +50,41 @@ void MpiComm::check(int rc, const char* what) const {
   fail("rank ", rank_, ": MPI ", what, " failed: ", std::string(msg, size_t(len)));
 }
 
+void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::vector<int>& peers) {
+  double next_check = 0;
+  for (;;) {
+    int done = 0;
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+    if (done) return;
+    if (!heartbeat_) continue;
+    const double now = MPI_Wtime();
+    if (now < next_check) continue;
+    next_check = now + 0.2;
+    for (int k = 0; k < (peers.empty() ? size_ : int(peers.size())); ++k) {
+      const int p = peers.empty() ? k : peers[size_t(k)];
+      if (p == rank_) continue;
+      const double silent = heartbeat_->silent_for(p);
+      if (silent > peer_timeout_s_)
+        fail("rank ", rank_, " (", host_, ") lost rank ", p, " on host ", hosts_[size_t(p)], ": no sign of life for ",
+             int(silent), " s (--peer-timeout ", peer_timeout_s_, ") while waiting in ", what,
+             "; its device, its link or the process is gone");
+    }
+  }
+}
+
 void MpiComm::allreduce_sum(double* data, size_t n) {
-  check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "allreduce");
+  MPI_Request r;
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
+  complete(r, "all-reduce");
 }
 
 void MpiComm::allreduce_sum(float* data, size_t n) {
   // Chunks below INT_MAX elements (MPI counts are int).
   for (size_t off = 0; off < n; off += size_t(INT_MAX / 2)) {
     const int c = int(std::min(n - off, size_t(INT_MAX / 2)));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "allreduce");
+    MPI_Request r;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
+    complete(r, "all-reduce");
   }
 }
 
@@ -62,6 +106,7 @@ void MpiComm::isend(const TensorView& t, const Box& box, int to, int tag) {
   MPI_Datatype type = box_type(t, box);
   requests_.emplace_back();
   const int rc = MPI_Isend(t.data, 1, type, to, tag, MPI_COMM_WORLD, &requests_.back());
+  request_peers_.push_back(to);
   MPI_Type_free(&type);
   check(rc, "send");
 }
@@ -70,25 +115,37 @@ void MpiComm::irecv(const TensorView& t, const Box& box, int from, int tag) {
   MPI_Datatype type = box_type(t, box);
   requests_.emplace_back();
   const int rc = MPI_Irecv(t.data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
+  request_peers_.push_back(from);
   MPI_Type_free(&type);
   check(rc, "receive");
 }
 
 void MpiComm::wait_all() {
   if (requests_.empty()) return;
-  const int rc = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-  requests_.clear();
-  check(rc, "wait");
+  // Cleared first: an error thrown by complete() leaves no stale requests behind.
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peers;
+  reqs.swap(requests_);
+  peers.swap(request_peers_);
+  complete(reqs.data(), int(reqs.size()), "a halo exchange or a transfer at the cut", peers);
+  reqs.clear();
+  peers.clear();
+  requests_.swap(reqs);  // keeps the reserved capacity
+  request_peers_.swap(peers);
 }
 
 void MpiComm::broadcast(double* data, size_t n, int root) {
-  check(MPI_Bcast(data, int(n), MPI_DOUBLE, root, MPI_COMM_WORLD), "broadcast");
+  MPI_Request r;
+  check(MPI_Ibcast(data, int(n), MPI_DOUBLE, root, MPI_COMM_WORLD, &r), "broadcast");
+  complete(r, "a broadcast");
 }
 
 void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) {
-  check(
-      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
-      "allgatherv");
+  MPI_Request r;
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT,
+                        MPI_COMM_WORLD, &r),
+        "allgatherv");
+  complete(r, "the weight all-gather");
 }
 
 // A ring, in place: at step s rank r passes its running sum of part (r - s - 1) to rank
@@ -99,9 +156,13 @@ void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const 
   const int P = size_, next = (rank_ + 1) % P, prev = (rank_ + P - 1) % P;
   for (int s = 0; s + 1 < P; ++s) {
     const int out = ((rank_ - s - 1) % P + P) % P, in = ((rank_ - s - 2) % P + P) % P;
-    check(MPI_Sendrecv(data + displs[size_t(out)], counts[size_t(out)], MPI_FLOAT, next, kReduceScatterTag, tmp,
-                       counts[size_t(in)], MPI_FLOAT, prev, kReduceScatterTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    MPI_Request r[2];
+    check(MPI_Isend(data + displs[size_t(out)], counts[size_t(out)], MPI_FLOAT, next, kReduceScatterTag,
+                    MPI_COMM_WORLD, &r[0]),
           "reduce-scatter");
+    check(MPI_Irecv(tmp, counts[size_t(in)], MPI_FLOAT, prev, kReduceScatterTag, MPI_COMM_WORLD, &r[1]),
+          "reduce-scatter");
+    complete(r, 2, "the gradient reduce-scatter", {next, prev});
     float* d = data + displs[size_t(in)];
     for (int k = 0; k < counts[size_t(in)]; ++k) d[k] += tmp[k];
   }
@@ -109,11 +170,13 @@ void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const 
 
 std::vector<double> MpiComm::all_gather(double v) {
   std::vector<double> out(size_t(size_), 0.);
-  check(MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD), "allgather");
+  MPI_Request r;
+  check(MPI_Iallgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD, &r), "allgather");
+  complete(r, "an all-gather");
   return out;
 }
 
-std::vector<std::string> MpiComm::all_hosts() {
+std::vector<std::string> MpiComm::gather_hosts() {
   std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all(size_t(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
   std::copy(host_.begin(), host_.end(), mine.begin());
   check(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
@@ -123,6 +186,8 @@ std::vector<std::string> MpiComm::all_hosts() {
   for (int r = 0; r < size_; ++r) out.emplace_back(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
   return out;
 }
+
+std::vector<std::string> MpiComm::all_hosts() { return hosts_; }
 
 void MpiComm::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);

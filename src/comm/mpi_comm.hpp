@@ -1,16 +1,23 @@
 // Comm on Open MPI: shared memory between ranks of one host and TCP between hosts are
 // Open MPI's own transports. Errors return codes (MPI_ERRORS_RETURN) and are thrown as
-// tt::Error naming the rank; a rank that dies makes mpirun end the others.
+// tt::Error naming the rank; a rank that dies makes mpirun end the others. Every wait
+// polls (non-blocking calls only) and watches a Heartbeat: a peer that stays silent for
+// longer than the peer timeout (its device, link or process gone) ends the wait with an
+// error naming that peer's rank and host, instead of a hang.
 #pragma once
 #include <mpi.h>
 
+#include <memory>
+
 #include "comm/comm.hpp"
+#include "comm/heartbeat.hpp"
 
 namespace tt {
 
 class MpiComm final : public Comm {
  public:
-  MpiComm(int* argc, char*** argv);
+  // peer_timeout_s: seconds of silence after which a peer counts as lost (0: never).
+  MpiComm(int* argc, char*** argv, double peer_timeout_s);
   ~MpiComm() override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -30,9 +37,17 @@ class MpiComm final : public Comm {
 
  private:
   void check(int rc, const char* what) const;
+  std::vector<std::string> gather_hosts();
+  // Completes reqs[0, n) watching `peers` (every other rank when empty).
+  void complete(MPI_Request* reqs, int n, const char* what, const std::vector<int>& peers);
+  void complete(MPI_Request req, const char* what) { complete(&req, 1, what, {}); }
   int rank_ = 0, size_ = 1;
+  double peer_timeout_s_;
   std::string host_;
+  std::vector<std::string> hosts_;
   std::vector<MPI_Request> requests_;
+  std::vector<int> request_peers_;
+  std::unique_ptr<Heartbeat> heartbeat_;
 };
 
 }  // namespace tt
