@@ -61,6 +61,10 @@ def stacked(ax, xs, rows, width=0.8, hatch=None, legend=True):
         ax.bar(xs, vals, width, bottom=bottom, color=COLORS[p], hatch=hatch, edgecolor="white" if not hatch else "k",
                linewidth=0.3, label=LABELS[p] if legend else None)
         bottom = [b + v for b, v in zip(bottom, vals)]
+    okx = [(x, r["step_dev_s"]) for x, r in zip(xs, rows) if r["ok"]]
+    if okx:
+        ax.hlines([p[1] for p in okx], [p[0] - width / 2 for p in okx], [p[0] + width / 2 for p in okx], color="k",
+                  lw=2, zorder=5, label="step (rank 0's median; the parts are maxima over ranks)" if legend else None)
     for x, r in zip(xs, rows):
         if not r["ok"]:
             ax.text(x, 0, "OOM", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
@@ -75,6 +79,10 @@ def speedup(runs, out, meta):
     for r in sorted((r for r in sp if not r["low_memory"]), key=lambda r: (r["devices"], r["cores"])):
         low = next((x for x in sp if x["low_memory"] and x["devices"] == r["devices"] and x["cores"] == r["cores"]), None)
         row = dict(r)
+        host = meta.get("host_step")
+        if host and r["ok"]:  # how much of F x a core here the emulated cores delivered to forward + backward
+            row["emulated_core_efficiency"] = (host["fwd_s"] + host["bwd_s"]) / (
+                r["tiles"] * r["device_speed"] * (r["fwd_s"] + r["bwd_s"]))
         if base and r["ok"]:
             row["speedup_batch1"] = base["step_s"] / r["step_s"]
             row["speedup_inf_batch"] = (base["step_s"] - base["weights_s"] - base["update_s"]) / (
@@ -139,7 +147,7 @@ def memory(runs, out, meta):
               ["tiles", "devices", "cores", "grid", "layout", "ranks_per_device", "tiles_per_rank", "low_memory", "status",
                "per_tile_mb", "per_process_mb", "per_device_mb", "cgroup_peak_mb_max", "maps_mb_max", "deltas_mb_max",
                "filters_mb", "other_mb", "mem_limit_mb"])
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(15, 5.5))
     # left: one process per tile, as the paper's figure (largest process, split)
     pt = [r for r in rows if r["tiles_per_rank"] == 1]
     tiles = sorted({r["tiles"] for r in pt})
@@ -167,21 +175,32 @@ def memory(runs, out, meta):
     a1.set_ylabel("peak RSS of the largest process, MB")
     a1.set_title("memory per tile (split: tiletrain's own accounting)", fontsize=9)
     a1.legend(fontsize=7)
-    # right: per device, one rank per device (the timing runs) and one process per tile
-    for lay, low, m, lab in (("rank per device", False, "o-", "one rank per device"),
-                             ("rank per device", True, "o--", "one rank per device, --low-memory"),
-                             ("process per tile", False, "s-", "one process per tile"),
-                             ("process per tile", True, "s--", "one process per tile, --low-memory")):
-        pts = sorted(((r["tiles"], r["per_device_mb"]) for r in rows if r["ok"] and r["low_memory"] == low and
-                      (lay in r["layout"]) and r["cores"] == max(x["cores"] for x in rows if x["tiles"] == r["tiles"])))
-        if pts:
-            a2.plot([p[0] for p in pts], [p[1] for p in pts], m, label=lab)
+    # right: per device, every configuration: one rank per device and one process per tile, +- --low-memory
+    cfgs = sorted({(r["devices"], r["cores"]) for r in rows}, key=lambda dc: (dc[0] * dc[1], dc[1]))
+    series = (("rank per device", False, "#4c72b0", "one rank per device"),
+              ("rank per device", True, "#9ab0d8", "one rank per device, --low-memory"),
+              ("process per tile", False, "#c44e52", "one process per tile"),
+              ("process per tile", True, "#e6a0a2", "one process per tile, --low-memory"))
+    w = 0.8 / len(series)
+    for i, (lay, low, col, lab) in enumerate(series):
+        pts = []
+        for j, (d, c) in enumerate(cfgs):
+            r = next((r for r in rows if (r["devices"], r["cores"]) == (d, c) and r["low_memory"] == low and
+                      lay in r["layout"]), None)
+            if r is not None:
+                pts.append((j + (i - 1.5) * w, r["per_device_mb"] if r["ok"] else 0.0, r["ok"]))
+        a2.bar([p[0] for p in pts], [p[1] for p in pts], w * 0.95, color=col, label=lab)
+        for x, _, ok in pts:
+            if not ok:
+                a2.text(x, 5, "OOM", rotation=90, color="red", ha="center", fontsize=7)
+    a2.set_xticks(range(len(cfgs)))
+    a2.set_xticklabels([f"{d}x{c}\n{d * c}t" for d, c in cfgs], fontsize=7)
     a2.axhline(rows[0]["mem_limit_mb"], color="r", lw=0.8, label="device memory limit")
-    a2.set_xlabel("tiles (for each tile count: the configuration with the most cores per device)")
+    a2.set_xlabel("devices x cores per device (tiles)")
     a2.set_ylabel("peak RSS summed over a device's processes, MB (largest device)")
     a2.set_title("memory per device", fontsize=9)
     a2.set_ylim(bottom=0)
-    a2.grid(alpha=0.3)
+    a2.grid(alpha=0.3, axis="y")
     a2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "memory.png"), dpi=120)
@@ -230,8 +249,8 @@ def grouping(runs, out, exp, name, title):
     ax.set_xticks(range(len(batches)))
     ax.set_xticklabels([f"batch {b}" for b in batches])
     ax.set_ylabel("training step (whole batch), device seconds")
-    ax.set_title(title + "; bars per batch: " + ", ".join(labels) + " (hatched: fastest measured of the candidates)",
-                 fontsize=8)
+    ax.set_title(title + "\nbars per batch: groups " + " / ".join(labels) +
+                 " (hatched: the fastest measured of the candidates;\nno cost-model optimizer yet)", fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, name + ".png"), dpi=120)

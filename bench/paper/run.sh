@@ -42,18 +42,25 @@ cfg=cfgs/yolov2-16.cfg
 speed_pi3=$(awk -v h="$(nproc)" 'BEGIN { printf "%.4f", 0.9 * h / 24 }')  # 6 devices x 4 cores in 90 % of this machine
 if [ $mode = quick ]; then
   steps=1 warmup=1 timeout=400
-  speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"   # devices x cores
-  tile_cfgs="2x4 6x4"                           # one process per tile (C > 1; C = 1 is the speedup run)
+  speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"  # devices x cores
+  lowmem_cfgs="2x4 6x4"                       # of those, also run with --low-memory
+  tile_cfgs="6x4"                             # one process per tile (C > 1; with C = 1 the speedup runs are that)
   batches="1 8"
+  groups_pi3="none 0,4,8,12"
 else
   steps=3 warmup=1 timeout=900
-  speedup_cfgs=""
-  for n in 1 2 3 4 5 6; do for c in 1 2 3 4; do speedup_cfgs+="${n}x$c "; done; done
-  tile_cfgs="1x2 1x4 2x4 3x4 4x4 5x4 6x4"
+  speedup_cfgs="" lowmem_cfgs=""
+  for n in 1 2 3 4 5 6; do
+    for c in 1 2 3 4; do
+      speedup_cfgs+="${n}x$c "
+      ((c == 1 || c == 4)) && lowmem_cfgs+="${n}x$c "
+    done
+  done
+  tile_cfgs="1x4 2x4 4x4 6x4"
   batches="1 2 4 8"
+  groups_pi3="none 0,4,8,12 0,8,12"
 fi
-mem_steps=1 mem_warmup=1  # memory-only runs: the peak is reached in the first step
-groups_pi3="none 0,4,8,12 0,8,12"
+mem_steps=1 mem_warmup=0  # memory-only runs: every buffer is allocated and used in the first step
 groups_comm="none 0,4,8,12 0,8,12 all"
 
 out=${outdir:-$here/out/$mode}
@@ -111,9 +118,23 @@ fi
 cp build/tiletrain "$tmp/tiletrain"
 export TILETRAIN_BIN=$tmp/tiletrain
 state=/run/tiletrain-edge-paper/state
+#  - `edge.sh up` measures this machine's one-core sgemm anew each time (it varied 75-92
+#    GFLOP/s between ups here), so D and the link rate would differ between
+#    configurations run at the same --device-speed. We measure it once (best of 3) and
+#    the copy's host_sgemm.py prints that figure: one D and one link rate for all Pi 3 runs.
+host_gflops=0
+for _ in 1 2 3; do
+  host_gflops=$(/usr/bin/python3 cluster/host_sgemm.py | awk -v b="$host_gflops" '{ print ($1 > b ? $1 : b) }')
+done
+printf 'print("%s")\n' "$host_gflops" >"$tmp/cluster/host_sgemm.py"
+# The same W1 step on one unthrottled core here, outside the cluster: how much of a core an
+# emulated core really delivers (CFS quota slices of 1.5 ms are not free).
+host_args=(bench --cfg $cfg --steps 3 --warmup 1 --json)
+[ -n "$size" ] && host_args+=(--size "$size")
+host_json=$("$tmp/tiletrain" "${host_args[@]}" 2>/dev/null | tail -n 1)
 
 # What ran: commit, binary, machine.
-/usr/bin/python3 - "$out/meta.json" <<PY
+/usr/bin/python3 - "$out/meta.json" "$host_json" <<PY
 import json, sys, os, subprocess, datetime
 def sh(*a):
     return subprocess.run(a, capture_output=True, text=True).stdout.strip()
@@ -126,7 +147,8 @@ json.dump({
     "binary_mtime": datetime.datetime.fromtimestamp(os.path.getmtime("build/tiletrain")).isoformat(timespec="seconds"),
     "nproc": os.cpu_count(), "cpu": sh("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
     "kernel": os.uname().release, "steps": $steps, "warmup": $warmup, "size": "${size:-416x416}",
-    "speed_pi3": $speed_pi3,
+    "speed_pi3": $speed_pi3, "host_gflops": $host_gflops,
+    "host_step": {k: v for k, v in json.loads(sys.argv[2]).items() if k.endswith("_s")},
 }, open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -264,6 +286,7 @@ PY
 }
 
 log "mode $mode: steps $steps, warm-up $warmup, size ${size:-416x416 (the cfg)}, output $out"
+log "one core here: sgemm $host_gflops GFLOP/s (fixed for every cluster), W1 step $(/usr/bin/python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["step_s"], 3))' "$host_json") s unthrottled"
 
 # --- 1 and 2: speed-up and memory per device, one rank per device ---------------------
 if want speedup; then
@@ -271,6 +294,7 @@ if want speedup; then
     n=${nc%x*} c=${nc#*x}
     cluster_up "$n" "$c" pi3 "$speed_pi3"
     for low in 0 1; do
+      [ $low = 1 ] && [[ " $lowmem_cfgs " != *" $nc "* ]] && continue
       ((n * c == 1 && low == 1)) && continue  # nothing to shard on one process
       run "$n dev x $c cores, grid $(grid_for "$n" "$c")$([ $low = 1 ] && echo ', low-memory' || true)" \
         speedup "$n" "$c" 1 1 none $low $steps $warmup
