@@ -96,6 +96,11 @@ shape() {  # namespace, interface, rate: tbf on the interface's egress
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 32kb latency 50ms
 }
 
+# TCP in these namespaces gives up on unacknowledged data after about 13 s instead of
+# Linux's 15 minutes: when a device's link goes down while mpirun is telling its daemon to
+# stop, mpirun would otherwise wait that long to end the job.
+no_long_retries() { ip netns exec "$1" sysctl -q -w net.ipv4.tcp_retries2=5; }
+
 load_state() {
   [ -f "$state" ] || die "no cluster is up (run: cluster/edge.sh up --devices N --link RATE)"
   # shellcheck disable=SC1090
@@ -181,6 +186,7 @@ cmd_up() {
   ip netns exec $ns-sw ip link set host master br0 up
   ip netns exec $ns-host ip addr add $subnet.254/24 dev eth0
   ip netns exec $ns-host ip link set eth0 up
+  no_long_retries $ns-host
   local cgv k
   cgv=$(cgroup_version)
   if [ "$cgv" = 2 ]; then
@@ -194,6 +200,7 @@ cmd_up() {
     ip netns exec $ns-sw ip link set d$k master br0 up
     ip netns exec $ns-dev$k ip addr add $subnet.$((k + 1))/24 dev eth0
     ip netns exec $ns-dev$k ip link set eth0 up
+    no_long_retries $ns-dev$k
     shape $ns-dev$k eth0 "$link"  # device -> switch
     shape $ns-sw d$k "$link"      # switch -> device
     local d
@@ -270,8 +277,9 @@ cmd_run() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local pre=()
   [ -n "$timeout" ] && pre=(timeout -k 5 "$timeout")
-  # TCP between devices, shared memory between ranks of one device; two TCP links per
-  # peer (one link halves two-way traffic under tbf); no pinning (all ranks would pin to
+  # TCP between devices, shared memory between ranks of one device; one TCP link per peer
+  # (with btl_tcp_links 2 Open MPI 4.1.4 hung in the first halo exchange of a 2-rank
+  # Fashion-MNIST run, over loopback too); no pinning (all ranks would pin to
   # core 0 of the cgroup otherwise); keepalives on the launcher's connections, so that a
   # device whose link is down is noticed in about 15 s instead of Open MPI's 8 minutes.
   # nsenter, not `ip netns exec`: the latter mounts the namespace's own /sys, where the
@@ -279,7 +287,7 @@ cmd_run() {
   "${pre[@]}" nsenter --net=/run/netns/$ns-host mpirun -np $((devices * per)) --host "$hosts" \
     --mca plm_rsh_agent "$here/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24 \
-    --mca btl_tcp_links 2 --bind-to none \
+    --bind-to none \
     --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 5 \
     "$bin" "$@"
 }

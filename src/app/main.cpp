@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   RunOptions o;
   int steps = 10, warmup = 2;
   std::string weights_in, weights_out;
-  double peer_timeout_s = 10;
+  int peer_timeout_s = 10;
 
   auto common = [&](CLI::App* c, bool tiling) {
     c->add_option("--cfg", o.cfg, "Darknet .cfg file")->required();

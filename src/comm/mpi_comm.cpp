@@ -66,7 +66,7 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::ve
       const double silent = heartbeat_->silent_for(p);
       if (silent > peer_timeout_s_)
         fail("rank ", rank_, " (", host_, ") lost rank ", p, " on host ", hosts_[size_t(p)], ": no sign of life for ",
-             int(silent), " s (--peer-timeout ", peer_timeout_s_, ") while waiting in ", what,
+             int(silent), " s (--peer-timeout ", std::to_string(int(peer_timeout_s_)), ") while waiting in ", what,
              "; its device, its link or the process is gone");
     }
   }
