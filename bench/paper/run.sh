@@ -41,14 +41,14 @@ want() { [[ ",$only," == *",$1,"* ]]; }
 cfg=cfgs/yolov2-16.cfg
 speed_pi3=$(awk -v h="$(nproc)" 'BEGIN { printf "%.4f", 0.9 * h / 24 }')  # 6 devices x 4 cores in 90 % of this machine
 if [ $mode = quick ]; then
-  steps=1 warmup=1 timeout=400
+  steps=1 warmup=1 timeout=240
   speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"  # devices x cores
   lowmem_cfgs="2x4 6x4"                       # of those, also run with --low-memory
   tile_cfgs="6x4"                             # one process per tile (C > 1; with C = 1 the speedup runs are that)
   batches="1 8"
   groups_pi3="none 0,4,8,12"
 else
-  steps=3 warmup=1 timeout=900
+  steps=3 warmup=1 timeout=600
   speedup_cfgs="" lowmem_cfgs=""
   for n in 1 2 3 4 5 6; do
     for c in 1 2 3 4; do
@@ -78,20 +78,21 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 fi
 [ -x build/tiletrain ] || scripts/setup.sh tiletrain
 
-# A private copy of the cluster scripts and of the binary, under names of our own.
-#  - cluster/edge.sh has one fixed set of names (namespaces tt-*, cgroup tiletrain-edge,
-#    /run/tiletrain-edge), and `up` replaces whatever cluster is up: another user's
-#    cluster on this machine would be torn down by ours, and ours by theirs. The copy
-#    uses ttp-*, tiletrain-edge-paper and /run/tiletrain-edge-paper instead.
-#  - `edge.sh run` starts mpirun under `ip netns exec tt-host`, which mounts a /sys
-#    without /sys/fs/cgroup, so agent.sh cannot join the device's cgroups and the ranks
-#    ran without CPU quota or memory limit. The copy enters only the launcher's network
-#    namespace (nsenter --net). Every run below checks that its devices' cgroups did run
-#    and throttle the ranks, and stops otherwise.
-#  - build/tiletrain may be rebuilt while we run: we run a copy.
+# The cluster: cluster/edge.sh's own named cluster `paper` (EDGE_CLUSTER), so that the
+# clusters of tests running at the same time are left alone. What we change around it:
+#  - we run copies of the committed cluster scripts and of build/tiletrain, both of which
+#    may be rebuilt or edited while we run;
+#  - `edge.sh up` measures this machine's one-core sgemm anew each time (it varied between
+#    75 and 92 GFLOP/s from one `up` to the next here), so D and the link rate would
+#    differ between configurations run at the same --device-speed. We measure it once
+#    (best of 3) and the copy's host_sgemm.py prints that figure: one D and one link rate
+#    for all Pi 3 runs;
+#  - every run checks that each device's cgroup did run (and throttle) its ranks.
+export EDGE_CLUSTER=paper
 tmp=$(mktemp -d /tmp/tiletrain-paper.XXXXXX)
 edge=$tmp/cluster/edge.sh
-cgname=tiletrain-edge-paper
+cgname=tiletrain-edge/$EDGE_CLUSTER
+state=/run/tiletrain-edge/$EDGE_CLUSTER/state
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -104,24 +105,14 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 mkdir -p "$tmp/cluster"
-for f in edge.sh agent.sh profiles.conf host_sgemm.py; do
+for f in edge.sh agent.sh profiles.conf; do
   git show "HEAD:cluster/$f" >"$tmp/cluster/$f" 2>/dev/null || cp "cluster/$f" "$tmp/cluster/$f"
-  sed -i -e 's/\btt-\(sw\|host\|dev\)/ttp-\1/g' -e "s/'\^tt-(/'^ttp-(/" \
-    -e 's/tiletrain-edge/tiletrain-edge-paper/g' "$tmp/cluster/$f"
 done
-sed -i 's|ip netns exec ttp-host mpirun|nsenter --net=/run/netns/ttp-host mpirun|' "$edge"
 chmod +x "$tmp/cluster/"*.sh
-if grep -nE '\btt-(sw|host|dev)|/tiletrain-edge\b' "$edge" "$tmp/cluster/agent.sh" | grep -v tiletrain-edge-paper; then
-  echo "run.sh: the private copy of cluster/edge.sh still names the shared cluster (above); cluster/edge.sh changed?" >&2
-  exit 1
-fi
+grep -q 'EDGE_CLUSTER' "$edge" && grep -q 'EDGE_CLUSTER' "$tmp/cluster/agent.sh" ||
+  { echo "run.sh: cluster/edge.sh has no named clusters (EDGE_CLUSTER); it would replace other users' clusters" >&2; exit 1; }
 cp build/tiletrain "$tmp/tiletrain"
 export TILETRAIN_BIN=$tmp/tiletrain
-state=/run/tiletrain-edge-paper/state
-#  - `edge.sh up` measures this machine's one-core sgemm anew each time (it varied 75-92
-#    GFLOP/s between ups here), so D and the link rate would differ between
-#    configurations run at the same --device-speed. We measure it once (best of 3) and
-#    the copy's host_sgemm.py prints that figure: one D and one link rate for all Pi 3 runs.
 host_gflops=0
 for _ in 1 2 3; do
   host_gflops=$(/usr/bin/python3 cluster/host_sgemm.py | awk -v b="$host_gflops" '{ print ($1 > b ? $1 : b) }')
