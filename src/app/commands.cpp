@@ -287,6 +287,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"batch", net.batch},
                      {"threads", o.threads},
                      {"ranks", comm.size()},
+                     {"hosts", hosts},
+                     {"peak_rss_mb_by_host", per_host},
                      {"grid", o.grid},
                      {"groups", o.groups},
                      {"low_memory", o.low_memory},
