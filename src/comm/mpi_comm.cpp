@@ -75,7 +75,7 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::ve
 void MpiComm::allreduce_sum(double* data, size_t n) {
   MPI_Request r;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
-  complete(r, "all-reduce");
+  complete(r, "a batch-norm all-reduce");
 }
 
 void MpiComm::allreduce_sum(float* data, size_t n) {
@@ -84,7 +84,7 @@ void MpiComm::allreduce_sum(float* data, size_t n) {
     const int c = int(std::min(n - off, size_t(INT_MAX / 2)));
     MPI_Request r;
     check(MPI_Iallreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
-    complete(r, "all-reduce");
+    complete(r, "a gradient all-reduce");
   }
 }
 
