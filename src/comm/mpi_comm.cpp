@@ -1,6 +1,8 @@
 #include "comm/mpi_comm.hpp"
 
+#include <chrono>
 #include <climits>
+#include <thread>
 #include <random>
 
 #include "util/error.hpp"
@@ -50,15 +52,20 @@ void MpiComm::check(int rc, const char* what) const {
   fail("rank ", rank_, ": MPI ", what, " failed: ", std::string(msg, size_t(len)));
 }
 
+// Polls rather than blocks, so that it can watch the heartbeat. After 2 ms it naps 100 us
+// between polls: a rank that waits long (for a slower device) leaves the CPU to others,
+// which on a device whose CPU is shared or capped (and under a CPU quota) is time the
+// computing ranks need.
 void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::vector<int>& peers) {
-  double next_check = 0;
+  const double start = MPI_Wtime();
+  double next_check = start + 0.2;
   for (;;) {
     int done = 0;
     check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
     if (done) return;
-    if (!heartbeat_) continue;
     const double now = MPI_Wtime();
-    if (now < next_check) continue;
+    if (now - start > 0.002) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!heartbeat_ || now < next_check) continue;
     next_check = now + 0.2;
     for (int k = 0; k < (peers.empty() ? size_ : int(peers.size())); ++k) {
       const int p = peers.empty() ? k : peers[size_t(k)];
