@@ -101,7 +101,7 @@ def speedup(runs, out, meta):
                "step_inf_dev_s"] + [p + "_dev_s" for p in PARTS] +
               ["speedup_batch1", "speedup_inf_batch", "peak_rss_mb_host", "peak_rss_mb_max", "cgroup_peak_mb_max",
                "lowmem_status", "lowmem_step_dev_s", "lowmem_weights_dev_s", "speedup_batch1_lowmem",
-               "lowmem_peak_rss_mb_host", "loadavg"])
+               "lowmem_peak_rss_mb_host", "busy_cores", "quota_cores"])
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(8, 0.45 * len(rows) + 3), 8), sharex=True)
     xs = list(range(len(rows)))
     stacked(a1, xs, rows)
@@ -232,7 +232,7 @@ def grouping(runs, out, exp, name, title):
     write_csv(os.path.join(out, name + ".csv"), rows,
               ["batch", "groups", "chosen", "candidates", "status", "devices", "cores", "grid", "dilation", "step_s",
                "step_dev_s", "per_sample_dev_s", "step_inf_dev_s"] + [p + "_dev_s" for p in PARTS] +
-              ["peak_rss_mb_host", "loadavg"])
+              ["peak_rss_mb_host", "busy_cores", "quota_cores"])
     labels = groups + ["best measured"]
     fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(batches) * len(labels) * 0.5 + 2), 5))
     w = 0.8 / len(labels)
@@ -284,7 +284,7 @@ def main():
             "batch", "groups", "low_memory", "size", "steps", "warmup", "profile", "dilation", "device_speed",
             "link_bps", "host_gflops", "step_s", "step_dev_s"] + [p + "_s" for p in PARTS] + \
            ["peak_rss_mb_max", "peak_rss_mb_host", "cgroup_peak_mb_max", "maps_mb_max", "deltas_mb_max", "filters_mb",
-            "mem_limit_mb", "wall_s", "loadavg"]
+            "mem_limit_mb", "wall_s", "loadavg", "busy_cores", "quota_cores"]
     write_csv(os.path.join(out, "runs.csv"), runs, cols)
     speedup(runs, out, meta)
     memory(runs, out, meta)

@@ -44,24 +44,21 @@ if [ $mode = quick ]; then
   steps=1 warmup=1 timeout=240
   speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"  # devices x cores
   lowmem_cfgs="2x4 6x4"                       # of those, also run with --low-memory
-  tile_cfgs="6x4"                             # one process per tile (C > 1; with C = 1 the speedup runs are that)
+  tile_cfgs="6x4" tile_lows=0                     # one process per tile (C > 1; with C = 1 the speedup runs are that)
   batches="1 8"
   groups_pi3="none 0,4,8,12"
+  groups_comm="none 0,4,8,12 all"
 else
   steps=3 warmup=1 timeout=600
-  speedup_cfgs="" lowmem_cfgs=""
-  for n in 1 2 3 4 5 6; do
-    for c in 1 2 3 4; do
-      speedup_cfgs+="${n}x$c "
-      ((c == 1 || c == 4)) && lowmem_cfgs+="${n}x$c "
-    done
-  done
-  tile_cfgs="1x4 2x4 4x4 6x4"
+  speedup_cfgs=""
+  for n in 1 2 3 4 5 6; do for c in 1 2 3 4; do speedup_cfgs+="${n}x$c "; done; done
+  lowmem_cfgs="2x1 4x1 6x1 2x4 4x4 6x4"
+  tile_cfgs="1x4 2x4 4x4 6x4" tile_lows="0 1"
   batches="1 2 4 8"
   groups_pi3="none 0,4,8,12 0,8,12"
+  groups_comm="none 0,4,8,12 0,8,12 all"
 fi
 mem_steps=1 mem_warmup=0  # memory-only runs: every buffer is allocated and used in the first step
-groups_comm="none 0,4,8,12 0,8,12 all"
 
 out=${outdir:-$here/out/$mode}
 mkdir -p "$out"
@@ -220,12 +217,15 @@ run() {
   oom0=$(oom_kills)
   per0=$(cpu_periods)
   reset_mem_peak
+  local cpu0 cpu1
+  cpu0=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   t0=$(date +%s.%N)
   set +e
   "$edge" run --ranks-per-device "$per" --timeout "$timeout" -- "${args[@]}" >"$out/raw/$id.log" 2>&1
   rc=$?
   set -e
   t1=$(date +%s.%N)
+  cpu1=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   per1=$(cpu_periods)
   # Each device's cgroup must have run (and throttled) its ranks.
   local a=($per0) b=($per1) k
@@ -263,12 +263,18 @@ r.update(id="$id", experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks
          host_gflops=float(st["host_gflops"]), mem_limit_mb=float(st["memory"] or 0),
          cgroup_peak_mb_max=$(mem_peak_mb), wall_s=round($t1 - $t0, 2),
          loadavg=float(open("/proc/loadavg").read().split()[0]))
+# Cores of this machine busy during the run (all processes), and the devices' CPU quota:
+# busy well above the quota means someone else was computing at the same time.
+(b0, a0), (b1, a1) = [tuple(map(float, x.split())) for x in ("$cpu0", "$cpu1")]
+r["busy_cores"] = round($(nproc) * (b1 - b0) / max(a1 - a0, 1), 2)
+r["quota_cores"] = round($n * $c * float(st["speed"]), 3)
 open(sys.argv[1], "a").write(json.dumps(r) + "\n")
 if r["status"] == "ok":
     D = r["dilation"]
     print(f"step {r['step_s']:.3f} s = {r['step_s']/D:.3f} device s (fwd {r['fwd_s']:.2f} bwd {r['bwd_s']:.2f} "
           f"halo {r['halo_s']:.2f} weights {r['weights_s']:.2f} io {r['io_s']:.2f} update {r['update_s']:.2f}); "
-          f"RSS {r['peak_rss_mb_max']:.0f} MB/rank, {r['peak_rss_mb_host']:.0f} MB/device; run {r['wall_s']:.0f} s")
+          f"RSS {r['peak_rss_mb_max']:.0f} MB/rank, {r['peak_rss_mb_host']:.0f} MB/device; run {r['wall_s']:.0f} s, "
+          f"{r['busy_cores']:.2f} cores busy here (quota {r['quota_cores']:.2f})")
 else:
     print(f"OUT OF MEMORY (device limit {r['mem_limit_mb']:.0f} MB); run {r['wall_s']:.0f} s")
 PY
@@ -298,7 +304,7 @@ if want memory; then
   for nc in $tile_cfgs; do
     n=${nc%x*} c=${nc#*x}
     cluster_up "$n" "$c" pi3 "$speed_pi3"
-    for low in 0 1; do
+    for low in $tile_lows; do
       run "$n dev x $c ranks, grid $(grid_for "$n" "$c")$([ $low = 1 ] && echo ', low-memory' || true)" \
         memory "$n" "$c" "$c" 1 none $low $mem_steps $mem_warmup
     done
