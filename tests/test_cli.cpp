@@ -128,6 +128,14 @@ TEST_F(Cli, MalformedCfgNamesFileAndLine) {
   EXPECT_CONTAINS(info.err, "bad.cfg:8:");
 }
 
+TEST_F(Cli, SaveWeightsFolderCheckedBeforeTraining) {
+  // A missing folder is reported at start, not after the run (no step is printed).
+  const Result r = run("train --steps 2 --cfg '" + fixture("bn_stride") + "' --save-weights no_such_dir/out.weights");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "folder 'no_such_dir' does not exist");
+  EXPECT_EQ(r.out.find("step 1"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, TrainSavesWeightsOfTheRightSize) {
   const std::string cfg = fixture("bn_stride");
   const Result r = run("train --steps 2 --cfg '" + cfg + "' --save-weights out.weights");

@@ -320,6 +320,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
 
 int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
               const std::string& weights_out) {
+  if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
   NetSpec net = load(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
@@ -458,6 +459,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
 
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
                    const std::string& weights_out) {
+  if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
   NetSpec net = load(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);

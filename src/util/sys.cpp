@@ -16,6 +16,13 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;
 }
 
+void check_can_write(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(dir.c_str(), F_OK) != 0) fail("cannot write '", path, "': folder '", dir, "' does not exist");
+  if (access(dir.c_str(), W_OK) != 0) fail("cannot write '", path, "': folder '", dir, "' is not writable");
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {

@@ -15,6 +15,10 @@ inline double now_s() {
 // Peak resident set size of this process in MB (getrusage ru_maxrss).
 double peak_rss_mb();
 
+// Throws unless `path`'s folder exists and is writable: checked before a long run, not
+// after it.
+void check_can_write(const std::string& path);
+
 // Writes `path` through a temporary file in the same folder and renames it into place,
 // so a crash or error never leaves a partly written file behind.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
