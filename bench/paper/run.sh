@@ -6,16 +6,21 @@
 #   bench/paper/run.sh [--quick] [--only speedup,memory,batch,comm] [--size HxW] [--out DIR]
 #
 #   speedup  W1 at batch 1 on 1-6 Pi 3 devices x 1-4 cores (one rank per device, one tile
-#            per core), plus the same with --low-memory: step time split and speed-up vs 1
-#            core (batch 1 and "infinite batch" = without weight exchange and update).
+#            per core), and on six of them with --low-memory: step time split and speed-up
+#            vs 1 core (batch 1, and "infinite batch" = without weight exchange and update).
 #   memory   one process per tile (as the paper's engine): peak RSS per tile and per device,
 #            with and without --low-memory.
 #   batch    6 Pi 3 devices x 4 cores (24 tiles), batch 1-8 x grouping none / 0,4,8,12 /
 #            0,8,12; "best measured" = the fastest of these (no cost-model optimizer yet).
 #   comm     2 comm-bound devices x 1 core, batch 1-8 x grouping none / 0,4,8,12 / 0,8,12 / all.
+#   In batch and comm each candidate runs twice, interleaved, and the faster run counts.
 #
-# --quick: fewer configurations, 1 timed step after 1 warm-up step, batches 1 and 8 only
-# (see bench/paper/README.md); under 10 minutes on 2 cores. Full run: under an hour.
+# --quick: 7 instead of 24 device/core configurations (2 instead of 6 with --low-memory),
+# one process per tile on 6x4 only and without --low-memory, batches 1 and 8, groupings
+# none / 0,4,8,12 (+ all on comm-bound), one run each, 1 timed step after 1 warm-up step
+# (full: 3, grouping runs 2); under 10 minutes on 2 cores. Full run: under an hour.
+# Output: runs.jsonl (every run, tiletrain's JSON + what we configured), runs.csv and
+# per-experiment CSV, PNG and summary.md written by plot.py; raw/ holds each run's output.
 # Needs root (network namespaces, tc, cgroups). Every run must succeed; a run killed by a
 # device's memory limit is recorded as "oom" (a result); any other failure stops the
 # script with a non-zero status. The cluster is removed at the end, on error and on ^C.
@@ -37,11 +42,14 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
 want() { [[ ",$only," == *",$1,"* ]]; }
+exec 9>/run/tiletrain-paper.lock  # one run at a time: they share the cluster name and the output
+flock -n 9 || { echo "run.sh: another bench/paper/run.sh is running (it holds /run/tiletrain-paper.lock)" >&2; exit 1; }
 
 cfg=cfgs/yolov2-16.cfg
 speed_pi3=$(awk -v h="$(nproc)" 'BEGIN { printf "%.4f", 0.9 * h / 24 }')  # 6 devices x 4 cores in 90 % of this machine
 if [ $mode = quick ]; then
   steps=1 warmup=1 timeout=240
+  gsteps=1 reps=1                             # grouping experiments: steps per run, runs per candidate
   speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"  # devices x cores
   lowmem_cfgs="2x4 6x4"                       # of those, also run with --low-memory
   tile_cfgs="6x4" tile_lows=0                     # one process per tile (C > 1; with C = 1 the speedup runs are that)
@@ -50,6 +58,7 @@ if [ $mode = quick ]; then
   groups_comm="none 0,4,8,12 all"
 else
   steps=3 warmup=1 timeout=600
+  gsteps=2 reps=2
   speedup_cfgs=""
   for n in 1 2 3 4 5 6; do for c in 1 2 3 4; do speedup_cfgs+="${n}x$c "; done; done
   lowmem_cfgs="2x1 4x1 6x1 2x4 4x4 6x4"
@@ -58,6 +67,7 @@ else
   groups_pi3="none 0,4,8,12 0,8,12"
   groups_comm="none 0,4,8,12 0,8,12 all"
 fi
+speed_comm=0.6  # comm-bound devices: 2 x 0.6 cores leave this shared machine some room
 mem_steps=1 mem_warmup=0  # memory-only runs: every buffer is allocated and used in the first step
 
 out=${outdir:-$here/out/$mode}
@@ -93,7 +103,9 @@ state=/run/tiletrain-edge/$EDGE_CLUSTER/state
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  [ -n "${acct_pid:-}" ] && kill "$acct_pid" 2>/dev/null
   [ -x "$edge" ] && "$edge" down >/dev/null 2>&1 || true
+  acct_cleanup
   rm -rf "$tmp"
   [ $rc -ne 0 ] && log "FAILED (status $rc); cluster removed" >&2
   exit $rc
@@ -180,6 +192,50 @@ mem_peak_mb() {  # largest device's cgroup memory peak (v1: since reset; v2: sin
   awk -v b="$m" 'BEGIN { printf "%.1f", b / 1048576 }'
 }
 
+# CPU time the devices' processes really used: cgroup v1 has no usage in the cpu
+# controller, so a sampler moves each device's processes into a cpuacct cgroup of ours
+# (every 0.2 s; children forked after a move are in it already). With /proc/stat this
+# gives how much CPU everyone else took during a run, i.e. whether the devices could get
+# their quota at all on this shared machine.
+acct_root=/sys/fs/cgroup/cpuacct/tiletrain-paper
+acct_ok=0
+[ $cgv = 1 ] && [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ] && acct_ok=1
+acct_start() {
+  [ $acct_ok = 1 ] || return 0
+  local k
+  for ((k = 0; k < cur_devices; k++)); do
+    mkdir -p "$acct_root/dev$k"
+    echo 0 >"$acct_root/dev$k/cpuacct.usage"
+  done
+  (
+    while :; do
+      for ((k = 0; k < cur_devices; k++)); do
+        while read -r p; do echo "$p" >"$acct_root/dev$k/cgroup.procs" 2>/dev/null || true; done <"$(cpu_dir $k)/cgroup.procs"
+      done
+      sleep 0.2
+    done
+  ) &
+  acct_pid=$!
+}
+acct_stop() {  # prints the devices' CPU seconds
+  [ $acct_ok = 1 ] || { echo None; return 0; }
+  kill "$acct_pid" 2>/dev/null || true
+  wait "$acct_pid" 2>/dev/null || true
+  local k ns=0
+  for ((k = 0; k < cur_devices; k++)); do ns=$((ns + $(cat "$acct_root/dev$k/cpuacct.usage"))); done
+  awk -v n=$ns 'BEGIN { printf "%.3f", n / 1e9 }'
+}
+acct_cleanup() {
+  [ -d "$acct_root" ] || return 0
+  local d
+  for d in "$acct_root"/dev*; do
+    [ -d "$d" ] || continue
+    while read -r p; do echo "$p" >/sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null || true; done <"$d/cgroup.procs"
+    rmdir "$d" 2>/dev/null || true
+  done
+  rmdir "$acct_root" 2>/dev/null || true
+}
+
 cur_key="" cur_devices=0
 cluster_up() {  # devices cores profile [speed]: skipped when that cluster is already up
   local key="$*"
@@ -209,14 +265,15 @@ grid_for() {  # devices cores -> RxC: R*C = devices*cores, each device's cores t
 nrun=0
 # run LABEL EXP DEVICES CORES RANKS_PER_DEVICE BATCH GROUPS LOWMEM(0|1) STEPS WARMUP
 run() {
-  local label=$1
+  local label=$1 rep=1
+  if [ "$label" = --rep ]; then rep=$2; shift 2; label=$1; fi
   shift
   local exp=$1 n=$2 c=$3 per=$4 batch=$5 groups=$6 low=$7 st=$8 wu=$9
   local grid tpr id args rc status=ok
   grid=$(grid_for "$n" "$c")
   tpr=$((c / per))
   nrun=$((nrun + 1))
-  id=$(printf '%03d-%s-%dx%d-r%d-b%d-%s%s' $nrun "$exp" "$n" "$c" "$per" "$batch" "${groups//,/_}" "$([ "$low" = 1 ] && echo -lowmem)")
+  id=$(printf '%03d-%s-%dx%d-r%d-b%d-%s%s-%d' $nrun "$exp" "$n" "$c" "$per" "$batch" "${groups//,/_}" "$([ "$low" = 1 ] && echo -lowmem)" "$rep")
   args=(bench --cfg $cfg --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" --batch "$batch" --steps "$st" --warmup "$wu" --json)
   [ -n "$size" ] && args+=(--size "$size")
   [ "$low" = 1 ] && args+=(--low-memory)
@@ -226,6 +283,7 @@ run() {
   reset_mem_peak
   local cpu0 cpu1
   cpu0=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+  acct_start
   t0=$(date +%s.%N)
   set +e
   "$edge" run --ranks-per-device "$per" --timeout "$timeout" -- "${args[@]}" >"$out/raw/$id.log" 2>&1 &
@@ -233,6 +291,8 @@ run() {
   rc=$?
   set -e
   t1=$(date +%s.%N)
+  local used
+  used=$(acct_stop)
   cpu1=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   per1=$(cpu_periods)
   # Each device's cgroup must have run (and throttled) its ranks.
@@ -264,7 +324,7 @@ import json, sys
 st = dict(l.strip().split("=", 1) for l in open(sys.argv[2]) if "=" in l)
 r = json.loads(sys.argv[3])
 r.pop("kernels", None)
-r.update(id="$id", experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks_per_device=$per,
+r.update(id="$id", rep=$rep, experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks_per_device=$per,
          tiles_per_rank=$tpr, grid_rc="$grid", batch=$batch, groups="$groups", low_memory=bool($low),
          size="${size:-416x416}", steps=$st, warmup=$wu, status="$status", profile=st["profile"],
          dilation=float(st["dilation"]), device_speed=float(st["speed"]), link_bps=float(st["link"].rstrip("bit")),
@@ -276,13 +336,21 @@ r.update(id="$id", experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks
 (b0, a0), (b1, a1) = [tuple(map(float, x.split())) for x in ("$cpu0", "$cpu1")]
 r["busy_cores"] = round($(nproc) * (b1 - b0) / max(a1 - a0, 1), 2)
 r["quota_cores"] = round($n * $c * float(st["speed"]), 3)
+# used: cores the devices' processes used on average; others: everyone else's cores.
+# others + quota > cores here: the devices could not all have had their quota.
+used = $used
+if used is not None:
+    r["used_cores"] = round(used / max($t1 - $t0, 1e-9), 3)
+    r["others_cores"] = round(max(0.0, r["busy_cores"] - r["used_cores"]), 2)
+    r["starved"] = r["others_cores"] + r["quota_cores"] > $(nproc)
 open(sys.argv[1], "a").write(json.dumps(r) + "\n")
 if r["status"] == "ok":
     D = r["dilation"]
     print(f"step {r['step_s']:.3f} s = {r['step_s']/D:.3f} device s (fwd {r['fwd_s']:.2f} bwd {r['bwd_s']:.2f} "
           f"halo {r['halo_s']:.2f} weights {r['weights_s']:.2f} io {r['io_s']:.2f} update {r['update_s']:.2f}); "
           f"RSS {r['peak_rss_mb_max']:.0f} MB/rank, {r['peak_rss_mb_host']:.0f} MB/device; run {r['wall_s']:.0f} s, "
-          f"{r['busy_cores']:.2f} cores busy here (quota {r['quota_cores']:.2f})")
+          f"devices used {r.get('used_cores', float('nan')):.2f} cores (quota {r['quota_cores']:.2f}), "
+          f"others {r.get('others_cores', float('nan')):.2f}{' STARVED' if r.get('starved') else ''}")
 else:
     print(f"OUT OF MEMORY (device limit {r['mem_limit_mb']:.0f} MB); run {r['wall_s']:.0f} s")
 PY
@@ -323,18 +391,22 @@ fi
 if want batch; then
   cluster_up 6 4 pi3 "$speed_pi3"
   for b in $batches; do
-    for g in $groups_pi3; do
-      run "6 dev x 4 cores, batch $b, groups $g" batch 6 4 1 "$b" "$g" 0 $steps $warmup
+    for ((rep = 1; rep <= reps; rep++)); do  # candidates interleaved, the fastest run of each counts
+      for g in $groups_pi3; do
+        run --rep $rep "6 dev x 4 cores, batch $b, groups $g, run $rep/$reps" batch 6 4 1 "$b" "$g" 0 $gsteps $warmup
+      done
     done
   done
 fi
 
 # --- 4: 2 comm-bound devices x 1 core ---------------------------------------------------
 if want comm; then
-  cluster_up 2 1 comm-bound  # edge.sh's default speed: 90 % of this machine for the 2 devices
+  cluster_up 2 1 comm-bound "$speed_comm"
   for b in $batches; do
-    for g in $groups_comm; do
-      run "2 dev x 1 core, batch $b, groups $g" comm 2 1 1 "$b" "$g" 0 $steps $warmup
+    for ((rep = 1; rep <= reps; rep++)); do
+      for g in $groups_comm; do
+        run --rep $rep "2 dev x 1 core, batch $b, groups $g, run $rep/$reps" comm 2 1 1 "$b" "$g" 0 $gsteps $warmup
+      done
     done
   done
 fi
