@@ -61,12 +61,14 @@ Heartbeat::~Heartbeat() {
 
 void Heartbeat::start(const std::vector<BeatAddress>& all) {
   peers_ = all;
-  const int64_t t = now_ns();
-  for (int p = 0; p < size_; ++p) last_ns_[size_t(p)] = t;
+  for (int p = 0; p < size_; ++p) last_ns_[size_t(p)] = 0;  // never heard
   thread_ = std::thread([this] { run(); });
 }
 
-double Heartbeat::silent_for(int peer) const { return double(now_ns() - last_ns_[size_t(peer)]) * 1e-9; }
+double Heartbeat::silent_for(int peer) const {
+  const int64_t last = last_ns_[size_t(peer)];
+  return last == 0 ? -1 : double(now_ns() - last) * 1e-9;
+}
 
 // Beats to every address of every peer (loopback too when the peer shares this host
 // name: same machine), then listens until the next period.

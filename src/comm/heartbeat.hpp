@@ -32,7 +32,8 @@ class Heartbeat {
   const BeatAddress& local() const { return local_; }
   // Starts beating to every peer (after the addresses were exchanged).
   void start(const std::vector<BeatAddress>& all);
-  // Seconds since the last beat from `peer` (since start() if none came).
+  // Seconds since the last beat from `peer`; -1 if none ever came (UDP blocked between
+  // the two: then silence says nothing).
   double silent_for(int peer) const;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <thread>
 #include <random>
 
@@ -71,6 +72,13 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::ve
       const int p = peers.empty() ? k : peers[size_t(k)];
       if (p == rank_) continue;
       const double silent = heartbeat_->silent_for(p);
+      if (silent < 0 && now - start > peer_timeout_s_ && !warned_deaf_) {
+        warned_deaf_ = true;
+        std::fprintf(stderr,
+                     "tiletrain: warning (rank %d on %s): no heartbeat ever came from rank %d on %s (UDP between them "
+                     "blocked?): a lost peer will not be noticed, the job may hang instead\n",
+                     rank_, host_.c_str(), p, hosts_[size_t(p)].c_str());
+      }
       if (silent > peer_timeout_s_)
         fail("rank ", rank_, " (", host_, ") lost rank ", p, " on host ", hosts_[size_t(p)], ": no sign of life for ",
              int(silent), " s (--peer-timeout ", std::to_string(int(peer_timeout_s_)), ") while waiting in ", what,

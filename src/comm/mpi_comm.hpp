@@ -48,6 +48,7 @@ class MpiComm final : public Comm {
   std::vector<MPI_Request> requests_;
   std::vector<int> request_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
+  bool warned_deaf_ = false;  // said once that a peer's beats never arrive
 };
 
 }  // namespace tt
