@@ -102,9 +102,10 @@ cgname=tiletrain-edge/$EDGE_CLUSTER
 state=/run/tiletrain-edge/$EDGE_CLUSTER/state
 cleanup() {
   local rc=$?
+  set +e
   trap - EXIT INT TERM
   [ -n "${acct_pid:-}" ] && kill "$acct_pid" 2>/dev/null
-  [ -x "$edge" ] && "$edge" down >/dev/null 2>&1 || true
+  [ -x "$edge" ] && "$edge" down >/dev/null 2>&1
   acct_cleanup
   rm -rf "$tmp"
   [ $rc -ne 0 ] && log "FAILED (status $rc); cluster removed" >&2
@@ -337,12 +338,12 @@ r.update(id="$id", rep=$rep, experiment="$exp", devices=$n, cores=$c, tiles=$n *
 r["busy_cores"] = round($(nproc) * (b1 - b0) / max(a1 - a0, 1), 2)
 r["quota_cores"] = round($n * $c * float(st["speed"]), 3)
 # used: cores the devices' processes used on average; others: everyone else's cores.
-# others + quota > cores here: the devices could not all have had their quota.
 used = $used
 if used is not None:
     r["used_cores"] = round(used / max($t1 - $t0, 1e-9), 3)
     r["others_cores"] = round(max(0.0, r["busy_cores"] - r["used_cores"]), 2)
-    r["starved"] = r["others_cores"] + r["quota_cores"] > $(nproc)
+    # starved: this machine was full and the others took part of what the devices were promised
+    r["starved"] = r["busy_cores"] >= 0.95 * $(nproc) and r["others_cores"] + r["quota_cores"] > $(nproc)
 open(sys.argv[1], "a").write(json.dumps(r) + "\n")
 if r["status"] == "ok":
     D = r["dilation"]
