@@ -65,9 +65,13 @@ def stacked(ax, xs, rows, width=0.8, hatch=None, legend=True):
     if okx:
         ax.hlines([p[1] for p in okx], [p[0] - width / 2 for p in okx], [p[0] + width / 2 for p in okx], color="k",
                   lw=2, zorder=5, label="step (rank 0's median; the parts are maxima over ranks)" if legend else None)
-    for x, r in zip(xs, rows):
+    for x, r, top in zip(xs, rows, bottom):
         if not r["ok"]:
             ax.text(x, 0, "OOM", rotation=90, ha="center", va="bottom", fontsize=7, color="red")
+        elif r.get("starved"):
+            ax.text(x, max(top, r["step_dev_s"]), "*", ha="center", va="bottom", fontsize=10, color="red")
+    if legend and any(r.get("starved") for r in rows):
+        ax.plot([], [], "r*", ls="none", label="* starved: this machine was full, the devices got less than their quota")
 
 
 def speedup(runs, out, meta):
@@ -110,7 +114,7 @@ def speedup(runs, out, meta):
                  f"time split (max over ranks)", fontsize=9)
     a1.legend(fontsize=7, ncol=2)
     for key, lab, m in (("speedup_batch1", "batch 1", "o-"), ("speedup_inf_batch", "infinite batch (no weight exchange/update)", "s--"),
-                        ("speedup_batch1_lowmem", "batch 1, --low-memory", "^:")):
+                        ("speedup_batch1_lowmem", "batch 1, --low-memory", "^")):
         pts = [(x, r[key]) for x, r in zip(xs, rows) if r.get(key) is not None]
         if pts:
             a2.plot([p[0] for p in pts], [p[1] for p in pts], m, label=lab)
