@@ -103,7 +103,7 @@ def speedup(runs, out, meta):
     write_csv(os.path.join(out, "speedup.csv"), rows,
               ["devices", "cores", "tiles", "grid", "batch", "groups", "status", "dilation", "step_s", "step_dev_s",
                "step_inf_dev_s"] + [p + "_dev_s" for p in PARTS] +
-              ["speedup_batch1", "speedup_inf_batch", "peak_rss_mb_host", "peak_rss_mb_max", "cgroup_peak_mb_max",
+              ["speedup_batch1", "speedup_inf_batch", "emulated_core_efficiency", "peak_rss_mb_host", "peak_rss_mb_max", "cgroup_peak_mb_max",
                "lowmem_status", "lowmem_step_dev_s", "lowmem_weights_dev_s", "speedup_batch1_lowmem",
                "lowmem_peak_rss_mb_host", "busy_cores", "quota_cores", "used_cores", "others_cores", "starved"])
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(8, 0.45 * len(rows) + 3), 8), sharex=True)
