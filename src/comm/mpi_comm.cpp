@@ -57,7 +57,7 @@ void MpiComm::check(int rc, const char* what) const {
 // between polls: a rank that waits long (for a slower device) leaves the CPU to others,
 // which on a device whose CPU is shared or capped (and under a CPU quota) is time the
 // computing ranks need.
-void MpiComm::complete(MPI_Request* reqs, int n, const char* what, const std::vector<int>& peers) {
+void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers) {
   const double start = MPI_Wtime();
   double next_check = start + 0.2;
   for (;;) {
@@ -137,16 +137,9 @@ void MpiComm::irecv(const TensorView& t, const Box& box, int from, int tag) {
 
 void MpiComm::wait_all() {
   if (requests_.empty()) return;
-  // Cleared first: an error thrown by complete() leaves no stale requests behind.
-  std::vector<MPI_Request> reqs;
-  std::vector<int> peers;
-  reqs.swap(requests_);
-  peers.swap(request_peers_);
-  complete(reqs.data(), int(reqs.size()), "a halo exchange or a transfer at the cut", peers);
-  reqs.clear();
-  peers.clear();
-  requests_.swap(reqs);  // keeps the reserved capacity
-  request_peers_.swap(peers);
+  complete(requests_.data(), int(requests_.size()), "a halo exchange or a transfer at the cut", request_peers_);
+  requests_.clear();
+  request_peers_.clear();
 }
 
 void MpiComm::broadcast(double* data, size_t n, int root) {
@@ -177,7 +170,8 @@ void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const 
           "reduce-scatter");
     check(MPI_Irecv(tmp, counts[size_t(in)], MPI_FLOAT, prev, kReduceScatterTag, MPI_COMM_WORLD, &r[1]),
           "reduce-scatter");
-    complete(r, 2, "the gradient reduce-scatter", {next, prev});
+    const int peers[2] = {next, prev};
+    complete(r, 2, "the gradient reduce-scatter", peers);
     float* d = data + displs[size_t(in)];
     for (int k = 0; k < counts[size_t(in)]; ++k) d[k] += tmp[k];
   }

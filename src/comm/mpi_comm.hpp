@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <span>
 
 #include "comm/comm.hpp"
 #include "comm/heartbeat.hpp"
@@ -39,7 +40,7 @@ class MpiComm final : public Comm {
   void check(int rc, const char* what) const;
   std::vector<std::string> gather_hosts();
   // Completes reqs[0, n) watching `peers` (every other rank when empty).
-  void complete(MPI_Request* reqs, int n, const char* what, const std::vector<int>& peers);
+  void complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers);
   void complete(MPI_Request req, const char* what) { complete(&req, 1, what, {}); }
   int rank_ = 0, size_ = 1;
   double peer_timeout_s_;
