@@ -24,8 +24,6 @@
 
 namespace tt {
 
-namespace {
-
 std::pair<int, int> parse_pair(const std::string& s, const char* what) {
   int a = 0, b = 0;
   char x = 0, extra = 0;
@@ -34,7 +32,7 @@ std::pair<int, int> parse_pair(const std::string& s, const char* what) {
   return {a, b};
 }
 
-NetSpec load(const RunOptions& o) {
+NetSpec load_run_net(const RunOptions& o) {
   omp_set_num_threads(o.threads);
   NetSpec net = load_net(o.cfg);
   if (o.batch > 0) {
@@ -47,6 +45,8 @@ NetSpec load(const RunOptions& o) {
   }
   return net;
 }
+
+namespace {
 
 TrainOptions train_options(const RunOptions& o) {
   TrainOptions t;
@@ -94,7 +94,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int cmd_info(const RunOptions& o) {
-  NetSpec net = load(o);
+  NetSpec net = load_run_net(o);
   const DnnlContext ctx(parse_kernel_path(o.kernels));
   const std::vector<KernelUse> kernels = planned_kernels(net, ctx);
   print_kernel_warnings(kernels);
@@ -134,8 +134,15 @@ int cmd_info(const RunOptions& o) {
   return 0;
 }
 
-int cmd_plan(const RunOptions& o) {
-  NetSpec net = load(o);
+int cmd_plan(const RunOptions& o, const PlanOptions& po) {
+  if (po.optimize) return cmd_optimize(o, po);
+  NetSpec net = load_run_net(o);
+  std::unique_ptr<ClusterModel> cm;
+  std::unique_ptr<Prediction> pred;
+  if (!po.cluster.empty()) {
+    cm = std::make_unique<ClusterModel>(load_cluster_model(po, net));
+    pred = std::make_unique<Prediction>(predict(net, partition_of(o, po, net, *cm), *cm));
+  }
   TrainOptions t = train_options(o);
   const int cut = resolve_cut(net, t.cut);
   Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut));
@@ -176,6 +183,7 @@ int cmd_plan(const RunOptions& o) {
           if (pc.from != pc.to)
             halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
     j["halos"] = halos;
+    if (pred) j["prediction"] = prediction_to_json(*pred);
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -222,11 +230,15 @@ int cmd_plan(const RunOptions& o) {
               st.flops_tiled / 1e9, 100 * redundant);
   std::printf("halo per sample: forward %.1f KB, backward %.1f KB; largest tile %.1f MB of maps and deltas\n",
               st.halo_bytes_fwd / 1024, st.halo_bytes_bwd / 1024, tile_max / 1048576.0);
+  if (pred) {
+    std::printf("on %s (%s):\n", po.cluster.c_str(), partition_of(o, po, net, *cm).str().c_str());
+    print_prediction(*pred, *cm);
+  }
   return 0;
 }
 
 int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
-  NetSpec net = load(o);
+  NetSpec net = load_run_net(o);
   Params params(net);
   init_params(params, net, o.seed);
   Trainer trainer(net, params, train_options(o), comm);
@@ -321,7 +333,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
 int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
               const std::string& weights_out) {
   if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
-  NetSpec net = load(o);
+  NetSpec net = load_run_net(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);
@@ -356,7 +368,7 @@ double rel_diff(const float* a, const float* b, size_t n) {
 }  // namespace
 
 int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
-  NetSpec net = load(o);
+  NetSpec net = load_run_net(o);
   Params p_tiled(net);
   init_params(p_tiled, net, o.seed);
   Params p_ref = p_tiled;
@@ -460,7 +472,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
                    const std::string& weights_out) {
   if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
-  NetSpec net = load(o);
+  NetSpec net = load_run_net(o);
   Params params = start_params(net, o, weights_in);
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "comm/comm.hpp"
+#include "model/net_spec.hpp"
+#include "planner/cost_model.hpp"
 
 namespace tt {
 
@@ -24,8 +26,31 @@ struct RunOptions {
   std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
 };
 
+// plan with a cluster: predicted time and memory (planner/cost_model.hpp), or a search.
+struct PlanOptions {
+  std::string cluster;        // cluster file; empty: geometry only
+  std::string model;          // device model for devices with only a profile
+  int ranks_per_device = 0;   // 0: as few devices as the ranks fit on, spread evenly
+  bool optimize = false;
+  int top = 5;
+};
+
+// The cfg with --batch and --size applied (and the thread count set).
+NetSpec load_run_net(const RunOptions& o);
+// "RxC" → {R, C}; throws naming `what` otherwise.
+std::pair<int, int> parse_pair(const std::string& s, const char* what);
+
 int cmd_info(const RunOptions& o);
-int cmd_plan(const RunOptions& o);
+int cmd_plan(const RunOptions& o, const PlanOptions& po);
+// plan --cluster: the cluster with every device's model resolved, the partition the
+// options describe, and the prediction printed as text.
+ClusterModel load_cluster_model(const PlanOptions& po, const NetSpec& net);
+Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec& net, const ClusterModel& cm);
+void print_prediction(const Prediction& pr, const ClusterModel& cm);
+int cmd_optimize(const RunOptions& o, const PlanOptions& po);
+// Writes a device model (one process) or, under mpirun, a cluster file of every host's
+// model and the measured links (planner/device_model.hpp, planner/cluster.hpp).
+int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int steps);
 int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
 int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
               const std::string& weights_out);

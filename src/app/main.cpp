@@ -47,9 +47,29 @@ int main(int argc, char** argv) {
 
   auto* info = app.add_subcommand("info", "layer table: shapes, parameters, GFLOPs, activation memory");
   common(info, false);
-  auto* plan = app.add_subcommand("plan", "print the tile partition: boxes, halos, redundant FLOPs, memory");
+  auto* plan = app.add_subcommand(
+      "plan", "print the tile partition: boxes, halos, redundant FLOPs; with --cluster the predicted step time and "
+              "memory per rank, or (--optimize) the best partitions for the cluster");
   common(plan, true);
+  PlanOptions po;
   plan->add_flag("--json", o.json, "machine-readable output");
+  plan->add_option("--cluster", po.cluster, "cluster file (JSON; tiletrain calibrate under mpirun writes one)");
+  plan->add_option("--model", po.model,
+                   "device model (tiletrain calibrate --out) for devices of the cluster that have only a profile");
+  plan->add_option("--ranks-per-device", po.ranks_per_device,
+                   "ranks on each device (cluster/edge.sh run --ranks-per-device); default: spread evenly")
+      ->check(CLI::PositiveNumber);
+  plan->add_flag("--optimize", po.optimize,
+                 "search grids, groupings, cuts, tiles per rank and --low-memory for the fastest partitions that fit");
+  plan->add_option("--top", po.top, "with --optimize: how many to print")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* calibrate = app.add_subcommand(
+      "calibrate", "measure this device's kernels for a cfg (and, under mpirun, every device and link) for plan --cluster");
+  common(calibrate, false);
+  std::string calibrate_out;
+  calibrate->add_option("--out", calibrate_out,
+                        "write the device model here (one process) or, under mpirun, the cluster file")
+      ->required();
+  calibrate->add_option("--steps", steps, "timed steps per map size")->capture_default_str()->check(CLI::PositiveNumber);
   auto* bench = app.add_subcommand("bench", "time training steps on synthetic data");
   common(bench, true);
   bench->add_option("--steps", steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
@@ -102,7 +122,8 @@ int main(int argc, char** argv) {
     // info and plan involve no tiles: under mpirun only rank 0 prints them.
     if ((*info || *plan) && comm->rank() != 0) return 0;
     if (*info) return cmd_info(o);
-    if (*plan) return cmd_plan(o);
+    if (*plan) return cmd_plan(o, po);
+    if (*calibrate) return cmd_calibrate(o, *comm, calibrate_out, calibrate->count("--steps") ? steps : 3);
     if (*bench) return cmd_bench(o, *comm, steps, warmup);
     if (*train && !data.data.empty()) {
       data.max_steps = train->count("--steps") ? steps : 0;

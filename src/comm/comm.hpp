@@ -37,6 +37,7 @@ class Comm {
                               float* tmp) = 0;
   // Every rank's value, on every rank.
   virtual std::vector<double> all_gather(double v) = 0;
+  virtual std::vector<std::string> all_gather(const std::string& s) = 0;
   virtual std::vector<std::string> all_hosts() = 0;
 };
 
@@ -54,6 +55,7 @@ class LocalComm final : public Comm {
   void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}
   void reduce_scatter(float*, const std::vector<int>&, const std::vector<int>&, float*) override {}
   std::vector<double> all_gather(double v) override { return {v}; }
+  std::vector<std::string> all_gather(const std::string& s) override { return {s}; }
   std::vector<std::string> all_hosts() override { return {host()}; }
 };
 

@@ -185,6 +185,27 @@ std::vector<double> MpiComm::all_gather(double v) {
   return out;
 }
 
+std::vector<std::string> MpiComm::all_gather(const std::string& s) {
+  const std::vector<double> lengths = all_gather(double(s.size()));
+  std::vector<int> counts, displs;
+  int total = 0;
+  for (double n : lengths) {
+    if (n > double(INT_MAX - total)) fail("an all-gather of more than 2 GB of text");
+    displs.push_back(total);
+    counts.push_back(int(n));
+    total += int(n);
+  }
+  std::vector<char> all(size_t(std::max(total, 1)));
+  MPI_Request r;
+  check(MPI_Iallgatherv(s.data(), int(s.size()), MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
+                        MPI_COMM_WORLD, &r),
+        "allgatherv");
+  complete(r, "an all-gather of text");
+  std::vector<std::string> out;
+  for (int k = 0; k < size_; ++k) out.emplace_back(all.data() + displs[size_t(k)], size_t(counts[size_t(k)]));
+  return out;
+}
+
 std::vector<std::string> MpiComm::gather_hosts() {
   std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all(size_t(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
   std::copy(host_.begin(), host_.end(), mine.begin());

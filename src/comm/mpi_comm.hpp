@@ -32,6 +32,7 @@ class MpiComm final : public Comm {
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
   void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs, float* tmp) override;
   std::vector<double> all_gather(double v) override;
+  std::vector<std::string> all_gather(const std::string& s) override;
   std::vector<std::string> all_hosts() override;
   // Ends every rank at once (after an error on one of them).
   [[noreturn]] void abort(int code);

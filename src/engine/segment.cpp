@@ -31,12 +31,8 @@ struct Segment::TileState {
   std::vector<Buffer> owned;                 // storage behind the views below
   std::vector<TensorView> in, y, z;          // per layer: input box, conv output, layer output
   std::vector<std::vector<uint8_t>> argmax;  // max-pool winners (see maxpool.hpp)
-  // Per layer: the convolution output y is not kept but recomputed in backward (y shares
-  // z's transient buffer in forward, and lives in the free delta buffer in backward).
-  std::vector<char> recompute;
   std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
-  Buffer buf[2];                  // the two delta buffers; they double as forward scratch
-  std::vector<BackwardStep> bwd;  // per layer: which buffer holds what (plan_backward)
+  Buffer buf[2];  // the two delta buffers; they double as forward scratch
   float* data(int b) const { return buf[b].data(); }
   TensorView cur;  // current delta during backward
 };
@@ -55,24 +51,22 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       need_input_delta_(need_input_delta),
       comm_(comm),
       tile_rank_(std::move(tile_rank)),
-      shards_(shards),
-      recompute_(recompute) {
+      shards_(shards) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
+  mem_ = plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, recompute, need_input_delta, local_);
   if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
-  // Layouts and per-layer state.
-  int cb = in_cb;
+  // Per-layer state.
   for (int l = first; l < last; ++l) {
     auto st = std::make_unique<LayerState>();
     const LayerSpec& s = net.layers[l];
     st->spec = &s;
-    st->in_cb = cb;
-    st->out_cb = s.type == LayerType::Conv ? ctx.config.block : cb;
-    cb = st->out_cb;
+    st->in_cb = mem_.in_cb[size_t(l - first)];
+    st->out_cb = mem_.out_cb[size_t(l - first)];
     if (s.type == LayerType::Conv) {
-      st->pointwise = s.batch_normalize || s.act != Act::Linear;
+      st->pointwise = conv_pointwise(s);
       st->weights = std::make_unique<WeightCache>(
           ctx,
           memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
@@ -91,7 +85,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     }
     layers_.push_back(std::move(st));
   }
-  out_cb_ = cb;
+  out_cb_ = mem_.out_cb.empty() ? in_cb : mem_.out_cb.back();
+  layer_times.assign(size_t(last - first), LayerTimes{});
 
   // Kernels: one per distinct geometry, with the union of the uses it serves.
   for (int l = first; l < last; ++l) {
@@ -111,28 +106,29 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
       request(x.fwd, ConvKernel::kFwd);
-      request(weights_on_delta_box(t, l) ? x.delta : x.own, ConvKernel::kBwdWeights);
+      request(mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
     for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds));
   }
 
-  // Buffers per tile.
-  size_t max_crop_src = 0;
+  // Buffers per tile, as the memory plan says.
   for (int t = 0; t < T; ++t) {
     if (tile_rank_[t] != comm.rank()) {
       tiles_.push_back(nullptr);  // another process runs this tile
       continue;
     }
+    const TileMemoryPlan& mp = mem_.tiles[t];
     auto ts = std::make_unique<TileState>();
     ts->in.resize(last - first);
     ts->y.resize(last - first);
     ts->z.resize(last - first);
     ts->argmax.resize(last - first);
-    ts->recompute.assign(size_t(last - first), 0);
     ts->fwd.assign(last - first, nullptr);
     ts->bwd_data.assign(last - first, nullptr);
     ts->bwd_weights.assign(last - first, nullptr);
+    ts->buf[0] = Buffer(mp.buf[0]);
+    ts->buf[1] = Buffer(mp.buf[1]);
     auto make = [&](int c, int cbk, const Box& b) {
       ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
@@ -143,83 +139,38 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
         if (k->geom() == g) return k.get();
       return nullptr;
     };
-    // Inputs: the previous layer's output itself when it holds exactly the cells
-    // needed (and, at a group start, no neighbour contributes); else a buffer of its own.
     for (int l = first; l < last; ++l)
-      if (!input_aliases(t, l))
+      if (mp.layers[l - first].in == MapStore::Own)
         ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
-    // Outputs, and which of them must persist until backward.
     for (int l = first; l < last; ++l) {
       LayerState& L = *layers_[l - first];
       const LayerSpec& s = *L.spec;
       const TileLayer& x = plan_.at(t, l);
       const int i = l - first;
-      if (input_aliases(t, l)) ts->in[i] = ts->z[i - 1];  // storage may still be unassigned: fixed up below
+      const LayerMemory& m = mp.layers[i];
+      const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
       if (s.type == LayerType::Conv) {
-        // z persists only when the next layer reads it in place and needs it in backward.
-        const bool next_reads_in_place =
-            l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
-        // At a group start the next input is a buffer of its own that the halo exchange
-        // completes: batch-norm/activation write straight into it (no copy of own cells).
-        const bool into_next_input = l + 1 < last && !input_aliases(t, l + 1) && plan_.group_start(l + 1) &&
-                                     contains(plan_.at(t, l + 1).in, x.fwd);
-        const bool z_transient = L.pointwise && !into_next_input && !next_reads_in_place;
-        // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
-        ts->recompute[i] = recompute_ && z_transient;
-        ts->y[i] =
-            ts->recompute[i] ? TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd} : make(s.out.c, L.out_cb, x.fwd);
-        if (!L.pointwise)
-          ts->z[i] = ts->y[i];
-        else if (into_next_input)
-          ts->z[i] = ts->in[i + 1];
-        else if (next_reads_in_place)
-          ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
-        else
-          ts->z[i] = TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};  // transient: in a delta buffer below
+        ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.fwd) : transient;  // recomputed: z's buffer
         ts->fwd[i] = find_kernel(L, s, x.fwd);
-        const bool masked = weights_on_delta_box(t, l);
-        ts->bwd_weights[i] = find_kernel(L, s, masked ? x.delta : x.own);
+        ts->bwd_weights[i] = find_kernel(L, s, m.weights_on_delta ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
-        // backward-weights on the owned box reads it and its window: crops when the buffers are larger
-        const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
-        if (!masked && !(ts->in[i].box == src_box))
-          max_crop_src = std::max(max_crop_src, size_t(tensor_floats(batch, s.in.c, L.in_cb, src_box)));
       } else {
-        // Max-pool backward needs only the winners; the output persists only when the
-        // next convolution reads it in place.
-        const bool next_reads_in_place =
-            l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(t, l + 1);
-        ts->z[i] =
-            next_reads_in_place ? make(s.out.c, L.out_cb, x.fwd) : TensorView{nullptr, batch, s.out.c, L.out_cb, x.fwd};
-        ts->argmax[i].assign(size_t(tensor_floats(batch, s.out.c, L.out_cb, x.fwd)), kNoWinner);
+        ts->argmax[i].assign(m.argmax_bytes, kNoWinner);
       }
+      if (m.z == MapStore::Y)
+        ts->z[i] = ts->y[i];
+      else if (m.z == MapStore::NextInput)
+        ts->z[i] = ts->in[i + 1];
+      else if (m.z == MapStore::Own)
+        ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
+      else
+        ts->z[i] = transient;
     }
+    for (int l = first + 1; l < last; ++l)
+      if (mp.layers[l - first].in == MapStore::PrevOutput) ts->in[l - first] = ts->z[l - 1 - first];
     tiles_.push_back(std::move(ts));
   }
-  for (int t : local_) {
-    TileState& ts = *tiles_[t];
-    size_t need[2] = {0, 0};
-    plan_backward(t, need);
-    // Transient forward outputs live in the larger delta buffer, or in the other one
-    // when the layer's input is itself transient there (never overwrite what is read).
-    const int big = need[1] > need[0] ? 1 : 0;
-    std::vector<int> home(size_t(last - first), -1);
-    for (int i = 0; i < last - first; ++i) {
-      if (ts.z[i].data) continue;
-      home[size_t(i)] = i > 0 && home[size_t(i - 1)] == big ? 1 - big : big;
-      need[home[size_t(i)]] = std::max(need[home[size_t(i)]], size_t(ts.z[i].size()));
-    }
-    ts.buf[0] = Buffer(need[0]);
-    ts.buf[1] = Buffer(need[1]);
-    for (int i = 0; i < last - first; ++i) {
-      if (home[size_t(i)] >= 0) ts.z[i].data = ts.buf[home[size_t(i)]].data();
-      if (ts.recompute[size_t(i)]) ts.y[i].data = ts.z[i].data;
-    }
-  }
-  for (int t : local_)
-    for (int l = first + 1; l < last; ++l)
-      if (input_aliases(t, l)) tiles_[t]->in[l - first] = tiles_[t]->z[l - 1 - first];
-  crop_src_ = Buffer(max_crop_src);
+  crop_src_ = Buffer(mem_.crop_floats);
   if (shards_)
     plan_chunks();
   else
@@ -239,6 +190,8 @@ std::vector<KernelUse> Segment::kernel_uses() const {
   return uses;
 }
 
+// Counts the buffers as allocated: plan_segment_memory predicts maps and deltas exactly
+// (tests/test_memory_plan.cpp holds it to that).
 Segment::MemoryUse Segment::memory_use() const {
   MemoryUse m;
   m.deltas = crop_src_.size() * 4;
@@ -315,13 +268,6 @@ void Segment::refresh_weights() {
   }
 }
 
-bool Segment::input_aliases(int t, int l) const {
-  if (l == plan_.first) return false;
-  const TileLayer& x = plan_.at(t, l);
-  const TileLayer& prev = plan_.at(t, l - 1);
-  return prev.fwd == x.in && (!plan_.group_start(l) || contains(prev.own, x.in));
-}
-
 TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan_.first]; }
 
 void Segment::forward(const TensorView& input, bool training) {
@@ -357,18 +303,22 @@ void Segment::forward_layer(int l, bool training) {
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
   if (shards_ && L.weights) fetch_weights(l, WeightCache::kForward);
+  LayerTimes& lt = layer_times[size_t(i)];
+  const double t0 = now_s();
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      copy_region(ts.z[i - 1], ts.in[i], x.in);                // crop of the previous output
-    if (ts.recompute[size_t(i)]) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
+      copy_region(ts.z[i - 1], ts.in[i], x.in);                                  // crop of the previous output
+    if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
     if (s.type == LayerType::Conv) {
       conv_forward(t, l);
     } else {
       maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win);
     }
   }
+  const double t1 = now_s(), wait0 = bn_wait_;
+  lt.fwd += t1 - t0;
   if (s.type == LayerType::Conv && L.pointwise) {
     if (s.batch_normalize) bn_forward(l, training);
     for (int t : local_) {
@@ -376,6 +326,7 @@ void Segment::forward_layer(int l, bool training) {
       affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
     }
   }
+  lt.fwd_pointwise += now_s() - t1 - (bn_wait_ - wait0);
 }
 
 // The convolution of layer l on tile t: ts.in → ts.y over the forward box.
@@ -446,22 +397,23 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   const LayerState& Llast = *layers_[last - plan_.first];
   for (int t : local_) {
     TileState& ts = *tiles_[t];
-    ts.cur = TensorView{ts.data(ts.bwd[last - plan_.first].out), batch_, Llast.spec->out.c, Llast.out_cb,
-                        plan_.at(t, last).delta};
+    ts.cur = TensorView{ts.data(mem_.tiles[t].bwd[size_t(last - plan_.first)].out), batch_, Llast.spec->out.c,
+                        Llast.out_cb, plan_.at(t, last).delta};
   }
   scatter(
       delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
     backward_layer(l);
-    if (l > plan_.first && pointwise_before_exchange(l - 1)) pointwise_backward(l - 1, true);
-    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l)) {
+    if (l > plan_.first && pointwise_before_exchange(net_, plan_, l - 1)) pointwise_backward(l - 1, true);
+    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(plan_, l, local_)) {
       const double h0 = now_s();
       const LayerSpec& prev = net_.layers[l - 1];
       const int cbk = layers_[l - 1 - plan_.first]->out_cb;
       auto halo_of = [&](int t) {
         const TileState& ts = *tiles_[t];
-        return TensorView{ts.data(ts.bwd[l - plan_.first].halo), batch_, prev.out.c, cbk, plan_.at(t, l - 1).delta};
+        return TensorView{ts.data(mem_.tiles[t].bwd[size_t(l - plan_.first)].halo), batch_, prev.out.c, cbk,
+                          plan_.at(t, l - 1).delta};
       };
       exchange(
           plan_.bwd_halo[l - plan_.first], [&](int t) { return tiles_[t]->cur; }, halo_of);
@@ -482,91 +434,23 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   bn_wait_ = weights_wait_ = 0;
 }
 
-// The memory plan of tile t's backward pass, computed once: for every layer, which of
-// the two delta buffers holds its output delta, its recomputed convolution output, its
-// input delta and the delta exchanged at a group start; and how large each buffer must
-// be. backward() reads it and decides nothing about buffers itself.
-void Segment::plan_backward(int t, size_t need[2]) {
-  TileState& ts = *tiles_[t];
-  ts.bwd.assign(size_t(plan_.last - plan_.first), BackwardStep{});
-  auto floats = [&](int l, bool input, const Box& b) {
-    const LayerState& L = *layers_[l - plan_.first];
-    const LayerSpec& s = *L.spec;
-    return size_t(input ? tensor_floats(batch_, s.in.c, L.in_cb, b) : tensor_floats(batch_, s.out.c, L.out_cb, b));
-  };
-  auto use = [&](int b, size_t n) {
-    need[b] = std::max(need[b], n);
-    return b;
-  };
-  auto recomputed_y = [&](int l, int b) {  // layer l's y, if backward recomputes it, goes to buffer b
-    if (ts.recompute[size_t(l - plan_.first)])
-      ts.bwd[size_t(l - plan_.first)].y = use(b, floats(l, false, plan_.at(t, l).fwd));
-  };
-  int at = use(0, floats(plan_.last - 1, false, plan_.at(t, plan_.last - 1).delta));  // the delta now
-  for (int l = plan_.last - 1; l >= plan_.first; --l) {
-    BackwardStep& st = ts.bwd[size_t(l - plan_.first)];
-    const TileLayer& x = plan_.at(t, l);
-    const LayerSpec& s = net_.layers[l];
-    st.out = at;
-    if (!pointwise_before_exchange(l)) recomputed_y(l, 1 - at);
-    if (l == plan_.first && !need_input_delta_) break;
-    st.in = use(1 - at, floats(l, true, window_in(x.delta, s.win, s.in.h, s.in.w)));
-    st.keep_reach = keep_reach(t, l);
-    if (st.keep_reach)
-      at = st.in;
-    else
-      use(at, floats(l, true, x.delta_in));
-    if (l > plan_.first && pointwise_before_exchange(l - 1)) recomputed_y(l - 1, 1 - at);
-    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(l))
-      at = st.halo = use(1 - at, floats(l - 1, false, plan_.at(t, l - 1).delta));
-  }
-}
-
-// After backward-data the input delta sits on box `reach` = window_in(delta). It is
-// used as it is (no copy to the delta_in box) when it is exactly that box, or when only
-// its delta_in cells are read next: by the halo exchange at a group start or the gather
-// at the segment's input.
-bool Segment::keep_reach(int t, int l) const {
-  const TileLayer& x = plan_.at(t, l);
-  const LayerSpec& s = net_.layers[l];
-  const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-  if (reach == x.delta_in) return true;
-  if (!contains(reach, x.delta_in)) return false;
-  return l == plan_.first || (plan_.group_start(l) && !bwd_exchange_local(l));
-}
-
-// Backward-weights can run on the whole delta box (outside the owned cells zeroed)
-// when the layer's input buffer is exactly what that box reads: no crops needed.
-bool Segment::weights_on_delta_box(int t, int l) const {
-  const TileLayer& x = plan_.at(t, l);
-  const LayerSpec& s = net_.layers[l];
-  return x.in == window_in(x.delta, s.win, s.in.h, s.in.w);  // the input buffer always holds box `in`
-}
-
-// True when no tile needs a neighbour's delta at this group start (a 1x1 grid).
-bool Segment::bwd_exchange_local(int l) const {
-  for (const Piece& pc : plan_.bwd_halo[l - plan_.first])
-    if (pc.from != pc.to) return false;
-  for (int t : local_)
-    if (!(plan_.at(t, l).delta_in == plan_.at(t, l - 1).delta)) return false;
-  return true;
-}
-
 void Segment::backward_layer(int l) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
   const bool want_delta_in = l > plan_.first || need_input_delta_;
   const bool conv = s.type == LayerType::Conv;
-  if (conv && L.pointwise && !pointwise_before_exchange(l)) pointwise_backward(l, false);
+  if (conv && L.pointwise && !pointwise_before_exchange(net_, plan_, l)) pointwise_backward(l, false);
   // Backward-data of every tile first: then the delta is free to be reshaped for
   // backward-weights, and (sharded) the staged weights are free to hold its output.
   if (conv && shards_ && want_delta_in) fetch_weights(l, WeightCache::kBackwardData);
+  LayerTimes& lt = layer_times[size_t(i)];
+  double t0 = now_s();
   for (int t : local_) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
-    const TensorView din{ts.data(ts.bwd[size_t(i)].in), batch_, s.in.c, L.in_cb,
+    const TensorView din{ts.data(mem_.tiles[t].bwd[size_t(i)].in), batch_, s.in.c, L.in_cb,
                          window_in(x.delta, s.win, s.in.h, s.in.w)};
     if (conv) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
@@ -575,6 +459,8 @@ void Segment::backward_layer(int l) {
       maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.win);
     }
   }
+  double t1 = now_s();
+  lt.bwd_data += t1 - t0;
   if (conv) {
     const ParamSlice& ps = params_.slices[s.index];
     // Sharded: one tile leaves its gradient in the kernel's scratch; several add theirs up
@@ -584,7 +470,7 @@ void Segment::backward_layer(int l) {
     for (int t : local_) {
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
-      if (weights_on_delta_box(t, l)) {
+      if (mem_.tiles[t].layers[size_t(i)].weights_on_delta) {
         // The delta is no longer needed outside the owned box: zero it there and take the
         // weight gradient over the whole delta box, with no crops.
         if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
@@ -604,12 +490,14 @@ void Segment::backward_layer(int l) {
       ts.bwd_weights[i]->backward_weights(src, ts.cur.data, gw, grad_ + ps.biases);
     }
   }
+  t0 = now_s();
+  lt.bwd_weights += t0 - t1;
   for (int t : local_) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-    const BackwardStep& st = ts.bwd[size_t(i)];
+    const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
     const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, reach};
     if (st.keep_reach) {
       ts.cur = din;
@@ -620,6 +508,7 @@ void Segment::backward_layer(int l) {
       ts.cur = dst;
     }
   }
+  lt.bwd_data += now_s() - t0;
   if (shards_ && conv) reduce_weight_grad(l);
 }
 
@@ -700,27 +589,20 @@ void Segment::reduce_weight_grad(int l) {
   }
 }
 
-// A convolution that ends a group before the segment's last layer computed only its
-// owned cells in forward (see plan.hpp): its batch-norm/activation backward runs on the
-// owned cells before the halo exchange, which then carries dL/d(pre-activation).
-bool Segment::pointwise_before_exchange(int l) const {
-  return l + 1 < plan_.last && plan_.group_start(l + 1) && net_.layers[l].type == LayerType::Conv &&
-         layers_[l - plan_.first]->pointwise;
-}
-
 // Activation and batch-norm backward of layer l on every local tile's current delta:
 // on its owned cells only, or on its whole box.
 void Segment::pointwise_backward(int l, bool owned_only) {
   LayerState& L = *layers_[l - plan_.first];
   const int i = l - plan_.first;
+  const double t0 = now_s(), waits0 = bn_wait_ + weights_wait_;
   bool any = false;
-  for (int t : local_) any |= tiles_[t]->recompute[size_t(i)] != 0;
+  for (int t : local_) any |= mem_.tiles[t].layers[size_t(i)].recompute;
   if (any) {  // the same kernel on the same input: bit-identical to forward's y
     if (shards_) fetch_weights(l, WeightCache::kForward);
     for (int t : local_) {
       TileState& ts = *tiles_[t];
-      if (!ts.recompute[size_t(i)]) continue;
-      ts.y[i].data = ts.data(ts.bwd[size_t(i)].y);  // free until backward-data (plan_backward)
+      if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;
+      ts.y[i].data = ts.data(mem_.tiles[t].bwd[size_t(i)].y);  // free until backward-data (see memory_plan.cpp)
       conv_forward(t, l);
     }
   }
@@ -730,6 +612,7 @@ void Segment::pointwise_backward(int l, bool owned_only) {
     act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
   }
   if (L.spec->batch_normalize) bn_backward(l, owned_only);
+  layer_times[size_t(i)].bwd_pointwise += now_s() - t0 - (bn_wait_ + weights_wait_ - waits0);
 }
 
 void Segment::bn_backward(int l, bool owned_only) {

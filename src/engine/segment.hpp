@@ -9,6 +9,7 @@
 
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
+#include "engine/memory_plan.hpp"
 #include "engine/shards.hpp"
 #include "layers/conv.hpp"
 #include "layers/tensor.hpp"
@@ -22,6 +23,16 @@ enum class BnMode { Sync, Frozen };
 struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
   double weights = 0;                         // sharded weights: gathers and gradient reduce-scatters
+};
+
+// Where one layer's compute time goes, summed over this process's tiles (waits for other
+// processes excluded): what `tiletrain calibrate` fits its cost model to.
+struct LayerTimes {
+  double fwd = 0;            // convolution (with the crop of its input) or max-pool
+  double fwd_pointwise = 0;  // batch-norm statistics, batch-norm and activation
+  double bwd_pointwise = 0;  // their backward (and, with recompute, the convolution again)
+  double bwd_data = 0;       // backward-data (or max-pool backward) and the input delta's copy
+  double bwd_weights = 0;    // backward-weights (with its crops)
 };
 
 constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
@@ -54,6 +65,7 @@ class Segment {
   // and kernel; tiles of different shapes may run different kernels).
   std::vector<KernelUse> kernel_uses() const;
   SegmentTimes times;
+  std::vector<LayerTimes> layer_times;  // per layer [first, last), accumulated like `times`
   struct MemoryUse {
     size_t maps = 0, deltas = 0;  // bytes: feature maps (+ max-pool winners), delta maps (+ crops)
     size_t weight_copies = 0;     // weights in the layouts the kernels chose (+ staging)
@@ -66,33 +78,20 @@ class Segment {
     int64_t begin = 0;                // its first weight, relative to the layer's
     std::vector<int> counts, displs;  // each process's part of it, relative to begin
   };
-  struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
-    int out = 0;              // dL/d(output) on its delta box, when the layer's backward starts
-    int y = -1;               // the recomputed convolution output (-1: kept from forward)
-    int in = 1;               // dL/d(input) as backward-data writes it, on window_in(delta box)
-    bool keep_reach = false;  // used on that box as it is; else copied into `out` on delta_in
-    int halo = -1;            // at a group start: dL/d(output of the layer before), exchanged
-  };
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
-  bool input_aliases(int t, int l) const;
   template <class Src, class Dst>
   void exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
   template <class Box_, class Dst>
   void scatter(const TensorView& full, Box_ box_of, Dst dst_of);
   template <class Box_, class Src>
   void gather(const TensorView* full, Box_ box_of, Src src_of);
-  bool bwd_exchange_local(int l) const;
-  bool weights_on_delta_box(int t, int l) const;
-  bool keep_reach(int t, int l) const;
-  void plan_backward(int t, size_t need[2]);
   void forward_layer(int l, bool training);
   void backward_layer(int l);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);
   void sum_across_ranks(std::vector<double>& sums);
-  bool pointwise_before_exchange(int l) const;
   void pointwise_backward(int l, bool owned_only);
   void plan_chunks();
   void fetch_weights(int l, int uses);
@@ -113,9 +112,9 @@ class Segment {
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;  // tiles this process runs
+  SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0;
   const ShardPlan* shards_;
-  bool recompute_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
   // gradient; this process's part of the summed gradient.
   Buffer layer_buf_, grad_part_;

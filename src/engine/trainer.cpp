@@ -154,10 +154,26 @@ StepTimes Trainer::times() const {
   return t;
 }
 
+std::vector<LayerTimes> Trainer::layer_times() const {
+  std::vector<LayerTimes> v(net_.layers.size());
+  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
+    if (!s) continue;
+    const int first = s == tiled_.get() ? 0 : cut_;
+    std::copy(s->layer_times.begin(), s->layer_times.end(), v.begin() + first);
+  }
+  v[size_t(dense_begin_)].fwd = head_fwd_;
+  v[size_t(dense_begin_)].bwd_data = head_bwd_;
+  return v;
+}
+
 void Trainer::reset_times() {
+  head_fwd_ = head_bwd_ = 0;
   times_ = {};
-  tiled_->times = {};
-  if (untiled_) untiled_->times = {};
+  for (Segment* s : {tiled_.get(), untiled_.get()}) {
+    if (!s) continue;
+    s->times = {};
+    std::fill(s->layer_times.begin(), s->layer_times.end(), LayerTimes{});
+  }
 }
 
 void Trainer::forward(const float* input, bool training) {
@@ -211,6 +227,7 @@ void Trainer::forward(const float* input, bool training) {
     x = y;
   }
   out_ = x;
+  head_fwd_ += now_s() - d0;
   times_.fwd += now_s() - d0;
 }
 
@@ -265,6 +282,7 @@ double Trainer::loss_and_backward(const float* truth) {
         fail("internal: layer ", l, " in the dense head");
     }
   }
+  head_bwd_ += now_s() - d0;
   times_.bwd += now_s() - d0;
   // Back into the spatial segments.
   const Shape sd = net_.layers[dense_begin_ - 1].out;
@@ -355,7 +373,9 @@ void Trainer::update() {
     times_.weights += gather_s;
   }
   ++step_;
+  const double r0 = now_s();
   reload_weights();
+  times_.reload += now_s() - r0;
   times_.update += now_s() - u0 - gather_s;
   if (opt_.need_input_delta) {  // verify compares whole weights and momentum
     gather_weights();

@@ -36,6 +36,7 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes);
 
 struct StepTimes {
   double fwd = 0, bwd = 0, halo = 0, update = 0, io = 0, weights = 0, total = 0;
+  double reload = 0;  // the part of `update` that re-formats the weights for the kernels
 };
 
 class Trainer {
@@ -69,6 +70,10 @@ class Trainer {
   std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
   void set_momentum(std::span<const float> v);
   StepTimes times() const;  // accumulated since reset_times(), all parts
+  // Per net layer, accumulated since reset_times(): the spatial layers' compute (see
+  // segment.hpp); the dense head and the loss, as a whole, at the head's first layer
+  // (forward in `fwd`, backward in `bwd_data`).
+  std::vector<LayerTimes> layer_times() const;
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, scratch_mb = 0;
   };
@@ -107,6 +112,7 @@ class Trainer {
   const float* out_ = nullptr;
   int64_t step_ = 0;
   StepTimes times_;
+  double head_fwd_ = 0, head_bwd_ = 0;  // dense head and loss
 };
 
 }  // namespace tt

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The planner's cost model against measurement (issue #10): for each configuration,
+# `tiletrain plan --cluster C --json` (the prediction, from a cluster file that
+# `tiletrain calibrate` wrote on the same machines) beside `tiletrain bench --json` (the
+# measurement: median step of 3 after 1 warm-up, peak RSS of the largest rank).
+#
+#   bench/planner/accuracy.sh [--only local,edge] [--out DIR]
+#
+#   local  this machine, ranks over shared memory (mpirun): W1 at batch 1 and 4, grids
+#          1x1 to 3x2, 1-4 ranks, several tiles per rank, groupings none/all/0,4,8,12 and
+#          the optimizer's, --low-memory.
+#   edge   4 emulated devices (cluster/edge.sh: 1 core at 0.45 of a core here each) on
+#          links of 30 Mbit/s, 100 Mbit/s and 1 Gbit/s: each calibrated, then 2x2 with
+#          every grouping, --low-memory, batch 4, 4x2 and 6x4 with several tiles per rank.
+# Output: DIR/runs.jsonl (configuration, prediction, measurement), and from plot.py
+# runs.csv, scatter.png and summary.md. Needs root for `edge` (namespaces, tc, cgroups).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+only=local,edge out=$here/out
+while [ $# -gt 0 ]; do
+  case $1 in
+    --only) only=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "accuracy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+want() { [[ ",$only," == *",$1,"* ]]; }
+bin=$root/build/tiletrain
+[ -x "$bin" ] || { echo "accuracy.sh: no $bin: run scripts/test.sh or cmake --build build first" >&2; exit 1; }
+mkdir -p "$out/raw"
+runs=$out/runs.jsonl
+: >"$runs"
+cfg=cfgs/yolov2-16.cfg
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+log() { echo "[$(date +%T)] $*" >&2; }
+
+# record SETTING CLUSTER RANKS RANKS_PER_DEVICE LAUNCH... :: TILETRAIN-ARGS...
+record() {
+  local setting=$1 cluster=$2 ranks=$3 per=$4
+  shift 4
+  local launch=()
+  while [ "$1" != :: ]; do launch+=("$1"); shift; done
+  shift
+  local name
+  name=$(echo "$setting $*" | tr -c 'A-Za-z0-9.,=-' _)
+  "$bin" plan --cfg $cfg "$@" --cluster "$cluster" --ranks-per-device "$per" --json >"$out/raw/$name.plan.json"
+  if ! "${launch[@]}" bench --cfg $cfg "$@" --steps 3 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
+    log "FAILED: $setting $* (see $out/raw/$name.bench.txt)"
+    exit 1
+  fi
+  python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" >>"$runs" <<'EOF'
+import json, sys
+setting, ranks, plan, bench, args = sys.argv[1:]
+p = json.load(open(plan))["prediction"]
+b = json.loads([l for l in open(bench) if l.startswith("{")][-1])
+print(json.dumps({"setting": setting, "ranks": int(ranks), "args": args, "predicted": {k: v for k, v in p.items() if k != "ranks"},
+                  "measured": {k: b[k] for k in ("step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_rss_mb_max")}}))
+EOF
+  python3 -c "import json,sys; r=json.loads(open('$runs').readlines()[-1]); print('  %-40s predicted %.3f s %.0f MB, measured %.3f s %.0f MB' % (r['setting']+' '+r['args'][:40], r['predicted']['step_s'], r['predicted']['peak_rss_mb_max'], r['measured']['step_s'], r['measured']['peak_rss_mb_max']))" >&2
+}
+
+if want local; then
+  log "local: calibrating this machine (2 ranks, shared memory)"
+  mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+  c=$out/local-cluster.json
+  mp() { echo mpirun -np "$1" --oversubscribe --mca btl self,vader "$bin"; }
+  # shellcheck disable=SC2046
+  {
+    record shm "$c" 1 1 $(mp 1) :: --grid 1x1
+    record shm "$c" 1 1 $(mp 1) :: --grid 1x1 --batch 4
+    record shm "$c" 1 1 $(mp 1) :: --grid 2x2 --tiles-per-rank 4 --groups none
+    record shm "$c" 1 1 $(mp 1) :: --grid 2x2 --tiles-per-rank 4 --groups all
+    record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups none
+    record shm "$c" 2 2 $(mp 2) :: --grid 2x1 --groups 0,4,8,12
+    record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups all
+    record shm "$c" 2 2 $(mp 2) :: --grid 2x2 --tiles-per-rank 2 --groups none
+    record shm "$c" 2 2 $(mp 2) :: --grid 3x2 --tiles-per-rank 3 --groups 0,4,8,12
+    record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups none --low-memory
+    record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups none --batch 4
+    record shm "$c" 4 4 $(mp 4) :: --grid 2x2 --groups none
+  }
+fi
+
+if want edge; then
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: edge needs root (cluster/edge.sh)" >&2; exit 1; }
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  for link in 30mbit 100mbit 1gbit; do
+    log "edge: 4 devices, $link"
+    cluster/edge.sh down >/dev/null 2>&1 || true
+    cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
+    c=$out/edge-$link-cluster.json
+    cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+    run4() { record "edge-$link" "$c" 4 1 cluster/edge.sh run --timeout 600 -- :: "$@"; }
+    run8() { record "edge-$link" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: "$@"; }
+    run4 --grid 2x2 --groups none
+    run4 --grid 2x2 --groups 0,4,8,12
+    run4 --grid 2x2 --groups all
+    run4 --grid 2x2 --groups none --low-memory
+    run4 --grid 2x2 --groups none --batch 4
+    run4 --grid 4x2 --tiles-per-rank 2 --groups none
+    [ $link = 100mbit ] && run4 --grid 6x4 --tiles-per-rank 6 --groups 0,4,8,12
+    [ $link = 1gbit ] && run8 --grid 2x4 --groups none
+  done
+fi
+log "wrote $runs"
+/usr/bin/python3 "$here/plot.py" "$out"

@@ -1,0 +1,348 @@
+// tiletrain calibrate: measure this device (and, under mpirun, every device and link)
+// for the planner.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "app/commands.hpp"
+#include "planner/cluster.hpp"
+#include "planner/device_model.hpp"
+#include "planner/optimizer.hpp"
+#include "tiling/plan.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace {
+
+// This process's memory limit: its cgroup's (v1 or v2), else the machine's, in MB.
+double memory_limit_mb() {
+  double mb = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    meminfo.ignore(64, '\n');
+    if (key == "MemTotal:") mb = kb / 1024;
+  }
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string file;
+    if (ctrl.empty())
+      file = "/sys/fs/cgroup" + path + "/memory.max";
+    else if ((',' + ctrl + ',').find(",memory,") != std::string::npos)
+      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+    else
+      continue;
+    std::ifstream f(file);
+    std::string v;
+    if (f >> v && v != "max") {
+      const double bytes = std::atof(v.c_str());
+      if (bytes > 0) mb = std::min(mb, bytes / 1048576);
+    }
+  }
+  return mb;
+}
+
+struct PairTiming {
+  int a = 0, b = 0;
+  double latency_s = 0, bytes_per_s = 0;
+  std::vector<std::pair<double, double>> points;  // bytes, one-way seconds
+};
+
+// Ping-pong from rank a to rank b and back, 1 KB to 8 MB (stopping once a round trip
+// takes over a second); the fastest of a few round trips per size; a + n/bandwidth fitted.
+PairTiming ping_pong(Comm& comm, int a, int b) {
+  PairTiming pt;
+  pt.a = a;
+  pt.b = b;
+  const int me = comm.rank();
+  std::vector<float> buf(size_t(8 << 20) / 4);
+  std::vector<double> sizes, secs;
+  double tag = 0;
+  for (size_t bytes = 1024; bytes <= size_t(8 << 20); bytes *= 4) {
+    const int n = int(bytes / 4);
+    const TensorView v{buf.data(), 1, 1, 1, Box{0, 1, 0, n}};
+    double best = 1e300;
+    const int reps = bytes <= 65536 ? 20 : 4;
+    bool slow = false;
+    for (int k = 0; k < reps && !slow; ++k) {
+      const double t0 = now_s();
+      if (me == a) {
+        comm.isend(v, v.box, b, int(tag));
+        comm.wait_all();
+        comm.irecv(v, v.box, b, int(tag) + 1);
+        comm.wait_all();
+      } else {
+        comm.irecv(v, v.box, a, int(tag));
+        comm.wait_all();
+        comm.isend(v, v.box, a, int(tag) + 1);
+        comm.wait_all();
+      }
+      const double rtt = now_s() - t0;
+      best = std::min(best, rtt / 2);
+      // Both sides decide alike: b tells a nothing, so each stops on its own measure,
+      // which differs only by a latency; keep going for the agreed count instead.
+      tag += 2;
+    }
+    sizes.push_back(double(bytes));
+    secs.push_back(best);
+    pt.points.push_back({double(bytes), best});
+    double worst = best;  // both ranks must agree on whether to go on
+    if (me == a) comm.isend(TensorView{&reinterpret_cast<float&>(worst), 1, 1, 1, Box{0, 1, 0, 1}}, Box{0, 1, 0, 1}, b, 1 << 20);
+    if (me == b) comm.irecv(TensorView{&reinterpret_cast<float&>(worst), 1, 1, 1, Box{0, 1, 0, 1}}, Box{0, 1, 0, 1}, a, 1 << 20);
+    comm.wait_all();
+    if (2 * best > 0.5) break;
+  }
+  const LinearFit f = fit_linear(sizes, secs);
+  pt.latency_s = f.a;
+  pt.bytes_per_s = f.b > 0 ? 1 / f.b : 1e12;
+  return pt;
+}
+
+}  // namespace
+
+int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int steps) {
+  if (comm.rank() == 0) check_can_write(out);
+  NetSpec net = load_run_net(o);
+  const double t0 = now_s();
+  const std::vector<std::string> hosts = comm.all_hosts();
+  const int me = comm.rank(), P = comm.size();
+  // One rank per host measures the kernels (the device to itself); hosts at once.
+  const bool leader = std::find(hosts.begin(), hosts.end(), hosts[size_t(me)]) - hosts.begin() == me;
+  std::string model_text;
+  if (leader) {
+    CalibrateOptions co;
+    co.threads = o.threads;
+    co.kernels = o.kernels;
+    co.steps = steps;
+    DeviceModel m = calibrate_device(net, co);
+    m.host = hosts[size_t(me)];
+    nlohmann::json j = device_model_to_json(m);
+    j["memory_limit_mb"] = memory_limit_mb();
+    j["cores"] = int(sysconf(_SC_NPROCESSORS_ONLN));
+    model_text = j.dump();
+  }
+  const std::vector<std::string> models = comm.all_gather(model_text);
+  const double t_kernels = now_s() - t0;
+  // Ping-pong between every pair of ranks, one pair at a time.
+  std::vector<PairTiming> pairs;
+  for (int a = 0; a < P; ++a)
+    for (int b = a + 1; b < P; ++b) {
+      if (me == a || me == b) {
+        PairTiming pt = ping_pong(comm, a, b);
+        if (me == a) pairs.push_back(std::move(pt));
+      }
+      comm.all_gather(0.0);  // a barrier: the next pair starts on a quiet network
+    }
+  nlohmann::json mine = nlohmann::json::array();
+  for (const PairTiming& pt : pairs) mine.push_back({pt.a, pt.b, pt.latency_s, pt.bytes_per_s, pt.points});
+  const std::vector<std::string> all_pairs = comm.all_gather(mine.dump());
+  if (me != 0) return 0;
+
+  if (P == 1) {
+    nlohmann::json j = nlohmann::json::parse(models[0]);
+    write_file_atomically(out, [&](std::ostream& f) { f << j.dump(2) << "\n"; });
+    const DeviceModel m = device_model_from_json(j, out);
+    std::printf(
+        "calibrated %s on %s (%s, %d thread(s), %.2f cores): %zu map sizes in %.1f s; convolutions %.1f GFLOP/s; "
+        "per-layer fits: median error %.1f%%, worst %.1f%%\nwrote %s\n",
+        net.path.c_str(), m.host.c_str(), m.isa.c_str(), m.threads, m.cpu_capacity, m.points.size(), t_kernels,
+        m.gflops, 100 * m.fit_median_err, 100 * m.fit_max_err, out.c_str());
+    return 0;
+  }
+  // A cluster file: a device per host, the links between them.
+  std::vector<std::string> dev_hosts;
+  nlohmann::json devices = nlohmann::json::array();
+  for (int r = 0; r < P; ++r) {
+    if (models[size_t(r)].empty()) continue;
+    nlohmann::json m = nlohmann::json::parse(models[size_t(r)]);
+    const double mem = m["memory_limit_mb"].get<double>();
+    const int cores = m["cores"].get<int>();
+    m.erase("memory_limit_mb");
+    m.erase("cores");
+    devices.push_back({{"name", hosts[size_t(r)]},
+                       {"host", hosts[size_t(r)]},
+                       {"cores", cores},
+                       {"memory_mb", std::floor(mem)},
+                       {"model", m}});
+    dev_hosts.push_back(hosts[size_t(r)]);
+  }
+  auto dev_of = [&](int r) { return int(std::find(dev_hosts.begin(), dev_hosts.end(), hosts[size_t(r)]) - dev_hosts.begin()); };
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> by_devices;  // latency, bytes/s
+  std::vector<std::pair<double, double>> shm;
+  std::printf("links (one way, fitted latency + bytes / bandwidth over 1 KB - 8 MB):\n");
+  for (const std::string& s : all_pairs)
+    for (const auto& p : nlohmann::json::parse(s)) {
+      const int a = p[0], b = p[1];
+      const double lat = p[2], bw = p[3];
+      std::printf("  rank %d (%s) - rank %d (%s): %.1f us, %.1f Mbit/s\n", a, hosts[size_t(a)].c_str(), b,
+                  hosts[size_t(b)].c_str(), lat * 1e6, bw * 8 / 1e6);
+      const int da = dev_of(a), db = dev_of(b);
+      if (da == db)
+        shm.push_back({lat, bw});
+      else
+        by_devices[{std::min(da, db), std::max(da, db)}].push_back({lat, bw});
+    }
+  auto mean = [](const std::vector<std::pair<double, double>>& v) {
+    std::pair<double, double> m{0, 0};
+    for (auto& x : v) {
+      m.first += x.first / double(v.size());
+      m.second += x.second / double(v.size());
+    }
+    return m;
+  };
+  nlohmann::json links{{"topology", "switch"}};
+  nlohmann::json jpairs = nlohmann::json::array();
+  std::vector<double> lats, bws;
+  for (auto& [k, v] : by_devices) {
+    const auto [lat, bw] = mean(v);
+    jpairs.push_back({{"a", dev_hosts[size_t(k.first)]},
+                      {"b", dev_hosts[size_t(k.second)]},
+                      {"bandwidth_mbit", bw * 8 / 1e6},
+                      {"latency_us", lat * 1e6}});
+    lats.push_back(lat);
+    bws.push_back(bw);
+  }
+  if (!shm.empty()) {
+    const auto [lat, bw] = mean(shm);
+    links["shared_memory"] = {{"bandwidth_mbit", bw * 8 / 1e6}, {"latency_us", lat * 1e6}};
+  }
+  if (!jpairs.empty()) {
+    links["pairs"] = jpairs;
+    std::sort(lats.begin(), lats.end());
+    std::sort(bws.begin(), bws.end());
+    links["latency_us"] = lats[lats.size() / 2] * 1e6;  // for pairs not measured (other devices)
+    links["bandwidth_mbit"] = bws[bws.size() / 2] * 8 / 1e6;
+  } else {  // one host: its shared memory is all there is
+    links["latency_us"] = links["shared_memory"]["latency_us"];
+    links["bandwidth_mbit"] = links["shared_memory"]["bandwidth_mbit"];
+  }
+  const nlohmann::json cluster{
+      {"comment", "written by tiletrain calibrate --cfg " + net.path + " on " + std::to_string(P) + " ranks"},
+      {"devices", devices},
+      {"links", links}};
+  const ClusterSpec c = parse_cluster(cluster, out, load_profiles(default_profiles_path()));  // loadable as it is
+  save_cluster(c, out);
+  for (const nlohmann::json& d : devices) {
+    const DeviceModel m = device_model_from_json(d["model"], out);
+    std::printf("device %s: %s, %.2f cores, %.0f MB; convolutions %.1f GFLOP/s; fits: median error %.1f%%, worst %.1f%%\n",
+                m.host.c_str(), m.isa.c_str(), m.cpu_capacity, d["memory_mb"].get<double>(), m.gflops,
+                100 * m.fit_median_err, 100 * m.fit_max_err);
+  }
+  std::printf("calibrated in %.1f s (kernels %.1f s); wrote %s\n", now_s() - t0, t_kernels, out.c_str());
+  return 0;
+}
+
+}  // namespace tt
+
+namespace tt {
+
+ClusterModel load_cluster_model(const PlanOptions& po, const NetSpec& net) {
+  const ClusterSpec c = load_cluster(po.cluster);
+  std::unique_ptr<DeviceModel> ref;
+  if (!po.model.empty()) {
+    std::ifstream f(po.model);
+    if (!f) fail("cannot open device model '", po.model, "'");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const nlohmann::json::exception& e) {
+      fail(po.model, ": not JSON: ", e.what());
+    }
+    ref = std::make_unique<DeviceModel>(device_model_from_json(j, po.model));
+    if (ref->signature != net_signature(net))
+      fail(po.model, ": calibrated on ", ref->cfg, ", a different net than ", net.path);
+  }
+  return resolve_cluster(c, net, ref.get());
+}
+
+Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec& net, const ClusterModel& cm) {
+  Partition p;
+  std::tie(p.rows, p.cols) = parse_pair(o.grid, "--grid");
+  p.cut = resolve_cut(net, o.cut);
+  p.group_starts = parse_groups(o.groups, 0, p.cut);
+  p.tiles_per_rank = o.tiles_per_rank;
+  p.low_memory = o.low_memory;
+  const int D = int(cm.spec.devices.size());
+  p.ranks_per_device = po.ranks_per_device > 0 ? po.ranks_per_device : (p.ranks() + D - 1) / D;
+  return p;
+}
+
+void print_prediction(const Prediction& pr, const ClusterModel& cm) {
+  std::printf("predicted step %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f; "
+              "largest over ranks)\n",
+              pr.step_s, pr.fwd_s, pr.bwd_s, pr.halo_s, pr.weights_s, pr.io_s, pr.update_s);
+  std::printf("%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s\n", "rank", "device", "step s", "fwd", "bwd",
+              "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters");
+  for (size_t r = 0; r < pr.ranks.size(); ++r) {
+    const RankPrediction& a = pr.ranks[r];
+    std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f\n", r,
+                cm.spec.devices[size_t(a.device)].name.substr(0, 12).c_str(), a.step_s, a.fwd_s, a.bwd_s, a.halo_s,
+                a.weights_s, a.io_s, a.update_s, a.peak_rss_mb, a.maps_mb, a.deltas_mb, a.filters_mb);
+  }
+  for (size_t d = 0; d < pr.memory_short_mb.size(); ++d)
+    if (pr.memory_short_mb[d] > 0)
+      std::printf("does not fit: device %s is %.1f MB short (limit %.0f MB)\n", cm.spec.devices[d].name.c_str(),
+                  pr.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+}
+
+}  // namespace tt
+
+namespace tt {
+int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
+  if (po.cluster.empty()) fail("plan --optimize needs --cluster FILE");
+  const NetSpec net = load_run_net(o);
+  const ClusterModel cm = load_cluster_model(po, net);
+  SearchOptions so;
+  so.top = po.top;
+  const SearchResult r = optimize(net, cm, so);
+  const int D = int(cm.spec.devices.size());
+  if (o.json) {
+    nlohmann::json best = nlohmann::json::array();
+    for (const Candidate& c : r.best)
+      best.push_back({{"grid", std::to_string(c.part.rows) + "x" + std::to_string(c.part.cols)},
+                      {"groups", c.part.groups_str()},
+                      {"cut", c.part.cut},
+                      {"tiles_per_rank", c.part.tiles_per_rank},
+                      {"ranks_per_device", c.part.ranks_per_device},
+                      {"low_memory", c.part.low_memory},
+                      {"ranks", c.part.ranks()},
+                      {"command", command_line(net, o.cfg, c, D)},
+                      {"prediction", prediction_to_json(c.pred)}});
+    nlohmann::json j{{"cfg", o.cfg}, {"batch", net.batch}, {"configs", r.configs}, {"predictions", r.replays},
+                     {"seconds", r.seconds}, {"best", best}};
+    if (r.best.empty()) j["least_memory"] = prediction_to_json(r.least_memory.pred);
+    std::cout << j.dump() << std::endl;
+    return r.best.empty() ? 1 : 0;
+  }
+  std::printf("%s, batch %d, on %s (%d device(s)): %d configurations, %d predictions in %.2f s\n", net.path.c_str(),
+              net.batch, po.cluster.c_str(), D, r.configs, r.replays, r.seconds);
+  if (r.best.empty()) {
+    const Candidate& c = r.least_memory;
+    std::printf("nothing fits. Closest: %s\n", c.part.str().c_str());
+    for (size_t d = 0; d < c.pred.memory_short_mb.size(); ++d)
+      if (c.pred.memory_short_mb[d] > 0)
+        std::printf("  device %s is %.1f MB short (limit %.0f MB)\n", cm.spec.devices[d].name.c_str(),
+                    c.pred.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+    return 1;
+  }
+  std::printf("%-3s %9s %9s %9s %9s  %s\n", "#", "step s", "halo s", "weights s", "peak MB", "partition");
+  for (size_t k = 0; k < r.best.size(); ++k) {
+    const Candidate& c = r.best[k];
+    std::printf("%-3zu %9.4f %9.4f %9.4f %9.1f  %s\n", k + 1, c.pred.step_s, c.pred.halo_s, c.pred.weights_s,
+                c.pred.peak_rss_mb_max, c.part.str().c_str());
+    std::printf("    %s\n", command_line(net, o.cfg, c, D).c_str());
+  }
+  return 0;
+}
+}  // namespace tt

@@ -1,0 +1,178 @@
+#include "engine/memory_plan.hpp"
+
+#include <algorithm>
+
+#include "layers/tensor.hpp"
+
+namespace tt {
+
+size_t TileMemoryPlan::map_bytes() const {
+  size_t n = 0;
+  for (const LayerMemory& m : layers) {
+    if (m.in == MapStore::Own) n += m.in_floats * sizeof(float);
+    if (m.y == MapStore::Own) n += m.out_floats * sizeof(float);
+    if (m.z == MapStore::Own) n += m.out_floats * sizeof(float);
+    n += m.argmax_bytes;
+  }
+  return n;
+}
+
+bool conv_pointwise(const LayerSpec& s) {
+  return s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear);
+}
+
+bool input_aliases(const Plan& plan, int t, int l) {
+  if (l == plan.first) return false;
+  const TileLayer& x = plan.at(t, l);
+  const TileLayer& prev = plan.at(t, l - 1);
+  return prev.fwd == x.in && (!plan.group_start(l) || contains(prev.own, x.in));
+}
+
+// When the layer's input buffer is exactly what the delta box reads, no crops are needed.
+bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l) {
+  const TileLayer& x = plan.at(t, l);
+  const LayerSpec& s = net.layers[l];
+  return x.in == window_in(x.delta, s.win, s.in.h, s.in.w);  // the input buffer always holds box `in`
+}
+
+bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles) {
+  for (const Piece& pc : plan.bwd_halo[l - plan.first])
+    if (pc.from != pc.to) return false;
+  for (int t : local_tiles)
+    if (!(plan.at(t, l).delta_in == plan.at(t, l - 1).delta)) return false;
+  return true;
+}
+
+// After backward-data the input delta sits on box `reach` = window_in(delta). It is
+// used as it is (no copy to the delta_in box) when it is exactly that box, or when only
+// its delta_in cells are read next: by the halo exchange at a group start or the gather
+// at the segment's input.
+bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
+  const TileLayer& x = plan.at(t, l);
+  const LayerSpec& s = net.layers[l];
+  const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
+  if (reach == x.delta_in) return true;
+  if (!contains(reach, x.delta_in)) return false;
+  return l == plan.first || (plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles));
+}
+
+// A convolution that ends a group before the segment's last layer computed only its
+// owned cells in forward (see plan.hpp): its batch-norm/activation backward runs on the
+// owned cells before the halo exchange, which then carries dL/d(pre-activation).
+bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
+  return l + 1 < plan.last && plan.group_start(l + 1) && conv_pointwise(net.layers[l]);
+}
+
+namespace {
+
+// Tile t's backward pass: for every layer, which of the two delta buffers holds its
+// output delta, its recomputed convolution output, its input delta and the delta
+// exchanged at a group start; and how large each buffer must be (tp.buf).
+void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan& sp, TileMemoryPlan& tp, int t,
+                   int batch, bool need_input_delta, const std::vector<int>& local_tiles) {
+  const int first = plan.first, last = plan.last;
+  tp.bwd.assign(size_t(last - first), BackwardStep{});
+  auto floats = [&](int l, bool input, const Box& b) {
+    const LayerSpec& s = net.layers[l];
+    const size_t i = size_t(l - first);
+    return size_t(input ? tensor_floats(batch, s.in.c, sp.in_cb[i], b)
+                        : tensor_floats(batch, s.out.c, sp.out_cb[i], b));
+  };
+  auto use = [&](int b, size_t n) {
+    tp.buf[b] = std::max(tp.buf[b], n);
+    return b;
+  };
+  auto recomputed_y = [&](int l, int b) {  // layer l's y, if backward recomputes it, goes to buffer b
+    if (tp.layers[size_t(l - first)].recompute)
+      tp.bwd[size_t(l - first)].y = use(b, floats(l, false, plan.at(t, l).fwd));
+  };
+  int at = use(0, floats(last - 1, false, plan.at(t, last - 1).delta));  // the delta now
+  for (int l = last - 1; l >= first; --l) {
+    BackwardStep& st = tp.bwd[size_t(l - first)];
+    const TileLayer& x = plan.at(t, l);
+    const LayerSpec& s = net.layers[l];
+    st.out = at;
+    if (!pointwise_before_exchange(net, plan, l)) recomputed_y(l, 1 - at);
+    if (l == first && !need_input_delta) break;
+    st.in = use(1 - at, floats(l, true, window_in(x.delta, s.win, s.in.h, s.in.w)));
+    st.keep_reach = keep_reach(net, plan, t, l, local_tiles);
+    if (st.keep_reach)
+      at = st.in;
+    else
+      use(at, floats(l, true, x.delta_in));
+    if (l > first && pointwise_before_exchange(net, plan, l - 1)) recomputed_y(l - 1, 1 - at);
+    if (l > first && plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles))
+      at = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
+  }
+}
+
+}  // namespace
+
+SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int batch, int in_cb, int block,
+                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles) {
+  const int first = plan.first, last = plan.last;
+  SegmentMemoryPlan sp;
+  int cb = in_cb;
+  for (int l = first; l < last; ++l) {
+    sp.in_cb.push_back(cb);
+    if (net.layers[l].type == LayerType::Conv) cb = block;
+    sp.out_cb.push_back(cb);
+  }
+  sp.tiles.resize(size_t(plan.tiles_count()));
+  for (int t : local_tiles) {
+    TileMemoryPlan& tp = sp.tiles[size_t(t)];
+    tp.layers.resize(size_t(last - first));
+    for (int l = first; l < last; ++l) {
+      const LayerSpec& s = net.layers[l];
+      const TileLayer& x = plan.at(t, l);
+      const size_t i = size_t(l - first);
+      LayerMemory& m = tp.layers[i];
+      m.in_floats = size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], x.in));
+      m.out_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.fwd));
+      m.in = input_aliases(plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
+      // The output persists only when the next convolution reads it in place (and needs it in backward).
+      const bool next_reads_in_place =
+          l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(plan, t, l + 1);
+      if (s.type == LayerType::Conv) {
+        const bool pointwise = conv_pointwise(s);
+        // At a group start the next input is a buffer of its own that the halo exchange
+        // completes: batch-norm/activation write straight into it (no copy of own cells).
+        const bool into_next_input = l + 1 < last && !input_aliases(plan, t, l + 1) && plan.group_start(l + 1) &&
+                                     contains(plan.at(t, l + 1).in, x.fwd);
+        const bool z_transient = pointwise && !into_next_input && !next_reads_in_place;
+        // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
+        m.recompute = recompute && z_transient;
+        m.y = m.recompute ? MapStore::Transient : MapStore::Own;
+        m.z = !pointwise            ? MapStore::Y
+              : into_next_input     ? MapStore::NextInput
+              : next_reads_in_place ? MapStore::Own
+                                    : MapStore::Transient;
+        m.weights_on_delta = weights_on_delta_box(net, plan, t, l);
+        // backward-weights on the owned box reads it and its window: crops when the input buffer is larger
+        const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
+        if (!m.weights_on_delta && !(x.in == src_box))
+          sp.crop_floats = std::max(sp.crop_floats, size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], src_box)));
+      } else {
+        // Max-pool backward needs only the winners.
+        m.z = next_reads_in_place ? MapStore::Own : MapStore::Transient;
+        m.argmax_bytes = m.out_floats;
+      }
+    }
+    plan_backward(net, plan, sp, tp, t, batch, need_input_delta, local_tiles);
+    // Transient forward outputs live in the larger delta buffer, or in the other one
+    // when the layer's input is itself transient there (never overwrite what is read).
+    const int big = tp.buf[1] > tp.buf[0] ? 1 : 0;
+    for (size_t i = 0; i < tp.layers.size(); ++i) {
+      LayerMemory& m = tp.layers[i];
+      if (m.z != MapStore::Transient) continue;
+      m.home = i > 0 && tp.layers[i - 1].home == big ? 1 - big : big;
+      tp.buf[m.home] = std::max(tp.buf[m.home], m.out_floats);
+    }
+    sp.maps_bytes += tp.map_bytes();
+    sp.deltas_bytes += tp.delta_bytes();
+  }
+  sp.deltas_bytes += sp.crop_floats * sizeof(float);
+  return sp;
+}
+
+}  // namespace tt

@@ -1,0 +1,84 @@
+// The memory plan of a Segment: for every tile this process runs, which buffers exist,
+// how large they are and what each layer's maps live in, forward and backward. It depends
+// only on the net, the Plan, the batch, the layouts, `recompute`, `need_input_delta` and
+// which tiles are local: no allocation, no oneDNN. Read by the Segment, which allocates
+// and wires its buffers from it (its forward and backward read the same decisions), and
+// by a cost model, which predicts each rank's memory from it without allocating.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/net_spec.hpp"
+#include "tiling/plan.hpp"
+
+namespace tt {
+
+// Where one map (input, convolution output y, layer output z) of a layer of a tile lives.
+enum class MapStore : uint8_t {
+  None,        // no such map (y of a max-pool)
+  Own,         // a buffer of its own, kept from forward to backward
+  PrevOutput,  // in: the previous layer's z itself (it holds exactly the cells needed)
+  Y,           // z: the convolution output itself (no batch-norm/activation)
+  NextInput,   // z: the next layer's input buffer (a group start: the halo exchange completes it)
+  Transient,   // z: delta buffer `home`, dead before backward; y when recomputed: z's
+               // buffer in forward (batch-norm/activation in place), BackwardStep::y in backward
+};
+
+struct LayerMemory {  // one layer i = l - first of one tile
+  MapStore in = MapStore::Own, y = MapStore::None, z = MapStore::Transient;
+  bool recompute = false;         // y is not kept but recomputed in backward
+  bool weights_on_delta = false;  // backward-weights on the delta box (weights_on_delta_box)
+  int home = -1;                  // a transient z: the delta buffer (0 or 1) that holds it
+  size_t in_floats = 0;           // box `in` of the input map
+  size_t out_floats = 0;          // box `fwd` of the output map (y, z)
+  size_t argmax_bytes = 0;        // max-pool winners, one byte per output cell
+};
+
+struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
+  int out = 0;              // dL/d(output) on its delta box, when the layer's backward starts
+  int y = -1;               // the recomputed convolution output (-1: kept from forward)
+  int in = 1;               // dL/d(input) as backward-data writes it, on window_in(delta box)
+  bool keep_reach = false;  // used on that box as it is; else copied into `out` on delta_in
+  int halo = -1;            // at a group start: dL/d(output of the layer before), exchanged
+};
+
+struct TileMemoryPlan {             // one tile's buffers; empty for a tile another process runs
+  std::vector<LayerMemory> layers;  // per layer i = l - first
+  std::vector<BackwardStep> bwd;    // per layer: which delta buffer holds what
+  size_t buf[2] = {0, 0};           // floats of the two delta buffers (also forward scratch)
+  size_t map_bytes() const;         // own buffers (in, y, z kept) + max-pool winners
+  size_t delta_bytes() const { return (buf[0] + buf[1]) * sizeof(float); }
+};
+
+struct SegmentMemoryPlan {
+  std::vector<int> in_cb, out_cb;     // per layer: layouts of its input and output maps
+  std::vector<TileMemoryPlan> tiles;  // per tile of the Plan
+  size_t crop_floats = 0;             // the crop buffer for backward-weights, shared by local tiles
+  // What Segment::memory_use() reports as maps and deltas (the crop buffer counts as deltas).
+  size_t maps_bytes = 0, deltas_bytes = 0;
+};
+
+// `in_cb`: layout of the segment's input map (1 = plain NCHW, or `block`); `block`: the
+// channel block of every convolution output (ctx.config.block); `local_tiles`: the tiles
+// this process runs, ascending.
+SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int batch, int in_cb, int block,
+                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles);
+
+// The decisions the plan is made of, which forward and backward follow too:
+
+// A convolution followed by batch-norm and/or a non-linear activation.
+bool conv_pointwise(const LayerSpec& s);
+// Layer l's input is the previous layer's output itself: it holds exactly the cells
+// needed (and, at a group start, no neighbour contributes).
+bool input_aliases(const Plan& plan, int t, int l);
+// Backward-weights can run on the whole delta box (outside the owned cells zeroed).
+bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l);
+// No local tile needs a neighbour's delta at group start l (a 1x1 grid).
+bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles);
+// The input delta of layer l on tile t is used on the box backward-data writes.
+bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
+// Layer l's batch-norm/activation backward runs on owned cells before the halo exchange.
+bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
+
+}  // namespace tt

@@ -1,0 +1,530 @@
+#include "planner/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/memory_plan.hpp"
+#include "engine/trainer.hpp"
+#include "layers/tensor.hpp"
+#include "tiling/plan.hpp"
+#include "util/error.hpp"
+
+namespace tt {
+
+std::string Partition::groups_str() const {
+  if (group_starts.empty() || int(group_starts.size()) == cut) return "none";
+  if (group_starts.size() == 1) return "all";
+  std::string s;
+  for (int g : group_starts) s += (s.empty() ? "" : ",") + std::to_string(g);
+  return s;
+}
+
+std::string Partition::str() const {
+  return "grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups_str() + ", cut " +
+         std::to_string(cut) + ", " + std::to_string(tiles_per_rank) + " tile(s)/rank, " +
+         std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "");
+}
+
+bool Prediction::fits() const {
+  for (double s : memory_short_mb)
+    if (s > 0) return false;
+  return true;
+}
+
+ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const DeviceModel* reference) {
+  ClusterModel cm;
+  cm.spec = c;
+  const std::string sig = net_signature(net);
+  std::vector<int> calibrated;
+  for (size_t d = 0; d < c.devices.size(); ++d) {
+    const DeviceSpec& dev = c.devices[d];
+    if (dev.model.is_null()) continue;
+    DeviceModel m = device_model_from_json(dev.model, c.path + ": devices[" + std::to_string(d) + "].model (" +
+                                                          dev.model_source + ")");
+    if (m.signature != sig)
+      fail(c.path, ": devices[", d, "].model was calibrated on ", m.cfg, ", a different net than ", net.path,
+           ": run tiletrain calibrate --cfg ", net.path);
+    cm.models.resize(c.devices.size());
+    cm.models[d] = std::move(m);
+    calibrated.push_back(int(d));
+  }
+  if (!reference && calibrated.empty())
+    fail(c.path, ": no device has a calibrated model for ", net.path,
+         ", and none was given (plan --model FILE): run tiletrain calibrate --cfg ", net.path, " --out FILE");
+  const DeviceModel& ref = reference ? *reference : cm.models[size_t(calibrated[0])];
+  cm.models.resize(c.devices.size());
+  for (size_t d = 0; d < c.devices.size(); ++d) {
+    const DeviceSpec& dev = c.devices[d];
+    if (!dev.model.is_null()) {
+      cm.slowdown.push_back(1 / dev.speed);
+      cm.capacity.push_back(cm.models[d].cpu_capacity);
+      continue;
+    }
+    // Only a profile: the reference model scaled by one core's speed.
+    const Profile* pr = c.profile_of(int(d));
+    if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
+    cm.models[d] = ref;
+    cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
+    cm.capacity.push_back(dev.cores);
+  }
+  return cm;
+}
+
+ClusterModel local_cluster(const DeviceModel& m, int cores, double memory_mb, const LinkSpec& shm) {
+  ClusterModel cm;
+  DeviceSpec d;
+  d.name = d.host = m.host;
+  d.cores = cores;
+  d.memory_mb = memory_mb;
+  d.model = device_model_to_json(m);
+  d.model_source = "(calibrated here)";
+  cm.spec.devices.push_back(d);
+  cm.spec.shared_memory = shm;
+  cm.spec.bandwidth_mbit = shm.bandwidth_mbit;
+  cm.spec.latency_us = shm.latency_us;
+  cm.models.push_back(m);
+  cm.slowdown.push_back(1);
+  cm.capacity.push_back(m.cpu_capacity);
+  return cm;
+}
+
+namespace {
+
+constexpr double kMB = 1048576.0;
+
+// One training step replayed rank by rank: `clock[r]` is when rank r is done with what it
+// has been given so far; waiting for another rank advances it into the bucket the engine
+// times that wait in (bench's split).
+struct Replay {
+  const NetSpec& net;
+  const Partition& p;
+  const ClusterModel& cm;
+  Plan plan;
+  int P = 1, T = 1, cut = 0, dense_begin = 0, batch = 1;
+  std::vector<int> tile_rank, rank_dev;
+  std::vector<std::vector<int>> local;  // per rank: its tiles
+  std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
+  std::vector<RankPrediction> acc;
+  SegmentMemoryPlan layout;  // layouts (channel blocks) of every tiled layer
+  Prediction out;
+
+  Replay(const NetSpec& n, const Partition& part, const ClusterModel& c) : net(n), p(part), cm(c) {
+    cut = resolve_cut(net, p.cut);
+    dense_begin = net.first_untileable();
+    batch = net.micro_batch();
+    plan = make_plan(net, p.rows, p.cols, 0, cut, p.group_starts.empty() ? parse_groups("none", 0, cut)
+                                                                          : p.group_starts);
+    T = plan.tiles_count();
+    if (p.tiles_per_rank < 1 || T % p.tiles_per_rank) fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
+    P = T / p.tiles_per_rank;
+    tile_rank = tile_ranks(T, p.tiles_per_rank, P);
+    const int D = int(cm.spec.devices.size());
+    if (p.ranks_per_device < 1) fail("ranks per device must be at least 1");
+    if ((P + p.ranks_per_device - 1) / p.ranks_per_device > D)
+      fail(P, " ranks at ", p.ranks_per_device, " per device need ", (P + p.ranks_per_device - 1) / p.ranks_per_device,
+           " devices; the cluster has ", D);
+    local.resize(size_t(P));
+    for (int t = 0; t < T; ++t) local[size_t(tile_rank[size_t(t)])].push_back(t);
+    std::vector<int> per_dev(size_t(D), 0);
+    for (int r = 0; r < P; ++r) {
+      rank_dev.push_back(r / p.ranks_per_device);
+      ++per_dev[size_t(rank_dev.back())];
+    }
+    for (int r = 0; r < P; ++r) {
+      // Each rank runs `threads` threads; the model was measured with the device to itself.
+      const int d = rank_dev[size_t(r)];
+      const double t = cm.models[size_t(d)].threads, cap = std::max(1e-3, cm.capacity[size_t(d)]);
+      crowd.push_back(std::max(1., per_dev[size_t(d)] * t / cap) / std::max(1., t / cap));
+    }
+    clock.assign(size_t(P), 0.);
+    acc.resize(size_t(P));
+    for (int r = 0; r < P; ++r) acc[size_t(r)].device = rank_dev[size_t(r)];
+    layout = plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false, {});
+  }
+
+  const DeviceModel& model(int r) const { return cm.models[size_t(rank_dev[size_t(r)])]; }
+  double scale(int r) const { return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)]; }
+  double comp(int r, const LinearFit& f, double cells) const { return cells > 0 ? f.at(cells) * scale(r) : 0; }
+  LinkSpec link(int a, int b) const { return cm.spec.link(rank_dev[size_t(a)], rank_dev[size_t(b)]); }
+  double msg(int a, int b, double bytes) const {
+    const LinkSpec l = link(a, b);
+    return l.latency_s() + bytes / l.bytes_per_s();
+  }
+  double map_bytes(int c, int cb, const Box& b) const { return 4. * double(tensor_floats(batch, c, cb, b)); }
+  const LayerModel& lm(int r, int l) const { return model(r).layers.at(size_t(l)); }
+
+  // Every rank waits for the last one, then `cost` more; waits go to `bucket`.
+  void sync(double cost, double RankPrediction::*bucket) {
+    const double m = *std::max_element(clock.begin(), clock.end()) + cost;
+    for (int r = 0; r < P; ++r) {
+      acc[size_t(r)].*bucket += m - clock[size_t(r)];
+      clock[size_t(r)] = m;
+    }
+  }
+  void run(int r, double secs, double RankPrediction::*bucket) {
+    clock[size_t(r)] += secs;
+    acc[size_t(r)].*bucket += secs;
+  }
+  // A small all-reduce (batch-norm sums): recursive doubling, log2(P) rounds.
+  double small_allreduce(double bytes) const {
+    double worst = 0;
+    for (int r = 1; r < P; ++r) worst = std::max(worst, msg(0, r, bytes));
+    return std::ceil(std::log2(double(P))) * worst;
+  }
+  // Messages `pieces` (cells of a map with c channels in layout cb) between ranks; each
+  // rank waits for its senders, then for its own traffic: the bytes over its device's link
+  // (both ways at once), one latency (the messages are posted together).
+  void exchange(const std::vector<Piece>& pieces, int c, int cb, double RankPrediction::*bucket) {
+    const int D = int(cm.spec.devices.size());
+    std::vector<double> dev_out(size_t(D), 0), dev_in(size_t(D), 0), shm(size_t(P), 0), lat(size_t(P), 0);
+    std::vector<double> ready = clock;
+    for (const Piece& pc : pieces) {
+      const int a = tile_rank[size_t(pc.from)], b = tile_rank[size_t(pc.to)];
+      if (a == b) continue;
+      const double bytes = map_bytes(c, cb, pc.box);
+      out.halo_bytes += bytes / batch;
+      ++out.halo_messages;
+      const int da = rank_dev[size_t(a)], db = rank_dev[size_t(b)];
+      const LinkSpec l = link(a, b);
+      if (da == db) {
+        shm[size_t(a)] += bytes / l.bytes_per_s();
+        shm[size_t(b)] += bytes / l.bytes_per_s();
+      } else {
+        dev_out[size_t(da)] += bytes / l.bytes_per_s();
+        dev_in[size_t(db)] += bytes / l.bytes_per_s();
+      }
+      for (int r : {a, b}) lat[size_t(r)] = std::max(lat[size_t(r)], l.latency_s());
+      ready[size_t(b)] = std::max(ready[size_t(b)], clock[size_t(a)]);
+      ready[size_t(a)] = std::max(ready[size_t(a)], clock[size_t(b)]);  // rendezvous: the receiver posts
+    }
+    for (int r = 0; r < P; ++r) {
+      if (lat[size_t(r)] == 0) continue;
+      const int d = rank_dev[size_t(r)];
+      const double done = ready[size_t(r)] + lat[size_t(r)] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[size_t(r)];
+      acc[size_t(r)].*bucket += done - clock[size_t(r)];
+      clock[size_t(r)] = done;
+    }
+  }
+  // Rank 0's whole map → every tile's box (or back with `to_root`), over rank 0's link.
+  void root_transfer(const std::vector<double>& bytes_of_rank, bool to_root) {
+    double link_time = 0, lat = 0;
+    for (int r = 1; r < P; ++r) {
+      if (bytes_of_rank[size_t(r)] == 0) continue;
+      const LinkSpec l = link(0, r);
+      link_time += bytes_of_rank[size_t(r)] / l.bytes_per_s();
+      lat = std::max(lat, l.latency_s());
+    }
+    if (to_root) {
+      double start = clock[0];
+      for (int r = 1; r < P; ++r) start = std::max(start, clock[size_t(r)]);
+      const double done = start + lat + link_time;
+      for (int r = 0; r < P; ++r) {
+        const double fin = r == 0 ? done : std::max(clock[size_t(r)], clock[0]) + msg(0, r, bytes_of_rank[size_t(r)]);
+        acc[size_t(r)].io_s += fin - clock[size_t(r)];
+        clock[size_t(r)] = fin;
+      }
+    } else {
+      const double done = clock[0] + lat + link_time;
+      for (int r = 0; r < P; ++r) {
+        const double fin = std::max(clock[size_t(r)], done);
+        acc[size_t(r)].io_s += fin - clock[size_t(r)];
+        clock[size_t(r)] = fin;
+      }
+    }
+  }
+
+  bool bn_sync(const LayerSpec& s) const { return s.type == LayerType::Conv && s.batch_normalize && P > 1; }
+  int64_t conv_weights() const {
+    int64_t n = 0;
+    for (int l = 0; l < cut; ++l)
+      if (net.layers[size_t(l)].type == LayerType::Conv) n += net.layers[size_t(l)].weight_count();
+    return n;
+  }
+  // Sharded weights of layer l: all-gathered (forward, backward-data) and formatted.
+  void fetch_weights(int l) {
+    const double bytes = 4. * double(net.layers[size_t(l)].weight_count());
+    sync(allgather_cost(bytes), &RankPrediction::weights_s);
+    const double share = double(net.layers[size_t(l)].weight_count()) / std::max<int64_t>(1, conv_weights());
+    for (int r = 0; r < P; ++r) run(r, model(r).reload_s * share * scale(r), &RankPrediction::weights_s);
+  }
+  // Every rank ends with all of `bytes` (parts of bytes/P each): linear, as libnbc does it.
+  double allgather_cost(double bytes) const {
+    double worst = 0;
+    const int D = int(cm.spec.devices.size());
+    std::vector<double> dev_t(size_t(D), 0);
+    for (int r = 0; r < P; ++r)
+      for (int q = 0; q < P; ++q)
+        if (q != r && rank_dev[size_t(q)] != rank_dev[size_t(r)])
+          dev_t[size_t(rank_dev[size_t(r)])] += bytes / P / link(r, q).bytes_per_s();
+    for (int r = 0; r < P; ++r) {
+      double t = 0, lat = 0;
+      for (int q = 0; q < P; ++q) {
+        if (q == r) continue;
+        lat = std::max(lat, link(r, q).latency_s());
+        if (rank_dev[size_t(q)] == rank_dev[size_t(r)]) t += bytes / P / link(r, q).bytes_per_s();
+      }
+      worst = std::max(worst, lat + t + dev_t[size_t(rank_dev[size_t(r)])]);
+    }
+    return worst;
+  }
+  // Ring reduce-scatter: P-1 steps, each a part to the next rank and one from the previous.
+  double reduce_scatter_cost(double bytes) const {
+    double step = 0;
+    for (int r = 0; r < P; ++r) step = std::max(step, msg(r, (r + 1) % P, bytes / P));
+    return (P - 1) * step;
+  }
+
+  double last_end() const { return *std::max_element(clock.begin(), clock.end()); }
+
+  void forward() {
+    out.layer_s.assign(size_t(cut), 0.);
+    double mark = last_end();
+    // Input scatter.
+    std::vector<double> bytes(size_t(P), 0);
+    for (int t = 0; t < T; ++t) bytes[size_t(tile_rank[size_t(t)])] += map_bytes(net.channels, 1, plan.at(t, 0).in);
+    if (P > 1) root_transfer(bytes, false);
+    for (int l = 0; l < cut; ++l) {
+      const LayerSpec& s = net.layers[size_t(l)];
+      if (l > 0 && plan.group_start(l))
+        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout.in_cb[size_t(l)], &RankPrediction::halo_s);
+      if (p.low_memory && s.type == LayerType::Conv) fetch_weights(l);
+      std::vector<double> pw(size_t(P), 0);
+      for (int r = 0; r < P; ++r)
+        for (int t : local[size_t(r)]) {
+          const double cells = double(batch) * plan.at(t, l).fwd.area();
+          out.cells_computed += cells / batch;
+          run(r, comp(r, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
+          if (s.type == LayerType::Conv && conv_pointwise(s)) pw[size_t(r)] += comp(r, lm(r, l).fwd_pointwise, cells);
+        }
+      pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::fwd_s);
+      out.layer_s[size_t(l)] += last_end() - mark;
+      mark = last_end();
+    }
+    // Gather at the cut.
+    std::fill(bytes.begin(), bytes.end(), 0);
+    const LayerSpec& last = net.layers[size_t(cut - 1)];
+    for (int t = 0; t < T; ++t)
+      bytes[size_t(tile_rank[size_t(t)])] +=
+          map_bytes(last.out.c, layout.out_cb[size_t(cut - 1)], plan.at(t, cut - 1).own);
+    if (P > 1) root_transfer(bytes, true);
+    // The untiled tail and the head, on rank 0.
+    for (int l = cut; l < dense_begin; ++l) {
+      const LayerSpec& s = net.layers[size_t(l)];
+      const double cells = double(batch) * s.out.h * s.out.w;
+      run(0, comp(0, lm(0, l).fwd, cells) + comp(0, lm(0, l).fwd_pointwise, cells), &RankPrediction::fwd_s);
+    }
+    run(0, model(0).head_fwd_per_sample * batch * scale(0), &RankPrediction::fwd_s);
+  }
+
+  // Batch-norm/activation: the statistics' all-reduce halfway (a synchronisation).
+  void pointwise(const std::vector<double>& pw, bool sync_bn, int channels, double RankPrediction::*bucket) {
+    if (!sync_bn) {
+      for (int r = 0; r < P; ++r) run(r, pw[size_t(r)], bucket);
+      return;
+    }
+    for (int r = 0; r < P; ++r) run(r, pw[size_t(r)] / 2, bucket);
+    sync(small_allreduce(16. * channels), &RankPrediction::halo_s);
+    for (int r = 0; r < P; ++r) run(r, pw[size_t(r)] / 2, bucket);
+  }
+
+  void backward() {
+    run(0, model(0).head_bwd_per_sample * batch * scale(0), &RankPrediction::bwd_s);
+    for (int l = dense_begin - 1; l >= cut; --l) {
+      const LayerSpec& s = net.layers[size_t(l)];
+      const LayerModel& m = lm(0, l);
+      const double cells = double(batch) * s.out.h * s.out.w;
+      run(0, comp(0, m.bwd_pointwise, cells) + comp(0, m.bwd_data, cells) + comp(0, m.bwd_weights, cells),
+          &RankPrediction::bwd_s);
+    }
+    // Delta scatter.
+    std::vector<double> bytes(size_t(P), 0);
+    const LayerSpec& lastl = net.layers[size_t(cut - 1)];
+    for (int t = 0; t < T; ++t)
+      bytes[size_t(tile_rank[size_t(t)])] +=
+          map_bytes(lastl.out.c, layout.out_cb[size_t(cut - 1)], plan.at(t, cut - 1).delta);
+    if (P > 1) root_transfer(bytes, false);
+    for (int l = cut - 1; l >= 0; --l) {
+      const double mark = last_end();
+      const LayerSpec& s = net.layers[size_t(l)];
+      const bool conv = s.type == LayerType::Conv;
+      std::vector<double> pw(size_t(P), 0);
+      if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) {
+        for (int r = 0; r < P; ++r)
+          for (int t : local[size_t(r)]) {
+            pw[size_t(r)] += comp(r, lm(r, l).bwd_pointwise, double(batch) * plan.at(t, l).delta.area());
+            if (p.low_memory && recomputed(t, l)) pw[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * plan.at(t, l).fwd.area());
+          }
+        pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::bwd_s);
+      }
+      if (p.low_memory && conv && l > 0) fetch_weights(l);
+      for (int r = 0; r < P; ++r)
+        for (int t : local[size_t(r)]) {
+          const TileLayer& x = plan.at(t, l);
+          if (l > 0) run(r, comp(r, lm(r, l).bwd_data, double(batch) * x.delta.area()), &RankPrediction::bwd_s);
+          if (conv) {
+            const Box& wbox = weights_on_delta_box(net, plan, t, l) ? x.delta : x.own;
+            run(r, comp(r, lm(r, l).bwd_weights, double(batch) * wbox.area()), &RankPrediction::bwd_s);
+          }
+        }
+      if (p.low_memory && conv) sync(reduce_scatter_cost(4. * double(s.weight_count())), &RankPrediction::weights_s);
+      if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) {
+        const LayerSpec& prev = net.layers[size_t(l - 1)];
+        std::fill(pw.begin(), pw.end(), 0);
+        for (int r = 0; r < P; ++r)
+          for (int t : local[size_t(r)]) {
+            pw[size_t(r)] += comp(r, lm(r, l - 1).bwd_pointwise, double(batch) * plan.at(t, l - 1).own.area());
+            if (p.low_memory && recomputed(t, l - 1))
+              pw[size_t(r)] += comp(r, lm(r, l - 1).fwd, double(batch) * plan.at(t, l - 1).fwd.area());
+          }
+        pointwise(pw, bn_sync(prev), prev.out.c, &RankPrediction::bwd_s);
+      }
+      if (l > 0 && plan.group_start(l))
+        exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout.out_cb[size_t(l - 1)],
+                 &RankPrediction::halo_s);
+      out.layer_s[size_t(l)] += last_end() - mark;
+    }
+  }
+
+  bool recomputed(int t, int l) const {
+    const auto& tl = rank_layout(tile_rank[size_t(t)]).tiles[size_t(t)].layers;
+    return !tl.empty() && tl[size_t(l)].recompute;
+  }
+  std::vector<SegmentMemoryPlan> rank_layouts;
+  const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
+
+  void update() {
+    const double n = double(net_params());
+    if (P == 1) {
+      run(0, (model(0).sgd_per_param * n + model(0).reload_s) * scale(0), &RankPrediction::update_s);
+      return;
+    }
+    if (!p.low_memory) {
+      sync(reduce_scatter_cost(4 * n), &RankPrediction::weights_s);
+      for (int r = 0; r < P; ++r) run(r, model(r).sgd_per_param * n / P * scale(r), &RankPrediction::update_s);
+      sync(allgather_cost(4 * n), &RankPrediction::weights_s);
+      for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
+      return;
+    }
+    const double sharded = double(conv_weights());
+    sync(small_allreduce(4 * (n - sharded)), &RankPrediction::weights_s);
+    for (int r = 0; r < P; ++r)
+      run(r, model(r).sgd_per_param * (n - sharded + sharded / P) * scale(r), &RankPrediction::update_s);
+  }
+  int64_t net_params() const {
+    int64_t n = 0;
+    for (const LayerSpec& l : net.layers) n += l.param_count();
+    return n;
+  }
+
+  void memory() {
+    const double n = double(net_params()), sharded = double(conv_weights());
+    for (int r = 0; r < P; ++r) {
+      const SegmentMemoryPlan& mp = rank_layout(r);
+      const DeviceModel& m = model(r);
+      RankPrediction& a = acc[size_t(r)];
+      a.maps_mb = mp.maps_bytes / kMB;
+      a.deltas_mb = mp.deltas_bytes / kMB;
+      double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
+      a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb);
+      double extra = 0;
+      if (r == 0) {  // the input, the whole maps at the cut, the untiled tail and the head
+        const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
+        extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
+        a.maps_mb += map_bytes(at_cut.out.c, layout.out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        a.deltas_mb += map_bytes(at_cut.out.c, layout.out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        if (dense_begin > cut) {
+          const Plan p1 = make_plan(net, 1, 1, cut, dense_begin, {cut});
+          const SegmentMemoryPlan u =
+              plan_segment_memory(net, p1, batch, layout.out_cb[size_t(cut - 1)], m.channel_block, false, true, {0});
+          a.maps_mb += u.maps_bytes / kMB;
+          a.deltas_mb += u.deltas_bytes / kMB;
+        }
+        // The dense head (as the Trainer allocates it): a plain copy of its input and that
+        // input's delta, then per layer its output (and pre-activation) and its delta.
+        const double head_in = 4. * batch * net.layers[size_t(dense_begin - 1)].out.size() / kMB;
+        a.maps_mb += head_in;
+        a.deltas_mb += head_in;
+        for (size_t l = size_t(dense_begin); l < net.layers.size(); ++l) {
+          const LayerSpec& s = net.layers[l];
+          if (s.type == LayerType::Cost) continue;
+          const double mb = 4. * batch * s.out.size() / kMB;
+          a.maps_mb += s.type == LayerType::Connected ? 2 * mb : mb;
+          a.deltas_mb += mb;
+        }
+      }
+      a.peak_rss_mb = m.base_mb + m.scratch_mb + a.maps_mb + a.deltas_mb + a.filters_mb + extra;
+    }
+  }
+
+  Prediction finish() {
+    for (int r = 0; r < P; ++r)
+      rank_layouts.push_back(plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false,
+                                                 local[size_t(r)]));
+    forward();
+    backward();
+    update();
+    memory();
+    const double end = *std::max_element(clock.begin(), clock.end());
+    out.step_s = end;
+    for (int r = 0; r < P; ++r) {
+      RankPrediction& a = acc[size_t(r)];
+      a.step_s = clock[size_t(r)];
+      out.fwd_s = std::max(out.fwd_s, a.fwd_s);
+      out.bwd_s = std::max(out.bwd_s, a.bwd_s);
+      out.halo_s = std::max(out.halo_s, a.halo_s);
+      out.weights_s = std::max(out.weights_s, a.weights_s);
+      out.io_s = std::max(out.io_s, a.io_s);
+      out.update_s = std::max(out.update_s, a.update_s);
+      out.peak_rss_mb_max = std::max(out.peak_rss_mb_max, a.peak_rss_mb);
+    }
+    out.ranks = acc;
+    out.memory_short_mb.assign(cm.spec.devices.size(), -1e300);
+    std::vector<double> used(cm.spec.devices.size(), 0);
+    for (int r = 0; r < P; ++r) used[size_t(rank_dev[size_t(r)])] += acc[size_t(r)].peak_rss_mb;
+    for (size_t d = 0; d < used.size(); ++d)
+      if (used[d] > 0) out.memory_short_mb[d] = used[d] - cm.spec.devices[d].memory_mb;
+    return out;
+  }
+};
+
+}  // namespace
+
+Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm) {
+  Replay r(net, p, cm);
+  return r.finish();
+}
+
+nlohmann::json prediction_to_json(const Prediction& p) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankPrediction& a = p.ranks[r];
+    ranks.push_back({{"rank", r},
+                     {"device", a.device},
+                     {"step_s", a.step_s},
+                     {"fwd_s", a.fwd_s},
+                     {"bwd_s", a.bwd_s},
+                     {"halo_s", a.halo_s},
+                     {"weights_s", a.weights_s},
+                     {"io_s", a.io_s},
+                     {"update_s", a.update_s},
+                     {"peak_rss_mb", a.peak_rss_mb},
+                     {"maps_mb", a.maps_mb},
+                     {"deltas_mb", a.deltas_mb},
+                     {"filters_mb", a.filters_mb}});
+  }
+  return {{"step_s", p.step_s},
+          {"fwd_s", p.fwd_s},
+          {"bwd_s", p.bwd_s},
+          {"halo_s", p.halo_s},
+          {"weights_s", p.weights_s},
+          {"io_s", p.io_s},
+          {"update_s", p.update_s},
+          {"peak_rss_mb_max", p.peak_rss_mb_max},
+          {"fits", p.fits()},
+          {"cells_computed_per_sample", p.cells_computed},
+          {"halo_bytes_per_sample", p.halo_bytes},
+          {"halo_messages", p.halo_messages},
+          {"ranks", ranks}};
+}
+
+}  // namespace tt

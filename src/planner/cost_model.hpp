@@ -1,0 +1,77 @@
+// The planner's cost model: for a partition of a net over a cluster, the predicted step
+// time and peak memory of every rank. It replays one training step of the engine rank by
+// rank on the calibrated kernel models (device_model.hpp): the scatter of the input over
+// rank 0's link, each layer's compute on every tile of the rank (redundant cells
+// included), the batch-norm all-reduces and halo exchanges that make ranks wait for each
+// other, the gather at the cut, the untiled tail on rank 0, backward the same way, the
+// gradient reduce-scatter / all-gather (or the sharded weights' traffic) and the update.
+// Memory: the Segment's own memory plan (memory_plan.hpp) for maps and deltas, the
+// weights, gradients and momentum each rank keeps, and the device's calibrated base.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/net_spec.hpp"
+#include "planner/cluster.hpp"
+#include "planner/device_model.hpp"
+
+namespace tt {
+
+// One partition, as the command line gives it (plus how ranks are placed on devices).
+struct Partition {
+  int rows = 1, cols = 1;
+  std::vector<int> group_starts;  // empty: a group per layer (--groups none)
+  int cut = -1;                   // -1: the default cut
+  int tiles_per_rank = 1;
+  int ranks_per_device = 1;  // ranks [k*R, (k+1)*R) run on device k (edge.sh run --ranks-per-device)
+  bool low_memory = false;
+  int ranks() const { return rows * cols / tiles_per_rank; }
+  std::string groups_str() const;  // "none", or "0,4,8"
+  std::string str() const;         // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
+};
+
+// A cluster with every device's speed resolved: its own calibrated model, or another
+// device's (or a reference) model scaled by profile GFLOP/s.
+struct ClusterModel {
+  ClusterSpec spec;
+  std::vector<DeviceModel> models;  // per device
+  std::vector<double> slowdown;     // per device: its times are the model's x this (1: its own)
+  std::vector<double> capacity;     // per device: cores the model's process could use
+};
+// `reference`: model for devices with only a profile (null: a calibrated device's).
+// Throws when a model was calibrated on another net, or no device has any model.
+ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const DeviceModel* reference);
+// A cluster of this one machine, for a model calibrated here: `cores` cores, ranks talk
+// over shared memory (`shm`).
+ClusterModel local_cluster(const DeviceModel& m, int cores, double memory_mb, const LinkSpec& shm);
+
+struct RankPrediction {
+  int device = 0;
+  double step_s = 0, fwd_s = 0, bwd_s = 0, halo_s = 0, weights_s = 0, io_s = 0, update_s = 0;
+  double peak_rss_mb = 0, maps_mb = 0, deltas_mb = 0, filters_mb = 0;
+};
+struct Prediction {
+  // The names bench --json uses: step_s is the step's wall time, the parts are the
+  // largest over ranks (as bench reports them).
+  double step_s = 0, fwd_s = 0, bwd_s = 0, halo_s = 0, weights_s = 0, io_s = 0, update_s = 0;
+  double peak_rss_mb_max = 0;
+  std::vector<RankPrediction> ranks;
+  std::vector<double> memory_short_mb;  // per device: how much its ranks exceed its memory (<= 0: fits)
+  bool fits() const;
+  // Counts behind the prediction (tested against brute force): per sample and step.
+  double cells_computed = 0;  // forward cells of every tile and layer (redundant included)
+  double halo_bytes = 0;      // forward and backward halo bytes between different ranks
+  int halo_messages = 0;
+  // Per tiled layer: how much later the last rank finishes because of the layer (its
+  // forward with the halo before it, its backward with the halo after it; the input
+  // scatter counts to layer 0). With the cut, the tail and the update they add up to
+  // step_s. The grouping search adds these up per group (optimizer.hpp).
+  std::vector<double> layer_s;
+};
+
+// Throws when the partition does not fit the net or the cluster (too few devices).
+Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm);
+
+nlohmann::json prediction_to_json(const Prediction& p);
+
+}  // namespace tt

@@ -1,0 +1,326 @@
+#include "planner/device_model.hpp"
+
+#include <omp.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "data/synthetic.hpp"
+#include "engine/trainer.hpp"
+#include "layers/backend.hpp"
+#include "model/params.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& t) {
+  if (x.empty() || x.size() != t.size()) fail("internal: fit_linear on ", x.size(), " cells and ", t.size(), " times");
+  // Minimise sum ((a + b x - t) / t)^2: weighted least squares, weight 1/t^2.
+  double sw = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = 1 / std::max(t[i] * t[i], 1e-18);
+    sw += w;
+    sx += w * x[i];
+    sxx += w * x[i] * x[i];
+    st += w * t[i];
+    sxt += w * x[i] * t[i];
+  }
+  const double det = sw * sxx - sx * sx;
+  LinearFit f;
+  if (det > 1e-12 * sw * sxx) {
+    f.b = (sw * sxt - sx * st) / det;
+    f.a = (st - f.b * sx) / sw;
+  }
+  if (f.a < 0 || det <= 1e-12 * sw * sxx) f = {0, sxx > 0 ? sxt / sxx : 0};  // through the origin
+  if (f.b < 0) f = {st / sw, 0};                                            // a constant
+  return f;
+}
+
+double cpu_capacity() {
+  // The device's cores, not this process's affinity: mpirun binds each rank to a core of
+  // its own, and the model asks how many ranks the device runs at full speed.
+  double cap = double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  // The cgroup this process is in: "0::/path" (v2) or "N:cpu,cpuacct:/path" (v1).
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    double quota = -1, period = 0;
+    if (ctrl.empty()) {  // v2: "max 100000" or "20000 100000"
+      std::ifstream f("/sys/fs/cgroup" + path + "/cpu.max");
+      std::string q;
+      if (f >> q >> period && q != "max") quota = std::atof(q.c_str());
+    } else if ((',' + ctrl + ',').find(",cpu,") != std::string::npos) {
+      for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
+        std::ifstream q(std::string(dir) + path + "/cpu.cfs_quota_us"), p(std::string(dir) + path + "/cpu.cfs_period_us");
+        if (q >> quota && p >> period) break;
+        quota = -1;
+      }
+    }
+    if (quota > 0 && period > 0) cap = std::min(cap, quota / period);
+  }
+  return cap;
+}
+
+std::string net_signature(const NetSpec& net) {
+  std::string s;
+  for (const LayerSpec& l : net.layers) {
+    if (!s.empty()) s += ' ';
+    s += layer_type_name(l.type);
+    if (l.spatial()) s += std::to_string(l.win.size) + "/" + std::to_string(l.win.stride);
+    if (l.type == LayerType::Conv)
+      s += ":" + std::to_string(l.in.c) + ">" + std::to_string(l.out.c) + (l.batch_normalize ? "+bn" : "") + "," +
+           act_name(l.act);
+    if (l.type == LayerType::Connected) s += ">" + std::to_string(l.outputs);
+  }
+  return s;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// One map size: the untiled engine's per-layer times (median over steps) and what the
+// process holds.
+struct SizePoint {
+  int height = 0, width = 0;
+  std::vector<LayerTimes> layers;
+  double head_fwd = 0, head_bwd = 0, update = 0, reload = 0, total = 0;
+};
+
+SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* full) {
+  Params params(net);
+  init_params(params, net, 1);
+  TrainOptions topt;
+  topt.kernels = parse_kernel_path(o.kernels);
+  LocalComm local;
+  Trainer trainer(net, params, topt, local);
+  std::vector<float> input, truth;
+  synthetic_batch(net, net.batch, 1, input, truth);
+  trainer.train_step(input.data(), truth.data());
+  std::vector<std::vector<LayerTimes>> steps;
+  std::vector<double> head_fwd, head_bwd, update, reload, total;
+  for (int k = 0; k < o.steps; ++k) {
+    trainer.reset_times();
+    trainer.train_step(input.data(), truth.data());
+    steps.push_back(trainer.layer_times());
+    const StepTimes t = trainer.times();
+    const LayerTimes& head = steps.back()[size_t(net.first_untileable())];
+    head_fwd.push_back(head.fwd);
+    head_bwd.push_back(head.bwd_data);
+    update.push_back(t.update - t.reload);
+    reload.push_back(t.reload);
+    total.push_back(t.total);
+  }
+  SizePoint p;
+  p.height = net.height;
+  p.width = net.width;
+  const size_t L = net.layers.size();
+  p.layers.resize(L);
+  auto med = [&](double LayerTimes::*f, size_t l) {
+    std::vector<double> v;
+    for (auto& s : steps) v.push_back(s[l].*f);
+    return median(v);
+  };
+  for (size_t l = 0; l < L; ++l)
+    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
+                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights})
+      p.layers[l].*f = med(f, l);
+  p.head_fwd = median(head_fwd);
+  p.head_bwd = median(head_bwd);
+  p.update = median(update);
+  p.reload = median(reload);
+  p.total = median(total);
+  if (full) {  // memory besides what the engine accounts for, and the convolutions' speed
+    const Trainer::Memory m = trainer.memory();
+    const double in_mb = (input.size() + truth.size()) * 4 / 1048576.0;
+    full->scratch_mb = m.scratch_mb;
+    full->weight_copies_mb = m.filters_mb - 3. * double(params.size()) * 4 / 1048576.0;
+    full->base_mb = peak_rss_mb() - m.maps_mb - m.deltas_mb - m.filters_mb - m.scratch_mb - in_mb;
+    full->sgd_per_param = p.update / double(params.size());
+    full->reload_s = p.reload;
+    double flops = 0, secs = 0;
+    for (const LayerSpec& l : net.layers)
+      if (l.type == LayerType::Conv) {
+        flops += 3 * l.forward_flops() * net.batch;
+        secs += p.layers[size_t(l.index)].fwd + p.layers[size_t(l.index)].bwd_data +
+                p.layers[size_t(l.index)].bwd_weights;
+      }
+    full->gflops = secs > 0 ? flops / secs / 1e9 : 0;
+    full->isa = cpu_isa_name();
+    full->kernel_path = kernel_path_name(trainer.kernel_config().path);
+    full->channel_block = trainer.kernel_config().block;
+  }
+  return p;
+}
+
+}  // namespace
+
+DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
+  omp_set_num_threads(o.threads);
+  DeviceModel m;
+  m.cfg = net0.path;
+  m.signature = net_signature(net0);
+  m.host = LocalComm().host();
+  m.threads = o.threads;
+  m.cpu_capacity = cpu_capacity();
+  m.batch = net0.micro_batch();
+  const int spatial = net0.first_untileable();
+  std::vector<SizePoint> pts;
+  for (double s : o.scales) {
+    NetSpec net = net0;
+    net.subdivisions = 1;
+    net.batch = net0.micro_batch();
+    const int h = std::max(1, int(std::lround(net0.height * s))), w = std::max(1, int(std::lround(net0.width * s)));
+    if (!pts.empty() && h == pts.back().height && w == pts.back().width) continue;
+    try {
+      resize_net(net, h, w);
+    } catch (const Error&) {
+      break;  // the net does not fit a map this small: enough sizes
+    }
+    pts.push_back(measure(net, o, pts.empty() ? &m : nullptr));
+  }
+  if (pts.empty()) fail(net0.path, ": calibration needs at least one map size the net accepts");
+  // Per layer and pass: seconds against the cells of the layer's output map at each size.
+  m.layers.resize(size_t(spatial));
+  std::vector<double> errs;
+  nlohmann::json points = nlohmann::json::array();
+  for (const SizePoint& p : pts) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < spatial; ++l) {
+      const LayerTimes& t = p.layers[size_t(l)];
+      layers.push_back({t.fwd, t.fwd_pointwise, t.bwd_pointwise, t.bwd_data, t.bwd_weights});
+    }
+    points.push_back({{"height", p.height}, {"width", p.width}, {"step_s", p.total}, {"layers", layers}});
+  }
+  for (int l = 0; l < spatial; ++l) {
+    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
+                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights}) {
+      std::vector<double> cells, secs;
+      for (const SizePoint& p : pts) {
+        NetSpec net = net0;
+        resize_net(net, p.height, p.width);
+        const Shape out = net.layers[size_t(l)].out;
+        if (p.layers[size_t(l)].*f <= 0) continue;  // a pass the layer does not have
+        cells.push_back(double(m.batch) * out.h * out.w);
+        secs.push_back(p.layers[size_t(l)].*f);
+      }
+      LinearFit fit;
+      if (!cells.empty()) fit = fit_linear(cells, secs);
+      for (size_t i = 0; i < cells.size(); ++i)  // passes of under 0.1 ms do not count: they matter nowhere
+        if (secs[i] > 1e-4) errs.push_back(std::abs(fit.at(cells[i]) / secs[i] - 1));
+      LayerModel& lm = m.layers[size_t(l)];
+      LinearFit* dst[] = {&lm.fwd, &lm.fwd_pointwise, &lm.bwd_pointwise, &lm.bwd_data, &lm.bwd_weights};
+      const int k = f == &LayerTimes::fwd             ? 0
+                    : f == &LayerTimes::fwd_pointwise ? 1
+                    : f == &LayerTimes::bwd_pointwise ? 2
+                    : f == &LayerTimes::bwd_data      ? 3
+                                                      : 4;
+      *dst[k] = fit;
+    }
+  }
+  m.head_fwd_per_sample = pts[0].head_fwd / m.batch;
+  m.head_bwd_per_sample = pts[0].head_bwd / m.batch;
+  m.fit_median_err = median(errs);
+  m.fit_max_err = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
+  m.points = points;
+  return m;
+}
+
+namespace {
+const char* const kPassNames[] = {"fwd", "fwd_pointwise", "bwd_pointwise", "bwd_data", "bwd_weights"};
+LinearFit LayerModel::*const kPasses[] = {&LayerModel::fwd, &LayerModel::fwd_pointwise, &LayerModel::bwd_pointwise,
+                                          &LayerModel::bwd_data, &LayerModel::bwd_weights};
+}  // namespace
+
+nlohmann::json device_model_to_json(const DeviceModel& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    nlohmann::json j{{"layer", l}};
+    for (int k = 0; k < 5; ++k) {
+      const LinearFit& f = m.layers[l].*kPasses[k];
+      j[kPassNames[k]] = {f.a, f.b};
+    }
+    layers.push_back(j);
+  }
+  return {{"kind", "tiletrain-device-model"},
+          {"version", 1},
+          {"cfg", m.cfg},
+          {"signature", m.signature},
+          {"host", m.host},
+          {"isa", m.isa},
+          {"kernel_path", m.kernel_path},
+          {"threads", m.threads},
+          {"channel_block", m.channel_block},
+          {"batch", m.batch},
+          {"cpu_capacity", m.cpu_capacity},
+          {"gflops", m.gflops},
+          {"head_fwd_s_per_sample", m.head_fwd_per_sample},
+          {"head_bwd_s_per_sample", m.head_bwd_per_sample},
+          {"sgd_s_per_param", m.sgd_per_param},
+          {"reload_s", m.reload_s},
+          {"base_mb", m.base_mb},
+          {"scratch_mb", m.scratch_mb},
+          {"weight_copies_mb", m.weight_copies_mb},
+          {"fit_median_rel_err", m.fit_median_err},
+          {"fit_max_rel_err", m.fit_max_err},
+          {"layers_note", "per layer and pass: [a, b], seconds = a + b * cells (batch x rows x columns of the box)"},
+          {"layers", layers},
+          {"points_note", "per map size, per layer: [fwd, fwd_pointwise, bwd_pointwise, bwd_data, bwd_weights] s"},
+          {"points", m.points}};
+}
+
+DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& where) {
+  auto get = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key))
+      fail(where, ": not a device model from `tiletrain calibrate` (no '", key, "')");
+    return j.at(key);
+  };
+  try {
+    if (get("kind") != "tiletrain-device-model") fail(where, ": kind is not tiletrain-device-model");
+    if (get("version") != 1) fail(where, ": device model version ", get("version").dump(), ", this tiletrain reads 1");
+    DeviceModel m;
+    m.cfg = get("cfg").get<std::string>();
+    m.signature = get("signature").get<std::string>();
+    m.host = get("host").get<std::string>();
+    m.isa = get("isa").get<std::string>();
+    m.kernel_path = get("kernel_path").get<std::string>();
+    m.threads = get("threads").get<int>();
+    m.channel_block = get("channel_block").get<int>();
+    m.batch = get("batch").get<int>();
+    m.cpu_capacity = get("cpu_capacity").get<double>();
+    m.gflops = get("gflops").get<double>();
+    m.head_fwd_per_sample = get("head_fwd_s_per_sample").get<double>();
+    m.head_bwd_per_sample = get("head_bwd_s_per_sample").get<double>();
+    m.sgd_per_param = get("sgd_s_per_param").get<double>();
+    m.reload_s = get("reload_s").get<double>();
+    m.base_mb = get("base_mb").get<double>();
+    m.scratch_mb = get("scratch_mb").get<double>();
+    m.weight_copies_mb = get("weight_copies_mb").get<double>();
+    m.fit_median_err = get("fit_median_rel_err").get<double>();
+    m.fit_max_err = get("fit_max_rel_err").get<double>();
+    for (const auto& lj : get("layers")) {
+      LayerModel lm;
+      for (int k = 0; k < 5; ++k) {
+        const auto& ab = lj.at(kPassNames[k]);
+        lm.*kPasses[k] = {ab.at(0).get<double>(), ab.at(1).get<double>()};
+      }
+      m.layers.push_back(lm);
+    }
+    if (j.contains("points")) m.points = j.at("points");
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": malformed device model: ", e.what());
+  }
+}
+
+}  // namespace tt

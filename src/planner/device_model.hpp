@@ -1,0 +1,68 @@
+// A device's calibrated cost model for one net (`tiletrain calibrate`): per spatial
+// layer and pass, seconds as a linear function of the cells a box holds (batch x rows x
+// columns; the channels are the layer's), fitted to the real engine's per-layer timings
+// on whole maps of several sizes; plus the dense head, the update, and the memory a
+// process needs besides the buffers the memory plan counts. The planner's cost model
+// (cost_model.hpp) reads it.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/net_spec.hpp"
+
+namespace tt {
+
+// t(cells) = a + b * cells, seconds.
+struct LinearFit {
+  double a = 0, b = 0;
+  double at(double cells) const { return a + b * cells; }
+};
+// Least squares in relative error (every point weighs alike, small boxes too), with a
+// and b kept >= 0. `cells` and `seconds` have the same length (>= 1).
+LinearFit fit_linear(const std::vector<double>& cells, const std::vector<double>& seconds);
+
+struct LayerModel {
+  LinearFit fwd, fwd_pointwise, bwd_pointwise, bwd_data, bwd_weights;  // see LayerTimes (segment.hpp)
+};
+
+struct DeviceModel {
+  std::string cfg, signature;  // the net it was calibrated on (net_signature)
+  std::string host, isa, kernel_path;
+  int threads = 1, channel_block = 8, batch = 1;
+  double cpu_capacity = 1;  // cores of the device (online cores, cgroup quota)
+  std::vector<LayerModel> layers;  // spatial layers [0, first_untileable), by index
+  double head_fwd_per_sample = 0, head_bwd_per_sample = 0;  // dense head and loss, seconds
+  double sgd_per_param = 0;  // SGD update, seconds per parameter
+  double reload_s = 0;       // re-formatting every weight for the kernels after an update
+  double base_mb = 0;        // resident memory besides maps, deltas, weights and kernel scratch
+  double scratch_mb = 0;     // kernel scratch (oneDNN scratchpad and gradient scratch), whole maps
+  double weight_copies_mb = 0;  // weights in the kernels' layouts, replicated run
+  double gflops = 0;            // convolution throughput at full size: to scale to a profile
+  double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
+  nlohmann::json points;                       // the measurements the fits came from
+};
+
+// Cores this device gives its processes: the online cores, capped by this process's
+// cgroup CPU quota (v1 or v2).
+double cpu_capacity();
+
+// The layer shapes a model depends on, e.g. "conv3/1:3>32 max2/2 ...": a model is only
+// valid for a net with the same signature (the input size may differ).
+std::string net_signature(const NetSpec& net);
+
+struct CalibrateOptions {
+  int threads = 1;
+  std::string kernels = "auto";
+  int steps = 3;  // timed steps per map size (after one untimed)
+  std::vector<double> scales = {1.0, 0.75, 0.5, 0.35, 0.25, 0.18};  // of the input's side
+};
+// Times the untiled engine on whole maps of each scale in this process (one process:
+// run it on one rank per device at a time).
+DeviceModel calibrate_device(const NetSpec& net, const CalibrateOptions& o);
+
+nlohmann::json device_model_to_json(const DeviceModel& m);
+// `where` names the source in errors (a file, or "file: devices[2].model").
+DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace tt

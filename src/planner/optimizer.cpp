@@ -1,0 +1,202 @@
+#include "planner/optimizer.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "tiling/plan.hpp"
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace {
+
+double step_of(const NetSpec& net, Partition p, const std::vector<int>& starts, const ClusterModel& cm, int* replays) {
+  p.group_starts = starts;
+  ++*replays;
+  return predict(net, p, cm).step_s;
+}
+
+// Group starts from a bit mask over layers 1 .. cut-1 (layer 0 always starts one).
+std::vector<int> starts_of(unsigned mask, int cut) {
+  std::vector<int> s{0};
+  for (int l = 1; l < cut; ++l)
+    if (mask >> (l - 1) & 1u) s.push_back(l);
+  return s;
+}
+
+// Dynamic programme over the per-layer times: exact when ranks finish every layer
+// together (a batch-norm all-reduce per layer); ranks drifting apart across layers without
+// one make it approximate, so single boundaries are then toggled while that helps.
+std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const ClusterModel& cm, int cut,
+                                int* replays) {
+  // cost[s][e]: layers [s, e) as one group, every other layer a group of its own.
+  std::vector<std::vector<double>> cost(size_t(cut), std::vector<double>(size_t(cut + 1), 0.));
+  for (int s = 0; s < cut; ++s)
+    for (int e = s + 1; e <= cut; ++e) {
+      Partition p = base;
+      p.cut = cut;
+      p.group_starts.clear();
+      for (int l = 0; l < cut; ++l)
+        if (l <= s || l >= e) p.group_starts.push_back(l);
+      const Prediction pr = predict(net, p, cm);
+      ++*replays;
+      for (int l = s; l < e; ++l) cost[size_t(s)][size_t(e)] += pr.layer_s[size_t(l)];
+    }
+  std::vector<double> best(size_t(cut + 1), std::numeric_limits<double>::infinity());
+  std::vector<int> from(size_t(cut + 1), 0);
+  best[0] = 0;
+  for (int e = 1; e <= cut; ++e)
+    for (int s = 0; s < e; ++s)
+      if (best[size_t(s)] + cost[size_t(s)][size_t(e)] < best[size_t(e)]) {
+        best[size_t(e)] = best[size_t(s)] + cost[size_t(s)][size_t(e)];
+        from[size_t(e)] = s;
+      }
+  std::vector<int> starts;
+  for (int e = cut; e > 0; e = from[size_t(e)]) starts.push_back(from[size_t(e)]);
+  std::reverse(starts.begin(), starts.end());
+  double t = step_of(net, base, starts, cm, replays);
+  for (bool better = true; better;) {
+    better = false;
+    for (int l = 1; l < cut; ++l) {
+      std::vector<int> s = starts;
+      const auto it = std::lower_bound(s.begin(), s.end(), l);
+      if (it != s.end() && *it == l)
+        s.erase(it);
+      else
+        s.insert(it, l);
+      const double u = step_of(net, base, s, cm, replays);
+      if (u < t) {
+        t = u;
+        starts = s;
+        better = true;
+      }
+    }
+  }
+  return starts;
+}
+
+}  // namespace
+
+std::vector<int> best_grouping(const NetSpec& net, const Partition& base, const ClusterModel& cm, int* replays) {
+  const int cut = resolve_cut(net, base.cut);
+  if (cut - 1 > kExhaustiveGroupingBits) return grouping_by_dp(net, base, cm, cut, replays);
+  unsigned best_mask = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (unsigned mask = 0; mask < 1u << (cut - 1); ++mask) {
+    const double t = step_of(net, base, starts_of(mask, cut), cm, replays);
+    if (t < best) {
+      best = t;
+      best_mask = mask;
+    }
+  }
+  return starts_of(best_mask, cut);
+}
+
+namespace {
+
+double worst_short(const Prediction& p) {
+  double w = -std::numeric_limits<double>::infinity();
+  for (double s : p.memory_short_mb) w = std::max(w, s);
+  return w;
+}
+
+bool same(const Partition& a, const Partition& b) {
+  return a.rows == b.rows && a.cols == b.cols && a.group_starts == b.group_starts && a.cut == b.cut &&
+         a.tiles_per_rank == b.tiles_per_rank && a.ranks_per_device == b.ranks_per_device &&
+         a.low_memory == b.low_memory;
+}
+
+}  // namespace
+
+SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOptions& o) {
+  const double t0 = now_s();
+  SearchResult res;
+  const int D = int(cm.spec.devices.size());
+  int cores = 0, min_cores = std::numeric_limits<int>::max();
+  for (const DeviceSpec& d : cm.spec.devices) {
+    cores += d.cores;
+    min_cores = std::min(min_cores, d.cores);
+  }
+  const int max_tiles = o.max_tiles > 0 ? o.max_tiles : cores;
+  const int default_cut = resolve_cut(net, -1);
+  std::vector<int> cuts{default_cut};  // and after every max-pool before it: smaller maps at the cut
+  for (int l = 0; l + 1 < default_cut; ++l)
+    if (net.layers[size_t(l)].type == LayerType::MaxPool) cuts.push_back(l + 1);
+
+  std::vector<Candidate> all;
+  res.least_memory.pred.memory_short_mb.assign(1, std::numeric_limits<double>::infinity());
+  auto consider = [&](const Partition& p) -> const Candidate* {
+    Candidate c{p, predict(net, p, cm)};
+    ++res.replays;
+    if (!c.pred.fits()) {
+      if (worst_short(c.pred) < worst_short(res.least_memory.pred)) res.least_memory = c;
+      return nullptr;
+    }
+    for (const Candidate& x : all)
+      if (same(x.part, p)) return nullptr;
+    all.push_back(std::move(c));
+    return &all.back();
+  };
+  // Stage 1: every configuration with a group per layer and with one group.
+  struct Config {
+    Partition part;
+    double best = std::numeric_limits<double>::infinity();
+  };
+  std::vector<Config> configs;
+  for (int R = 1; R <= o.max_side; ++R)
+    for (int C = 1; C <= o.max_side && R * C <= max_tiles; ++C)
+      for (int K = 1; K <= R * C; ++K) {
+        if ((R * C) % K) continue;
+        const int P = R * C / K, per = (P + D - 1) / D;
+        if (per > min_cores) continue;  // more ranks on a device than it has cores
+        if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
+        for (int cut : cuts)
+          for (bool lm : {false, true}) {
+            if (lm && (!o.low_memory || P == 1)) continue;
+            Partition p;
+            p.rows = R;
+            p.cols = C;
+            p.cut = cut;
+            p.tiles_per_rank = K;
+            p.ranks_per_device = per;
+            p.low_memory = lm;
+            Config cfg{p};
+            for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
+              p.group_starts = g;
+              try {
+                if (const Candidate* c = consider(p)) cfg.best = std::min(cfg.best, c->pred.step_s);
+              } catch (const Error&) {
+                break;  // the grid does not fit the maps (a tile would be empty)
+              }
+            }
+            ++res.configs;
+            if (cfg.best < std::numeric_limits<double>::infinity()) configs.push_back(cfg);
+          }
+      }
+  // Stage 2: the grouping search on the most promising configurations.
+  std::sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.best < b.best; });
+  for (size_t k = 0; k < configs.size() && int(k) < o.dp_configs; ++k) {
+    Partition p = configs[k].part;
+    p.group_starts = best_grouping(net, p, cm, &res.replays);
+    consider(p);
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.pred.step_s < b.pred.step_s; });
+  for (size_t k = 0; k < all.size() && int(k) < o.top; ++k) res.best.push_back(all[k]);
+  res.seconds = now_s() - t0;
+  return res;
+}
+
+std::string command_line(const NetSpec&, const std::string& cfg, const Candidate& c, int devices) {
+  const Partition& p = c.part;
+  std::string args = "train --cfg " + cfg + " --grid " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
+                     " --groups " + p.groups_str() + " --cut " + std::to_string(p.cut) + " --tiles-per-rank " +
+                     std::to_string(p.tiles_per_rank) + (p.low_memory ? " --low-memory" : "") + " --steps 100";
+  const int used = p.ranks() / p.ranks_per_device;
+  if (devices > 1)
+    return "cluster/edge.sh run --ranks-per-device " + std::to_string(p.ranks_per_device) + " -- " + args +
+           (used < devices ? "   # on a cluster of " + std::to_string(used) + " device(s)" : "");
+  return "mpirun -np " + std::to_string(p.ranks()) + " build/tiletrain " + args;
+}
+
+}  // namespace tt

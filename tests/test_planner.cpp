@@ -1,0 +1,300 @@
+// The planner: the linear fits, the cost model's arithmetic (halo bytes, messages,
+// cells, memory) against brute-force counts from the plan and a real trainer, the
+// replay's bookkeeping, the grouping search against exhaustive search, the optimizer's
+// answers, and calibration's output. No timing is asserted anywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/trainer.hpp"
+#include "layers/tensor.hpp"
+#include "model/params.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/device_model.hpp"
+#include "planner/optimizer.hpp"
+#include "test_util.hpp"
+#include "tiling/plan.hpp"
+#include "util/error.hpp"
+
+namespace tt {
+namespace {
+
+NetSpec net_at(const std::string& rel, int h = 0, int w = 0, int batch = 0) {
+  NetSpec n = load_net(test::source_dir() + "/" + rel);
+  if (batch) {
+    n.batch = batch;
+    n.subdivisions = 1;
+  }
+  if (h) resize_net(n, h, w);
+  return n;
+}
+
+// A device model with made-up but plausible coefficients: every pass a + b * cells,
+// different per layer so that mistakes in which box feeds which fit show.
+DeviceModel synthetic_model(const NetSpec& net) {
+  DeviceModel m;
+  m.cfg = net.path;
+  m.signature = net_signature(net);
+  m.host = "synthetic";
+  m.isa = "none";
+  m.kernel_path = "auto";
+  m.channel_block = 8;
+  m.cpu_capacity = 4;
+  m.gflops = 10;
+  for (int l = 0; l < net.first_untileable(); ++l) {
+    const double k = 1 + 0.1 * l;
+    LayerModel lm;
+    lm.fwd = {2e-5 * k, 3e-8 * k};
+    lm.fwd_pointwise = {1e-6, 5e-9 * k};
+    lm.bwd_pointwise = {1e-6, 6e-9 * k};
+    lm.bwd_data = {3e-5 * k, 4e-8 * k};
+    lm.bwd_weights = {4e-5 * k, 5e-8 * k};
+    m.layers.push_back(lm);
+  }
+  m.head_fwd_per_sample = 1e-4;
+  m.head_bwd_per_sample = 2e-4;
+  m.sgd_per_param = 1e-9;
+  m.reload_s = 1e-3;
+  m.base_mb = 20;
+  m.scratch_mb = 1;
+  m.weight_copies_mb = 2;
+  return m;
+}
+
+// `devices` devices with that model, one shared link.
+ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, double memory_mb = 4096,
+                               std::vector<double> speeds = {}) {
+  nlohmann::json devs = nlohmann::json::array();
+  const nlohmann::json model = device_model_to_json(synthetic_model(net));
+  for (int d = 0; d < devices; ++d)
+    devs.push_back({{"name", "d" + std::to_string(d)},
+                    {"cores", 4},
+                    {"memory_mb", memory_mb},
+                    {"speed", speeds.empty() ? 1.0 : speeds[size_t(d)]},
+                    {"model", model}});
+  const nlohmann::json j{{"devices", devs}, {"links", {{"bandwidth_mbit", mbit}, {"latency_us", 100}}}};
+  return resolve_cluster(parse_cluster(j, "synthetic.json", {}), net, nullptr);
+}
+
+Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int per = 1, bool lm = false) {
+  Partition p;
+  p.rows = r;
+  p.cols = c;
+  p.cut = cut;
+  p.tiles_per_rank = k;
+  p.ranks_per_device = per;
+  p.low_memory = lm;
+  p.group_starts = parse_groups(groups, 0, cut);
+  return p;
+}
+
+TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {
+  const LinearFit f = fit_linear({100, 1000, 10000, 100000}, {1e-3 + 2e-7 * 100, 1e-3 + 2e-7 * 1000,
+                                                               1e-3 + 2e-7 * 10000, 1e-3 + 2e-7 * 100000});
+  EXPECT_NEAR(f.a, 1e-3, 1e-9);
+  EXPECT_NEAR(f.b, 2e-7, 1e-12);
+  // Times falling with size cannot give a negative slope: a constant instead.
+  const LinearFit g = fit_linear({1, 2, 3}, {3, 2, 1});
+  EXPECT_EQ(g.b, 0);
+  EXPECT_GT(g.a, 0);
+  // A negative intercept is clamped: a line through the origin.
+  const LinearFit h = fit_linear({10, 20, 40}, {0.5, 1.5, 3.5});
+  EXPECT_EQ(h.a, 0);
+  EXPECT_GT(h.b, 0);
+  EXPECT_THROW(fit_linear({}, {}), Error);
+}
+
+// Halo bytes and messages as the model counts them, against a count over the plan's
+// pieces written out here; cells against the plan's forward boxes.
+TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 128);
+  const ClusterModel cm = synthetic_cluster(net, 6, 100);
+  struct Case {
+    int r, c;
+    std::string groups;
+    int k;
+  };
+  for (const Case& cs : std::vector<Case>{{2, 2, "none", 1}, {2, 3, "0,4,8,12", 1}, {3, 2, "all", 1},
+                                          {2, 2, "0,2,5,9", 2}, {1, 3, "none", 3}, {3, 3, "0,8", 3}}) {
+    const int cut = resolve_cut(net, -1);
+    const Partition p = part(cs.r, cs.c, cs.groups, cut, cs.k, (cs.r * cs.c / cs.k + 5) / 6);
+    const Prediction pr = predict(net, p, cm);
+    const Plan plan = make_plan(net, cs.r, cs.c, 0, cut, p.group_starts);
+    double bytes = 0, cells = 0;
+    int msgs = 0;
+    for (int l = 0; l < cut; ++l) {
+      for (int t = 0; t < plan.tiles_count(); ++t) cells += double(plan.at(t, l).fwd.area());
+      for (int pass = 0; pass < 2; ++pass) {
+        const int map_layer = l - 1;  // both halos at group start l are cells of layer l-1's output
+        for (const Piece& pc : (pass == 0 ? plan.fwd_halo : plan.bwd_halo)[size_t(l)]) {
+          if (pc.from / cs.k == pc.to / cs.k) continue;  // same rank: a copy
+          const int ch = net.layers[size_t(map_layer)].out.c;
+          bytes += 4. * ((ch + 7) / 8 * 8) * pc.box.area();
+          ++msgs;
+        }
+      }
+    }
+    EXPECT_DOUBLE_EQ(pr.halo_bytes, bytes) << p.str();
+    EXPECT_EQ(pr.halo_messages, msgs) << p.str();
+    EXPECT_DOUBLE_EQ(pr.cells_computed, cells) << p.str();
+    // One rank per tile: the plan's own (independent) halo statistics agree.
+    if (cs.k == 1) {
+      const PlanStats st = plan_stats(net, plan);
+      EXPECT_DOUBLE_EQ(pr.halo_bytes, st.halo_bytes_fwd + st.halo_bytes_bwd) << p.str();
+    }
+  }
+}
+
+// The per-layer times, the cut, the tail and the update add up to the step; the parts a
+// rank reports add up to its step; a slower device makes every step slower.
+TEST(PlannerCostModel, ReplayBookkeeping) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  for (bool lm : {false, true}) {
+    const ClusterModel cm = synthetic_cluster(net, 4, 100);
+    const Prediction pr = predict(net, part(2, 2, "0,4,8,12", cut, 1, 1, lm), cm);
+    for (const RankPrediction& r : pr.ranks)
+      EXPECT_NEAR(r.fwd_s + r.bwd_s + r.halo_s + r.weights_s + r.io_s + r.update_s, r.step_s, 1e-12);
+    double layers = 0;
+    for (double s : pr.layer_s) layers += s;
+    EXPECT_LT(layers, pr.step_s);
+    EXPECT_GT(layers, 0);
+    // Device 1 at half speed (on fast links, so compute matters): its compute doubles, the
+    // step grows by most of that, and the others wait (halo) for it.
+    const ClusterModel fast = synthetic_cluster(net, 4, 10000);
+    const ClusterModel slow = synthetic_cluster(net, 4, 10000, 4096, {1, 0.5, 1, 1});
+    const Prediction pf = predict(net, part(2, 2, "0,4,8,12", cut, 1, 1, lm), fast);
+    const Prediction ps = predict(net, part(2, 2, "0,4,8,12", cut, 1, 1, lm), slow);
+    EXPECT_NEAR(ps.ranks[1].fwd_s + ps.ranks[1].bwd_s, 2 * (pf.ranks[1].fwd_s + pf.ranks[1].bwd_s), 1e-12);
+    EXPECT_GT(ps.step_s - pf.step_s, 0.8 * (pf.ranks[1].fwd_s + pf.ranks[1].bwd_s));
+    EXPECT_GT(ps.ranks[0].halo_s, pf.ranks[0].halo_s);
+  }
+  // A faster link: less halo and weight time, never more.
+  const Prediction a = predict(net, part(2, 2, "none", cut), synthetic_cluster(net, 4, 30));
+  const Prediction b = predict(net, part(2, 2, "none", cut), synthetic_cluster(net, 4, 1000));
+  EXPECT_LT(b.halo_s, a.halo_s);
+  EXPECT_LT(b.weights_s, a.weights_s);
+}
+
+// Maps, deltas and kept weights of a one-process run: the model against the trainer.
+TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 64, 96, 2);
+  const int cut = resolve_cut(net, -1);
+  const DnnlContext ctx;  // the model's channel block must be this CPU's
+  for (const std::string groups : {"none", "all", "0,4,8,12"}) {
+    for (auto [r, c] : {std::pair{1, 1}, {2, 2}, {1, 3}}) {
+      DeviceModel m = synthetic_model(net);
+      m.channel_block = ctx.config.block;
+      m.weight_copies_mb = 0;
+      ClusterModel cm = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
+      const Partition p = part(r, c, groups, cut, r * c, 1);
+      const Prediction pr = predict(net, p, cm);
+      Params params(net);
+      init_params(params, net, 1);
+      TrainOptions topt;
+      topt.rows = r;
+      topt.cols = c;
+      topt.groups = groups;
+      LocalComm local;
+      Trainer tr(net, params, topt, local);
+      const Trainer::Memory mem = tr.memory();
+      EXPECT_NEAR(pr.ranks[0].maps_mb, mem.maps_mb, 1e-9) << p.str();
+      EXPECT_NEAR(pr.ranks[0].deltas_mb, mem.deltas_mb, 1e-9) << p.str();
+      EXPECT_NEAR(pr.ranks[0].filters_mb, 3. * params.size() * 4 / 1048576.0, 1e-9) << p.str();
+    }
+  }
+}
+
+// Every contiguous grouping, predicted one by one, against the grouping search: on a small
+// net (exhaustive inside the search too) and on W1's 16 layers (dynamic programming and
+// boundary toggling: 2^15 groupings here, a few hundred predictions there).
+TEST(PlannerOptimizer, GroupingSearchFindsTheExhaustiveOptimum) {
+  for (const std::string cfg : {"tests/fixtures/pool_mix/net.cfg", "cfgs/yolov2-16.cfg"}) {
+    const NetSpec net = cfg[0] == 'c' ? net_at(cfg, 64, 64) : net_at(cfg);
+    const int cut = resolve_cut(net, -1);
+    for (double mbit : {30., 1000.}) {
+      const ClusterModel cm = synthetic_cluster(net, 4, mbit);
+      for (bool lm : {false, true}) {
+        Partition base = part(2, 2, "none", cut, 1, 1, lm);
+        int replays = 0;
+        base.group_starts = best_grouping(net, base, cm, &replays);
+        const double found = predict(net, base, cm).step_s;
+        double best = 1e300;
+        for (unsigned mask = 0; mask < 1u << (cut - 1); ++mask) {
+          Partition p = base;
+          p.group_starts = {0};
+          for (int l = 1; l < cut; ++l)
+            if (mask >> (l - 1) & 1u) p.group_starts.push_back(l);
+          best = std::min(best, predict(net, p, cm).step_s);
+        }
+        const std::string what = cfg + " " + std::to_string(mbit) + " Mbit/s" + (lm ? " low memory" : "");
+        if (cut - 1 <= kExhaustiveGroupingBits) {
+          EXPECT_EQ(found, best) << what;
+        } else {
+          EXPECT_LE(found, best * 1.001) << what;
+          EXPECT_LT(replays, 1 << (cut - 4)) << what;  // far fewer than every grouping
+        }
+      }
+    }
+  }
+}
+
+TEST(PlannerOptimizer, BestFirstWithinMemoryOrNamesTheShortDevice) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const ClusterModel cm = synthetic_cluster(net, 4, 100);
+  SearchOptions o;
+  const SearchResult r = optimize(net, cm, o);
+  ASSERT_EQ(r.best.size(), 5u);
+  for (size_t k = 1; k < r.best.size(); ++k) EXPECT_LE(r.best[k - 1].pred.step_s, r.best[k].pred.step_s);
+  // The winner is no slower than a hand-picked partition the search also covers.
+  const int cut = resolve_cut(net, -1);
+  EXPECT_LE(r.best[0].pred.step_s, predict(net, part(2, 2, "none", cut), cm).step_s);
+  EXPECT_LE(r.best[0].pred.step_s, predict(net, part(1, 1, "none", cut), cm).step_s);
+  // 30 MB per device fits nothing (the base alone is 20 MB): the closest names its shortfall.
+  const ClusterModel tiny = synthetic_cluster(net, 4, 100, 30);
+  const SearchResult none = optimize(net, tiny, o);
+  EXPECT_TRUE(none.best.empty());
+  double worst = 0;
+  for (double s : none.least_memory.pred.memory_short_mb) worst = std::max(worst, s);
+  EXPECT_GT(worst, 0);
+}
+
+TEST(PlannerCostModel, ModelOfAnotherNetIsRefused) {
+  const NetSpec w1 = net_at("cfgs/yolov2-16.cfg");
+  const NetSpec fm = net_at("cfgs/fashion-mnist.cfg");
+  const nlohmann::json j{
+      {"devices", {{{"name", "a"}, {"cores", 1}, {"memory_mb", 100}, {"model", device_model_to_json(synthetic_model(fm))}}}},
+      {"links", {{"bandwidth_mbit", 100}, {"latency_us", 10}}}};
+  try {
+    resolve_cluster(parse_cluster(j, "c.json", {}), w1, nullptr);
+    FAIL() << "a model of fashion-mnist accepted for W1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: devices[0].model was calibrated on"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
+  const NetSpec net = net_at("tests/fixtures/pool_mix/net.cfg");
+  CalibrateOptions o;
+  o.steps = 1;
+  o.scales = {1.0, 0.5};
+  const DeviceModel m = calibrate_device(net, o);
+  ASSERT_EQ(int(m.layers.size()), net.first_untileable());
+  EXPECT_EQ(m.signature, net_signature(net));
+  EXPECT_EQ(m.points.size(), 2u);
+  for (const LayerModel& l : m.layers) {
+    EXPECT_GE(l.fwd.a, 0);
+    EXPECT_GE(l.fwd.b, 0);
+    EXPECT_GT(l.fwd.at(100), 0);  // every layer has a forward pass
+  }
+  EXPECT_GT(m.base_mb, 0);
+  const DeviceModel back = device_model_from_json(device_model_to_json(m), "m.json");
+  EXPECT_EQ(back.signature, m.signature);
+  EXPECT_EQ(back.layers[1].bwd_data.b, m.layers[1].bwd_data.b);
+  EXPECT_EQ(back.cpu_capacity, m.cpu_capacity);
+  EXPECT_THROW(device_model_from_json(nlohmann::json{{"kind", "x"}}, "bad.json"), Error);
+}
+
+}  // namespace
+}  // namespace tt
