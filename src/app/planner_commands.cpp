@@ -120,11 +120,11 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   // One rank per host measures the kernels (the device to itself); hosts at once.
   const bool leader = std::find(hosts.begin(), hosts.end(), hosts[size_t(me)]) - hosts.begin() == me;
   std::string model_text;
+  CalibrateOptions co;
+  co.threads = o.threads;
+  co.kernels = o.kernels;
+  co.steps = steps;
   if (leader) {
-    CalibrateOptions co;
-    co.threads = o.threads;
-    co.kernels = o.kernels;
-    co.steps = steps;
     DeviceModel m = calibrate_device(net, co);
     m.host = hosts[size_t(me)];
     nlohmann::json j = device_model_to_json(m);
@@ -133,6 +133,16 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     model_text = j.dump();
   }
   const std::vector<std::string> models = comm.all_gather(model_text);
+  // Every rank at once: how much ranks computing side by side slow each other, and how
+  // much their layer times spread (what synchronisations cost).
+  std::vector<double> together, spread;
+  if (P > 1) {
+    CalibrateOptions busy = co;
+    busy.steps = std::max(5, steps);
+    const ComputeSample cs = measure_compute(net, busy);
+    together = comm.all_gather(cs.compute_s);
+    spread = comm.all_gather(cs.jitter);
+  }
   const double t_kernels = now_s() - t0;
   // Ping-pong between every pair of ranks, one pair at a time.
   std::vector<PairTiming> pairs;
@@ -166,6 +176,19 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   for (int r = 0; r < P; ++r) {
     if (models[size_t(r)].empty()) continue;
     nlohmann::json m = nlohmann::json::parse(models[size_t(r)]);
+    std::vector<double> slow, jit;
+    for (int q = 0; q < P; ++q)
+      if (hosts[size_t(q)] == hosts[size_t(r)]) {
+        slow.push_back(together[size_t(q)] / m["solo_compute_s"].get<double>());
+        jit.push_back(spread[size_t(q)]);
+      }
+    std::sort(slow.begin(), slow.end());
+    std::sort(jit.begin(), jit.end());
+    if (slow.size() > 1) {
+      m["concurrent_ranks"] = int(slow.size());
+      m["concurrent_slowdown"] = std::max(1., slow[slow.size() / 2]);
+    }
+    m["jitter"] = jit[jit.size() / 2];
     const double mem = m["memory_limit_mb"].get<double>();
     const int cores = m["cores"].get<int>();
     m.erase("memory_limit_mb");
@@ -235,9 +258,11 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   save_cluster(c, out);
   for (const nlohmann::json& d : devices) {
     const DeviceModel m = device_model_from_json(d["model"], out);
-    std::printf("device %s: %s, %.2f cores, %.0f MB; convolutions %.1f GFLOP/s; fits: median error %.1f%%, worst %.1f%%\n",
-                m.host.c_str(), m.isa.c_str(), m.cpu_capacity, d["memory_mb"].get<double>(), m.gflops,
-                100 * m.fit_median_err, 100 * m.fit_max_err);
+    std::printf(
+        "device %s: %s, %.2f cores, %.0f MB; convolutions %.1f GFLOP/s; fits: median error %.1f%%, worst %.1f%%; "
+        "%d rank(s) at once: %.2fx slower each; layer times spread %.1f%%\n",
+        m.host.c_str(), m.isa.c_str(), m.cpu_capacity, d["memory_mb"].get<double>(), m.gflops, 100 * m.fit_median_err,
+        100 * m.fit_max_err, m.concurrent_ranks, m.concurrent_slowdown, 100 * m.jitter);
   }
   std::printf("calibrated in %.1f s (kernels %.1f s); wrote %s\n", now_s() - t0, t_kernels, out.c_str());
   return 0;

@@ -92,6 +92,15 @@ namespace {
 
 constexpr double kMB = 1048576.0;
 
+// E[max of n independent standard normal draws] (tabulated to 16, then the asymptotic form).
+double expected_max_normal(int n) {
+  static const double table[] = {0,     0,     0.564, 0.846, 1.029, 1.163, 1.267, 1.352, 1.424,
+                                 1.485, 1.539, 1.586, 1.629, 1.668, 1.703, 1.736, 1.766};
+  if (n < 17) return table[std::max(n, 0)];
+  const double l = std::sqrt(2 * std::log(double(n)));
+  return l - (std::log(std::log(double(n))) + std::log(4 * M_PI)) / (2 * l);
+}
+
 // One training step replayed rank by rank: `clock[r]` is when rank r is done with what it
 // has been given so far; waiting for another rank advances it into the bucket the engine
 // times that wait in (bench's split).
@@ -104,6 +113,7 @@ struct Replay {
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
+  std::vector<double> since_sync;       // compute since the last synchronisation
   std::vector<RankPrediction> acc;
   SegmentMemoryPlan layout;  // layouts (channel blocks) of every tiled layer
   Prediction out;
@@ -131,12 +141,19 @@ struct Replay {
       ++per_dev[size_t(rank_dev.back())];
     }
     for (int r = 0; r < P; ++r) {
-      // Each rank runs `threads` threads; the model was measured with the device to itself.
+      // Each rank runs `threads` threads; the fits were measured with the device to itself.
+      // Ranks computing at once slow each other (the slowdown calibrate measured with its
+      // ranks on the device, interpolated); beyond the device's cores they share them.
       const int d = rank_dev[size_t(r)];
-      const double t = cm.models[size_t(d)].threads, cap = std::max(1e-3, cm.capacity[size_t(d)]);
-      crowd.push_back(std::max(1., per_dev[size_t(d)] * t / cap) / std::max(1., t / cap));
+      const DeviceModel& m = cm.models[size_t(d)];
+      const double k = per_dev[size_t(d)], t = m.threads, cap = std::max(1e-3, cm.capacity[size_t(d)]);
+      const double busy = std::min(k, std::max(1., cap / t));
+      const double shared =
+          m.concurrent_ranks > 1 ? 1 + (m.concurrent_slowdown - 1) * (busy - 1) / (m.concurrent_ranks - 1) : 1;
+      crowd.push_back(std::max(1., shared) * std::max(1., k * t / cap) / std::max(1., t / cap));
     }
     clock.assign(size_t(P), 0.);
+    since_sync.assign(size_t(P), 0.);
     acc.resize(size_t(P));
     for (int r = 0; r < P; ++r) acc[size_t(r)].device = rank_dev[size_t(r)];
     layout = plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false, {});
@@ -153,9 +170,14 @@ struct Replay {
   double map_bytes(int c, int cb, const Box& b) const { return 4. * double(tensor_floats(batch, c, cb, b)); }
   const LayerModel& lm(int r, int l) const { return model(r).layers.at(size_t(l)); }
 
-  // Every rank waits for the last one, then `cost` more; waits go to `bucket`.
+  // Every rank waits for the last one, then `cost` more; waits go to `bucket`. The last
+  // one is later than the replay's clocks say by the spread of the compute since the
+  // last synchronisation: the expected largest of P draws.
   void sync(double cost, double RankPrediction::*bucket) {
-    const double m = *std::max_element(clock.begin(), clock.end()) + cost;
+    double spread = 0;
+    for (int r = 0; r < P; ++r) spread += since_sync[size_t(r)] * model(r).jitter / P;
+    std::fill(since_sync.begin(), since_sync.end(), 0.);
+    const double m = *std::max_element(clock.begin(), clock.end()) + cost + expected_max_normal(P) * spread;
     for (int r = 0; r < P; ++r) {
       acc[size_t(r)].*bucket += m - clock[size_t(r)];
       clock[size_t(r)] = m;
@@ -163,6 +185,7 @@ struct Replay {
   }
   void run(int r, double secs, double RankPrediction::*bucket) {
     clock[size_t(r)] += secs;
+    if (bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s) since_sync[size_t(r)] += secs;
     acc[size_t(r)].*bucket += secs;
   }
   // A small all-reduce (batch-norm sums): recursive doubling, log2(P) rounds.

@@ -94,6 +94,7 @@ double median(std::vector<double> v) {
 struct SizePoint {
   int height = 0, width = 0;
   std::vector<LayerTimes> layers;
+  double compute = 0, jitter = 0;  // layer compute per step (median); relative spread of layer times
   double head_fwd = 0, head_bwd = 0, update = 0, reload = 0, total = 0;
 };
 
@@ -135,6 +136,19 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
     for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
                                   &LayerTimes::bwd_data, &LayerTimes::bwd_weights})
       p.layers[l].*f = med(f, l);
+  // Spread: per layer and pass of over 1 ms, standard deviation / mean across steps.
+  std::vector<double> spreads;
+  for (size_t l = 0; l < L; ++l)
+    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
+                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights}) {
+      p.compute += p.layers[l].*f;
+      double m = 0, v = 0;
+      for (auto& st : steps) m += st[l].*f / double(steps.size());
+      if (m < 1e-3 || steps.size() < 3) continue;
+      for (auto& st : steps) v += (st[l].*f - m) * (st[l].*f - m) / double(steps.size() - 1);
+      spreads.push_back(std::sqrt(v) / m);
+    }
+  p.jitter = median(spreads);
   p.head_fwd = median(head_fwd);
   p.head_bwd = median(head_bwd);
   p.update = median(update);
@@ -164,6 +178,15 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
 }
 
 }  // namespace
+
+ComputeSample measure_compute(const NetSpec& net0, const CalibrateOptions& o) {
+  omp_set_num_threads(o.threads);
+  NetSpec net = net0;
+  net.subdivisions = 1;
+  net.batch = net0.micro_batch();
+  const SizePoint p = measure(net, o, nullptr);
+  return {p.compute, p.jitter};
+}
 
 DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   omp_set_num_threads(o.threads);
@@ -228,6 +251,8 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
       *dst[k] = fit;
     }
   }
+  m.solo_compute_s = pts[0].compute;
+  m.jitter = pts[0].jitter;
   m.head_fwd_per_sample = pts[0].head_fwd / m.batch;
   m.head_bwd_per_sample = pts[0].head_bwd / m.batch;
   m.fit_median_err = median(errs);
@@ -264,6 +289,10 @@ nlohmann::json device_model_to_json(const DeviceModel& m) {
           {"batch", m.batch},
           {"cpu_capacity", m.cpu_capacity},
           {"gflops", m.gflops},
+          {"solo_compute_s", m.solo_compute_s},
+          {"concurrent_ranks", m.concurrent_ranks},
+          {"concurrent_slowdown", m.concurrent_slowdown},
+          {"jitter", m.jitter},
           {"head_fwd_s_per_sample", m.head_fwd_per_sample},
           {"head_bwd_s_per_sample", m.head_bwd_per_sample},
           {"sgd_s_per_param", m.sgd_per_param},
@@ -299,6 +328,10 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
     m.batch = get("batch").get<int>();
     m.cpu_capacity = get("cpu_capacity").get<double>();
     m.gflops = get("gflops").get<double>();
+    m.solo_compute_s = get("solo_compute_s").get<double>();
+    m.concurrent_ranks = get("concurrent_ranks").get<int>();
+    m.concurrent_slowdown = get("concurrent_slowdown").get<double>();
+    m.jitter = get("jitter").get<double>();
     m.head_fwd_per_sample = get("head_fwd_s_per_sample").get<double>();
     m.head_bwd_per_sample = get("head_bwd_s_per_sample").get<double>();
     m.sgd_per_param = get("sgd_s_per_param").get<double>();

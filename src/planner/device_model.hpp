@@ -39,6 +39,16 @@ struct DeviceModel {
   double scratch_mb = 0;     // kernel scratch (oneDNN scratchpad and gradient scratch), whole maps
   double weight_copies_mb = 0;  // weights in the kernels' layouts, replicated run
   double gflops = 0;            // convolution throughput at full size: to scale to a profile
+  double solo_compute_s = 0;    // one step's layer compute at full size, the device to itself
+  // With `concurrent_ranks` processes computing at once on the device (calibrate under
+  // mpirun), each one's compute takes `concurrent_slowdown` times as long (shared caches
+  // and memory bandwidth); 1 and 1 when not measured.
+  int concurrent_ranks = 1;
+  double concurrent_slowdown = 1;
+  // Relative spread (standard deviation / mean) of a layer's compute time from step to
+  // step with every rank busy: what ranks lose waiting for each other at each
+  // synchronisation (batch-norm all-reduces, halos).
+  double jitter = 0;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
 };
@@ -60,6 +70,13 @@ struct CalibrateOptions {
 // Times the untiled engine on whole maps of each scale in this process (one process:
 // run it on one rank per device at a time).
 DeviceModel calibrate_device(const NetSpec& net, const CalibrateOptions& o);
+
+// One step's layer compute at full size (median over o.steps steps) and the relative
+// spread of the layers' times: every rank of a device runs this at once.
+struct ComputeSample {
+  double compute_s = 0, jitter = 0;
+};
+ComputeSample measure_compute(const NetSpec& net, const CalibrateOptions& o);
 
 nlohmann::json device_model_to_json(const DeviceModel& m);
 // `where` names the source in errors (a file, or "file: devices[2].model").
