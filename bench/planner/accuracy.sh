@@ -2,7 +2,7 @@
 # The planner's cost model against measurement (issue #10): for each configuration,
 # `tiletrain plan --cluster C --json` (the prediction, from a cluster file that
 # `tiletrain calibrate` wrote on the same machines) beside `tiletrain bench --json` (the
-# measurement: median step of 3 after 1 warm-up, peak RSS of the largest rank).
+# measurement: median step of 5 after 1 warm-up, peak RSS of the largest rank).
 #
 #   bench/planner/accuracy.sh [--only local,edge] [--out DIR]
 #
@@ -47,7 +47,7 @@ record() {
   local name
   name=$(echo "$setting $*" | tr -c 'A-Za-z0-9.,=-' _)
   "$bin" plan --cfg $cfg "$@" --cluster "$cluster" --ranks-per-device "$per" --json >"$out/raw/$name.plan.json"
-  if ! "${launch[@]}" bench --cfg $cfg "$@" --steps 3 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
+  if ! "${launch[@]}" bench --cfg $cfg "$@" --steps 5 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
     log "FAILED: $setting $* (see $out/raw/$name.bench.txt)"
     exit 1
   fi
