@@ -87,6 +87,7 @@ TEST_F(Cli, HelpOfEachSubcommand) {
       {"bench", {"--cfg", "--grid", "--steps", "--warmup", "--json"}},
       {"train", {"--cfg", "--grid", "--steps", "--weights", "--save-weights", "--seed"}},
       {"verify", {"--cfg", "--grid", "--groups", "--steps"}},
+      {"calibrate", {"--cfg", "--out", "--steps", "--threads"}},
   };
   for (const auto& [cmd, options] : expect) {
     SCOPED_TRACE(cmd);
@@ -96,7 +97,7 @@ TEST_F(Cli, HelpOfEachSubcommand) {
   }
   const Result top = run("--help");
   EXPECT_EQ(top.code, 0);
-  for (const char* cmd : {"info", "plan", "bench", "train", "verify"}) EXPECT_CONTAINS(top.out, cmd);
+  for (const char* cmd : {"info", "plan", "bench", "train", "verify", "calibrate"}) EXPECT_CONTAINS(top.out, cmd);
 }
 
 TEST_F(Cli, UsageErrors) {
@@ -332,6 +333,56 @@ TEST_F(Cli, InfoPrintsTheKernelTable) {
   size_t own = 0;
   for (size_t p = r.out.find("own:"); p != std::string::npos; p = r.out.find("own:", p + 1)) ++own;
   EXPECT_EQ(own, 12u * 3 - 1) << r.out;
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+// calibrate → a device model; a cluster file of profile-only devices that uses it; plan
+// prints a prediction with bench's names; --optimize the best partitions and their
+// command lines; bad cluster files name file and field, with a non-zero exit.
+TEST_F(Cli, CalibratePlanAndOptimize) {
+  const std::string cfg = fixture("pool_mix");
+  const Result cal = run("calibrate --cfg '" + cfg + "' --steps 1 --out model.json");
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  EXPECT_CONTAINS(cal.out, "wrote model.json");
+  const std::string cluster = write("c.json", R"({"devices": [{"name": "a", "profile": "pi3"}, {"name": "b", "profile": "pi4"}],
+                                                 "links": {"bandwidth_mbit": 100, "latency_us": 200}})");
+  const Result plan = run("plan --json --grid 2x1 --cfg '" + cfg + "' --cluster c.json --model model.json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const nlohmann::json j = nlohmann::json::parse(plan.out);
+  for (const char* k : {"step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_rss_mb_max"})
+    EXPECT_GT(j["prediction"].value(k, -1.0), k == std::string("io_s") || k == std::string("halo_s") ? -1e-12 : 0) << k;
+  EXPECT_EQ(j["prediction"]["ranks"].size(), 2u);
+  const Result text = run("plan --grid 2x1 --cfg '" + cfg + "' --cluster c.json --model model.json");
+  EXPECT_CONTAINS(text.out, "predicted step");
+  const Result opt = run("plan --optimize --cfg '" + cfg + "' --cluster c.json --model model.json --top 3");
+  ASSERT_EQ(opt.code, 0) << opt.err;
+  EXPECT_CONTAINS(opt.out, "cluster/edge.sh run --ranks-per-device");
+  // Every device has a pi3's 1 GB: 1 MB each does not fit, and the shortfall is named.
+  write("small.json", R"({"devices": [{"name": "a", "profile": "pi3", "memory_mb": 1}],
+                          "links": {"bandwidth_mbit": 100, "latency_us": 200}})");
+  const Result none = run("plan --optimize --cfg '" + cfg + "' --cluster small.json --model model.json");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_CONTAINS(none.out, "nothing fits");
+  EXPECT_CONTAINS(none.out, "device a is");
+  // Bad input.
+  write("zero.json", R"({"devices": [{"name": "a", "profile": "pi3"}], "links": {"bandwidth_mbit": 0, "latency_us": 1}})");
+  const Result zero = run("plan --cfg '" + cfg + "' --cluster zero.json --model model.json");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_CONTAINS(zero.err, "zero.json: links.bandwidth_mbit");
+  const Result nomodel = run("plan --cfg '" + cfg + "' --cluster c.json");
+  EXPECT_EQ(nomodel.code, 2);
+  EXPECT_CONTAINS(nomodel.err, "tiletrain calibrate");
+  const Result other = run("plan --cfg '" + fixture("bn_stride") + "' --cluster c.json --model model.json");
+  EXPECT_EQ(other.code, 2);
+  EXPECT_CONTAINS(other.err, "model.json: calibrated on");
+  const Result badout = run("calibrate --cfg '" + cfg + "' --out no/such/dir/m.json");
+  EXPECT_EQ(badout.code, 2);
+  EXPECT_CONTAINS(badout.err, "does not exist");
 }
 
 }  // namespace

@@ -298,3 +298,40 @@ TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
 
 }  // namespace
 }  // namespace tt
+
+namespace tt {
+namespace {
+
+// Uneven splits: a column weighted 2 gets about twice the cells of one weighted 1, at
+// every layer; bad weights are refused; the optimizer weighs devices of different
+// speeds and its best partition then splits unevenly.
+TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 192);
+  const int cut = resolve_cut(net, -1);
+  const Plan plan = make_plan(net, 1, 2, 0, cut, parse_groups("none", 0, cut), TileSplit{{}, {2, 1}});
+  for (int l = 0; l < cut; ++l) {
+    const double w0 = plan.at(0, l).own.w(), w1 = plan.at(1, l).own.w();
+    EXPECT_NEAR(w0 / (w0 + w1), 2. / 3, 0.1) << "layer " << l;
+  }
+  EXPECT_NEAR(double(plan.own_input[0].w()) / net.width, 2. / 3, 0.02);
+  EXPECT_THROW(parse_weights("2,0", 2, "--col-weights"), Error);
+  EXPECT_THROW(parse_weights("2", 2, "--col-weights"), Error);
+  EXPECT_THROW(parse_weights("2,x", 2, "--col-weights"), Error);
+  EXPECT_EQ(parse_weights("2,1.5", 2, "--col-weights"), (std::vector<double>{2, 1.5}));
+
+  // Compute-bound (a large map, fast links): two devices beat the fast one alone.
+  const NetSpec big = net_at("cfgs/yolov2-16.cfg", 416, 416);
+  const ClusterModel cm = synthetic_cluster(big, 2, 100000, 4096, {1, 0.5});
+  Partition even = part(1, 2, "none", cut);
+  Partition weighted = even;
+  weighted.split = split_by_speed(even, cm);
+  ASSERT_EQ(weighted.split.cols.size(), 2u);
+  EXPECT_DOUBLE_EQ(weighted.split.cols[0] / weighted.split.cols[1], 2);
+  EXPECT_LT(predict(big, weighted, cm).step_s, predict(big, even, cm).step_s);
+  const SearchResult r = optimize(big, cm, SearchOptions{});
+  ASSERT_FALSE(r.best.empty());
+  EXPECT_FALSE(r.best[0].part.split.rows.empty() && r.best[0].part.split.cols.empty()) << r.best[0].part.str();
+}
+
+}  // namespace
+}  // namespace tt

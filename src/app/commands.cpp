@@ -58,6 +58,8 @@ TrainOptions train_options(const RunOptions& o) {
   t.tiles_per_rank = o.tiles_per_rank;
   t.low_memory = o.low_memory;
   t.kernels = parse_kernel_path(o.kernels);
+  if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
+  if (!o.col_weights.empty()) t.split.cols = parse_weights(o.col_weights, t.cols, "--col-weights");
   return t;
 }
 
@@ -145,7 +147,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   }
   TrainOptions t = train_options(o);
   const int cut = resolve_cut(net, t.cut);
-  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut));
+  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), t.split);
   PlanStats st = plan_stats(net, p);
   print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels)));
   const double redundant = st.flops_tiled / st.flops_untiled - 1;

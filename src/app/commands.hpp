@@ -24,6 +24,7 @@ struct RunOptions {
   int tiles_per_rank = 1;
   bool low_memory = false;
   std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
+  std::string row_weights, col_weights;  // uneven split: a weight per grid row / column
 };
 
 // plan with a cluster: predicted time and memory (planner/cost_model.hpp), or a search.

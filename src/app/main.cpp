@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
     c->add_option("--groups", o.groups, "layer groups: none, all, or start layers e.g. 0,4,8")->capture_default_str();
+    c->add_option("--row-weights", o.row_weights,
+                  "split the map's rows unevenly: a weight per grid row, e.g. 2,1 (a device twice as fast gets "
+                  "twice the rows); default even");
+    c->add_option("--col-weights", o.col_weights, "the same for the grid's columns, e.g. 2,1");
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
     c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));

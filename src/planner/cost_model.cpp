@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/memory_plan.hpp"
 #include "engine/trainer.hpp"
@@ -22,7 +23,24 @@ std::string Partition::groups_str() const {
 std::string Partition::str() const {
   return "grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups_str() + ", cut " +
          std::to_string(cut) + ", " + std::to_string(tiles_per_rank) + " tile(s)/rank, " +
-         std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "");
+         std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "") +
+         (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags());
+}
+
+std::string Partition::split_flags() const {
+  auto list = [](const std::vector<double>& w) {
+    std::string s;
+    for (double v : w) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.3g", v);
+      s += (s.empty() ? "" : ",") + std::string(b);
+    }
+    return s;
+  };
+  std::string f;
+  if (!split.rows.empty()) f += " --row-weights " + list(split.rows);
+  if (!split.cols.empty()) f += " --col-weights " + list(split.cols);
+  return f;
 }
 
 bool Prediction::fits() const {
@@ -122,8 +140,8 @@ struct Replay {
     cut = resolve_cut(net, p.cut);
     dense_begin = net.first_untileable();
     batch = net.micro_batch();
-    plan = make_plan(net, p.rows, p.cols, 0, cut, p.group_starts.empty() ? parse_groups("none", 0, cut)
-                                                                          : p.group_starts);
+    plan = make_plan(net, p.rows, p.cols, 0, cut,
+                     p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, p.split);
     T = plan.tiles_count();
     if (p.tiles_per_rank < 1 || T % p.tiles_per_rank) fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
     P = T / p.tiles_per_rank;

@@ -1,6 +1,7 @@
 #include "planner/optimizer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "tiling/plan.hpp"
@@ -104,8 +105,29 @@ double worst_short(const Prediction& p) {
 bool same(const Partition& a, const Partition& b) {
   return a.rows == b.rows && a.cols == b.cols && a.group_starts == b.group_starts && a.cut == b.cut &&
          a.tiles_per_rank == b.tiles_per_rank && a.ranks_per_device == b.ranks_per_device &&
-         a.low_memory == b.low_memory;
+         a.low_memory == b.low_memory && a.split.rows == b.split.rows && a.split.cols == b.split.cols;
 }
+
+}  // namespace
+
+TileSplit split_by_speed(const Partition& p, const ClusterModel& cm) {
+  // A tile's speed is its device's (1 / slowdown); a row's weight the sum over its tiles,
+  // a column's likewise: exact for one row or column, a fair compromise otherwise.
+  TileSplit s;
+  s.rows.assign(size_t(p.rows), 0.);
+  s.cols.assign(size_t(p.cols), 0.);
+  for (int t = 0; t < p.rows * p.cols; ++t) {
+    const int dev = t / p.tiles_per_rank / p.ranks_per_device;
+    const double speed = 1 / cm.slowdown.at(size_t(dev));
+    s.rows[size_t(t / p.cols)] += speed;
+    s.cols[size_t(t % p.cols)] += speed;
+  }
+  if (p.rows == 1) s.rows.clear();
+  if (p.cols == 1) s.cols.clear();
+  return s;
+}
+
+namespace {
 
 }  // namespace
 
@@ -119,6 +141,8 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
     min_cores = std::min(min_cores, d.cores);
   }
   const int max_tiles = o.max_tiles > 0 ? o.max_tiles : cores;
+  bool hetero = false;  // devices of different speeds: also try splits weighted by speed
+  for (double s : cm.slowdown) hetero |= std::abs(s / cm.slowdown[0] - 1) > 0.05;
   const int default_cut = resolve_cut(net, -1);
   std::vector<int> cuts{default_cut};  // and after every max-pool before it: smaller maps at the cut
   for (int l = 0; l + 1 < default_cut; ++l)
@@ -152,8 +176,10 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         if (per > min_cores) continue;  // more ranks on a device than it has cores
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
         for (int cut : cuts)
-          for (bool lm : {false, true}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool lm = variant & 1, weighted = variant & 2;
             if (lm && (!o.low_memory || P == 1)) continue;
+            if (weighted && !hetero) continue;
             Partition p;
             p.rows = R;
             p.cols = C;
@@ -161,6 +187,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             p.tiles_per_rank = K;
             p.ranks_per_device = per;
             p.low_memory = lm;
+            if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
               p.group_starts = g;
@@ -191,7 +218,8 @@ std::string command_line(const NetSpec&, const std::string& cfg, const Candidate
   const Partition& p = c.part;
   std::string args = "train --cfg " + cfg + " --grid " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
                      " --groups " + p.groups_str() + " --cut " + std::to_string(p.cut) + " --tiles-per-rank " +
-                     std::to_string(p.tiles_per_rank) + (p.low_memory ? " --low-memory" : "") + " --steps 100";
+                     std::to_string(p.tiles_per_rank) + (p.low_memory ? " --low-memory" : "") + p.split_flags() +
+                     " --steps 100";
   const int used = p.ranks() / p.ranks_per_device;
   if (devices > 1)
     return "cluster/edge.sh run --ranks-per-device " + std::to_string(p.ranks_per_device) + " -- " + args +

@@ -41,6 +41,10 @@ struct SearchResult {
 
 SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOptions& o);
 
+// Rows and columns weighted by the speed of the devices their tiles run on (empty when
+// every device is alike).
+TileSplit split_by_speed(const Partition& p, const ClusterModel& cm);
+
 // The command line that runs a candidate on the cluster (cluster/edge.sh run or mpirun).
 std::string command_line(const NetSpec& net, const std::string& cfg, const Candidate& c, int devices);
 

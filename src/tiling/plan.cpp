@@ -1,5 +1,6 @@
 #include "tiling/plan.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "util/error.hpp"
@@ -52,14 +53,24 @@ int resolve_cut(const NetSpec& net, int requested) {
 namespace {
 // Owned intervals of one axis for every layer's output: balanced at the last layer's
 // output, then mapped back through the strides so that tiles stay aligned.
-std::vector<std::vector<int>> split_axis(const NetSpec& net, int first, int last, int parts, bool rows, int& in_len,
-                                         std::vector<int>& in_bounds) {
+std::vector<std::vector<int>> split_axis(const NetSpec& net, int first, int last, int parts, bool rows,
+                                         const std::vector<double>& weights, int& in_len, std::vector<int>& in_bounds) {
   std::vector<std::vector<int>> bounds(last - first);
   auto len_out = [&](int l) { return rows ? net.layers[l].out.h : net.layers[l].out.w; };
   auto len_in = [&](int l) { return rows ? net.layers[l].in.h : net.layers[l].in.w; };
   const int n = len_out(last - 1);
   std::vector<int> b(parts + 1);
-  for (int i = 0; i <= parts; ++i) b[i] = int((long(i) * n) / parts);
+  if (weights.empty()) {
+    for (int i = 0; i <= parts; ++i) b[i] = int((long(i) * n) / parts);
+  } else {
+    double total = 0, run = 0;
+    for (double w : weights) total += w;
+    for (int i = 0; i <= parts; ++i) {
+      b[i] = int(std::lround(n * run / total));
+      if (i < parts) run += weights[size_t(i)];
+    }
+    b[parts] = n;
+  }
   for (int l = last - 1; l >= first; --l) {
     bounds[l - first] = b;
     const int s = net.layers[l].win.stride, m = len_in(l);
@@ -85,8 +96,28 @@ void check_nonempty(const NetSpec& net, const std::vector<int>& b, int parts, in
 }
 }  // namespace
 
-Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts) {
+std::vector<double> parse_weights(const std::string& spec, int n, const char* what) {
+  std::vector<double> w;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+      fail(what, ": '", item, "' is not a positive number (give one weight per grid ", what[2] == 'r' ? "row" : "column",
+           ", e.g. 2,1)");
+    w.push_back(v);
+  }
+  if (int(w.size()) != n)
+    fail(what, " '", spec, "' has ", w.size(), " weight(s) for ", n, " grid ", what[2] == 'r' ? "row(s)" : "column(s)");
+  return w;
+}
+
+Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
+               const TileSplit& split) {
   if (rows < 1 || cols < 1) fail("grid ", rows, "x", cols, " must have at least one row and one column");
+  if ((!split.rows.empty() && int(split.rows.size()) != rows) || (!split.cols.empty() && int(split.cols.size()) != cols))
+    fail("internal: ", split.rows.size(), "x", split.cols.size(), " split weights for a ", rows, "x", cols, " grid");
   if (first < 0 || last > int(net.layers.size()) || first >= last)
     fail("empty tiled layer range [", first, ", ", last, ")");
   for (int l = first; l < last; ++l)
@@ -101,8 +132,8 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
 
   int in_h, in_w;
   std::vector<int> in_rb, in_cb;
-  auto rb = split_axis(net, first, last, rows, true, in_h, in_rb);
-  auto cb = split_axis(net, first, last, cols, false, in_w, in_cb);
+  auto rb = split_axis(net, first, last, rows, true, split.rows, in_h, in_rb);
+  auto cb = split_axis(net, first, last, cols, false, split.cols, in_w, in_cb);
   // The split starts at the last tiled layer and is projected back, so an empty tile
   // appears there first: check from the last layer back to the input to name the cause.
   for (int l = last - 1; l >= first; --l) {

@@ -50,8 +50,19 @@ struct Plan {
 // indices; the first must be `first`). Throws on anything outside [first, last).
 std::vector<int> parse_groups(const std::string& spec, int first, int last);
 
+// How the grid divides the map: a weight per row and per column of tiles (empty: all
+// alike). A tile's rows x columns come out proportional to its row's and column's weights
+// (rounded, and aligned through the strides like an even split): a device twice as fast
+// gets about twice the cells.
+struct TileSplit {
+  std::vector<double> rows, cols;
+};
+// "2,1" → {2, 1}; throws naming `what` unless there are `n` positive numbers.
+std::vector<double> parse_weights(const std::string& spec, int n, const char* what);
+
 // Throws when a tile would be empty, a layer in range is not spatial, etc.
-Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts);
+Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
+               const TileSplit& split = {});
 
 // Default and validated cut: how many leading layers are tiled.
 int resolve_cut(const NetSpec& net, int requested /* -1 = default */);
