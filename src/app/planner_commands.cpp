@@ -60,7 +60,8 @@ struct PairTiming {
 };
 
 // Ping-pong from rank a to rank b and back, 1 KB to 8 MB (stopping once a round trip
-// takes over a second); the fastest of a few round trips per size; a + n/bandwidth fitted.
+// takes over half a second); the fastest of a few round trips per size; latency +
+// bytes / bandwidth fitted.
 PairTiming ping_pong(Comm& comm, int a, int b) {
   PairTiming pt;
   pt.a = a;
@@ -68,44 +69,47 @@ PairTiming ping_pong(Comm& comm, int a, int b) {
   const int me = comm.rank();
   std::vector<float> buf(size_t(8 << 20) / 4);
   std::vector<double> sizes, secs;
-  double tag = 0;
+  int tag = 0;
   for (size_t bytes = 1024; bytes <= size_t(8 << 20); bytes *= 4) {
     const int n = int(bytes / 4);
     const TensorView v{buf.data(), 1, 1, 1, Box{0, 1, 0, n}};
     double best = 1e300;
     const int reps = bytes <= 65536 ? 20 : 4;
-    bool slow = false;
-    for (int k = 0; k < reps && !slow; ++k) {
+    for (int k = 0; k < reps; ++k) {
       const double t0 = now_s();
       if (me == a) {
-        comm.isend(v, v.box, b, int(tag));
+        comm.isend(v, v.box, b, tag);
         comm.wait_all();
-        comm.irecv(v, v.box, b, int(tag) + 1);
+        comm.irecv(v, v.box, b, tag + 1);
         comm.wait_all();
       } else {
-        comm.irecv(v, v.box, a, int(tag));
+        comm.irecv(v, v.box, a, tag);
         comm.wait_all();
-        comm.isend(v, v.box, a, int(tag) + 1);
+        comm.isend(v, v.box, a, tag + 1);
         comm.wait_all();
       }
       const double rtt = now_s() - t0;
       best = std::min(best, rtt / 2);
-      // Both sides decide alike: b tells a nothing, so each stops on its own measure,
-      // which differs only by a latency; keep going for the agreed count instead.
       tag += 2;
     }
     sizes.push_back(double(bytes));
     secs.push_back(best);
     pt.points.push_back({double(bytes), best});
-    double worst = best;  // both ranks must agree on whether to go on
-    if (me == a) comm.isend(TensorView{&reinterpret_cast<float&>(worst), 1, 1, 1, Box{0, 1, 0, 1}}, Box{0, 1, 0, 1}, b, 1 << 20);
-    if (me == b) comm.irecv(TensorView{&reinterpret_cast<float&>(worst), 1, 1, 1, Box{0, 1, 0, 1}}, Box{0, 1, 0, 1}, a, 1 << 20);
+    // Both ranks must agree on whether to go on: a's measure decides.
+    float verdict[2] = {float(best), 0.f};
+    const TensorView vv{verdict, 1, 1, 1, Box{0, 1, 0, 1}};
+    if (me == a) comm.isend(vv, vv.box, b, tag);
+    if (me == b) comm.irecv(vv, vv.box, a, tag);
     comm.wait_all();
-    if (2 * best > 0.5) break;
+    ++tag;
+    if (2 * verdict[0] > 0.5) break;
   }
-  const LinearFit f = fit_linear(sizes, secs);
-  pt.latency_s = f.a;
-  pt.bytes_per_s = f.b > 0 ? 1 / f.b : 1e12;
+  // Latency: the smallest message; bandwidth: the slope between the two largest (a shaped
+  // link passes small messages at line rate, in its burst).
+  const size_t k = sizes.size();
+  pt.latency_s = secs[0];
+  const double slope = k >= 2 ? (secs[k - 1] - secs[k - 2]) / (sizes[k - 1] - sizes[k - 2]) : 0;
+  pt.bytes_per_s = slope > 0 ? 1 / slope : sizes[k - 1] / std::max(secs[k - 1] - secs[0], 1e-9);
   return pt;
 }
 

@@ -30,7 +30,7 @@ struct DeviceModel {
   std::string cfg, signature;  // the net it was calibrated on (net_signature)
   std::string host, isa, kernel_path;
   int threads = 1, channel_block = 8, batch = 1;
-  double cpu_capacity = 1;  // cores of the device (online cores, cgroup quota)
+  double cpu_capacity = 1;  // cores the device gives (cpu_capacity())
   std::vector<LayerModel> layers;  // spatial layers [0, first_untileable), by index
   double head_fwd_per_sample = 0, head_bwd_per_sample = 0;  // dense head and loss, seconds
   double sgd_per_param = 0;  // SGD update, seconds per parameter
@@ -53,8 +53,8 @@ struct DeviceModel {
   nlohmann::json points;                       // the measurements the fits came from
 };
 
-// Cores this device gives its processes: the online cores, capped by this process's
-// cgroup CPU quota (v1 or v2).
+// Cores this device gives its processes (measured: CPU time over wall time of one
+// spinning thread per online core; a cgroup quota shows).
 double cpu_capacity();
 
 // The layer shapes a model depends on, e.g. "conv3/1:3>32 max2/2 ...": a model is only
