@@ -161,6 +161,34 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   nlohmann::json mine = nlohmann::json::array();
   for (const PairTiming& pt : pairs) mine.push_back({pt.a, pt.b, pt.latency_s, pt.bytes_per_s, pt.points});
   const std::vector<std::string> all_pairs = comm.all_gather(mine.dump());
+  // Collective traffic at the weights' size: the ring reduce-scatter and the all-gather
+  // the update runs, timed (slowest rank, best of two), to set what fraction of the links'
+  // rates many flows at once get (calibrate_collectives).
+  double rs_s = 0, ag_s = 0;
+  int64_t coll_floats = 0;
+  if (P > 1) {
+    double slowest = 1e300;  // the slowest link's bytes/s, from the pairs
+    for (const std::string& s : all_pairs)
+      for (const auto& p : nlohmann::json::parse(s)) slowest = std::min(slowest, p[3].get<double>());
+    // About a second of traffic, 1 to 32 MB.
+    coll_floats = std::clamp<int64_t>(int64_t(slowest * P / (P - 1) / 4), 1 << 18, 8 << 20) / P * P;
+    std::vector<float> data(size_t(coll_floats), 1.f), tmp(size_t(coll_floats / P));
+    std::vector<int> counts(size_t(P), int(coll_floats / P)), displs;
+    for (int r = 0; r < P; ++r) displs.push_back(r * int(coll_floats / P));
+    rs_s = ag_s = 1e300;
+    for (int k = 0; k < 2; ++k) {
+      comm.all_gather(0.0);
+      double t = now_s();
+      comm.reduce_scatter(data.data(), counts, displs, tmp.data());
+      const std::vector<double> rs = comm.all_gather(now_s() - t);
+      comm.all_gather(0.0);
+      t = now_s();
+      comm.all_gather_v(data.data(), counts, displs);
+      const std::vector<double> ag = comm.all_gather(now_s() - t);
+      rs_s = std::min(rs_s, *std::max_element(rs.begin(), rs.end()));
+      ag_s = std::min(ag_s, *std::max_element(ag.begin(), ag.end()));
+    }
+  }
   if (me != 0) return 0;
 
   if (P == 1) {
@@ -253,6 +281,35 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   } else {  // one host: its shared memory is all there is
     links["latency_us"] = links["shared_memory"]["latency_us"];
     links["bandwidth_mbit"] = links["shared_memory"]["bandwidth_mbit"];
+  }
+  // What fraction of the measured rates the collectives got, across devices: predicted
+  // (as the cost model does, at full rate) over measured.
+  if (by_devices.size() > 0) {
+    auto link_of = [&](int r, int q) -> std::pair<double, double> {  // latency s, bytes/s
+      const int a = dev_of(r), b = dev_of(q);
+      if (a == b) return shm.empty() ? std::pair{1e-6, 5e9} : mean(shm);
+      return mean(by_devices.at({std::min(a, b), std::max(a, b)}));
+    };
+    const double bytes = 4. * double(coll_floats);
+    double step = 0, ag = 0;
+    for (int r = 0; r < P; ++r) {
+      const auto [lat, bw] = link_of(r, (r + 1) % P);
+      step = std::max(step, lat + bytes / P / bw);
+    }
+    std::map<int, double> dev_t;
+    double lat_max = 0;
+    for (int r = 0; r < P; ++r)
+      for (int q = 0; q < P; ++q)
+        if (q != r) {
+          const auto [lat, bw] = link_of(r, q);
+          lat_max = std::max(lat_max, lat);
+          if (dev_of(q) != dev_of(r)) dev_t[dev_of(r)] += bytes / P / bw;
+        }
+    for (auto& [d, t] : dev_t) ag = std::max(ag, lat_max + t);
+    const double ring = std::clamp((P - 1) * step / rs_s, 0.05, 1.5), many = std::clamp(ag / ag_s, 0.05, 1.5);
+    links["efficiency"] = {{"ring", ring}, {"many_flows", many}};
+    std::printf("collectives of %.1f MB: reduce-scatter %.3f s (%.0f%% of the links' rate), all-gather %.3f s (%.0f%%)\n",
+                bytes / 1048576, rs_s, 100 * ring, ag_s, 100 * many);
   }
   const nlohmann::json cluster{
       {"comment", "written by tiletrain calibrate --cfg " + net.path + " on " + std::to_string(P) + " ranks"},

@@ -404,7 +404,14 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
   const At lat = root["links"];
   if (!links) lat.fail("missing (an object with bandwidth_mbit and latency_us)");
   need_object(*links, lat);
-  check_keys(*links, lat, {"topology", "bandwidth_mbit", "latency_us", "pairs", "shared_memory"});
+  check_keys(*links, lat, {"topology", "bandwidth_mbit", "latency_us", "pairs", "shared_memory", "efficiency"});
+  if (const json* ef = member(*links, "efficiency")) {
+    const At eat = lat["efficiency"];
+    need_object(*ef, eat);
+    check_keys(*ef, eat, {"ring", "many_flows"});
+    if (const json* x = member(*ef, "ring")) c.ring_efficiency = positive(*x, eat["ring"]);
+    if (const json* x = member(*ef, "many_flows")) c.many_flows_efficiency = positive(*x, eat["many_flows"]);
+  }
   if (const json* t = member(*links, "topology")) {
     c.topology = need_string(*t, lat["topology"]);
     if (c.topology != "switch" && c.topology != "point-to-point")
@@ -496,6 +503,7 @@ json cluster_to_json(const ClusterSpec& c) {
   json links{{"topology", c.topology},
              {"shared_memory",
               {{"bandwidth_mbit", c.shared_memory.bandwidth_mbit}, {"latency_us", c.shared_memory.latency_us}}}};
+  links["efficiency"] = {{"ring", c.ring_efficiency}, {"many_flows", c.many_flows_efficiency}};
   if (c.bandwidth_mbit) links["bandwidth_mbit"] = *c.bandwidth_mbit;
   if (c.latency_us) links["latency_us"] = *c.latency_us;
   if (!c.pairs.empty()) {

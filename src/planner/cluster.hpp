@@ -76,6 +76,11 @@ struct ClusterSpec {
   std::string topology = "switch";          // "switch" | "point-to-point"
   std::map<std::string, Profile> profiles;  // profiles.conf merged with the file's (file wins)
   LinkSpec shared_memory{40000, 1};         // between two ranks on one device
+  // links.efficiency: the fraction of the links' rates that collective traffic gets, as
+  // calibrate measured it: a ring (one flow each way per device: the gradient
+  // reduce-scatter) and many flows at once (all-gathers, the scatter and gather at the
+  // cut, halos); 1 when not measured.
+  double ring_efficiency = 1, many_flows_efficiency = 1;
   // The links as the file gives them; link() resolves them.
   std::optional<double> bandwidth_mbit;  // links.bandwidth_mbit: default for every pair
   std::optional<double> latency_us;      // links.latency_us: default for every pair

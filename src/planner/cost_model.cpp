@@ -231,8 +231,8 @@ struct Replay {
         shm[size_t(a)] += bytes / l.bytes_per_s();
         shm[size_t(b)] += bytes / l.bytes_per_s();
       } else {
-        dev_out[size_t(da)] += bytes / l.bytes_per_s();
-        dev_in[size_t(db)] += bytes / l.bytes_per_s();
+        dev_out[size_t(da)] += bytes / l.bytes_per_s() / cm.spec.many_flows_efficiency;
+        dev_in[size_t(db)] += bytes / l.bytes_per_s() / cm.spec.many_flows_efficiency;
       }
       for (int r : {a, b}) lat[size_t(r)] = std::max(lat[size_t(r)], l.latency_s());
       ready[size_t(b)] = std::max(ready[size_t(b)], clock[size_t(a)]);
@@ -252,7 +252,7 @@ struct Replay {
     for (int r = 1; r < P; ++r) {
       if (bytes_of_rank[size_t(r)] == 0) continue;
       const LinkSpec l = link(0, r);
-      link_time += bytes_of_rank[size_t(r)] / l.bytes_per_s();
+      link_time += bytes_of_rank[size_t(r)] / l.bytes_per_s() / (rank_dev[size_t(r)] == rank_dev[0] ? 1 : cm.spec.many_flows_efficiency);
       lat = std::max(lat, l.latency_s());
     }
     if (to_root) {
@@ -296,7 +296,7 @@ struct Replay {
     for (int r = 0; r < P; ++r)
       for (int q = 0; q < P; ++q)
         if (q != r && rank_dev[size_t(q)] != rank_dev[size_t(r)])
-          dev_t[size_t(rank_dev[size_t(r)])] += bytes / P / link(r, q).bytes_per_s();
+          dev_t[size_t(rank_dev[size_t(r)])] += bytes / P / link(r, q).bytes_per_s() / cm.spec.many_flows_efficiency;
     for (int r = 0; r < P; ++r) {
       double t = 0, lat = 0;
       for (int q = 0; q < P; ++q) {
@@ -311,7 +311,12 @@ struct Replay {
   // Ring reduce-scatter: P-1 steps, each a part to the next rank and one from the previous.
   double reduce_scatter_cost(double bytes) const {
     double step = 0;
-    for (int r = 0; r < P; ++r) step = std::max(step, msg(r, (r + 1) % P, bytes / P));
+    for (int r = 0; r < P; ++r) {
+      const int q = (r + 1) % P;
+      const LinkSpec l = link(r, q);
+      const double eff = rank_dev[size_t(r)] == rank_dev[size_t(q)] ? 1 : cm.spec.ring_efficiency;
+      step = std::max(step, l.latency_s() + bytes / P / l.bytes_per_s() / eff);
+    }
     return (P - 1) * step;
   }
 
@@ -390,6 +395,7 @@ struct Replay {
       const bool conv = s.type == LayerType::Conv;
       std::vector<double> pw(size_t(P), 0);
       if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) {
+        if (p.low_memory && any_recomputed(l)) fetch_weights(l);  // the recomputation's weights
         for (int r = 0; r < P; ++r)
           for (int t : local[size_t(r)]) {
             pw[size_t(r)] += comp(r, lm(r, l).bwd_pointwise, double(batch) * plan.at(t, l).delta.area());
@@ -410,6 +416,7 @@ struct Replay {
       if (p.low_memory && conv) sync(reduce_scatter_cost(4. * double(s.weight_count())), &RankPrediction::weights_s);
       if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) {
         const LayerSpec& prev = net.layers[size_t(l - 1)];
+        if (p.low_memory && any_recomputed(l - 1)) fetch_weights(l - 1);
         std::fill(pw.begin(), pw.end(), 0);
         for (int r = 0; r < P; ++r)
           for (int t : local[size_t(r)]) {
@@ -429,6 +436,11 @@ struct Replay {
   bool recomputed(int t, int l) const {
     const auto& tl = rank_layout(tile_rank[size_t(t)]).tiles[size_t(t)].layers;
     return !tl.empty() && tl[size_t(l)].recompute;
+  }
+  bool any_recomputed(int l) const {
+    for (int t = 0; t < T; ++t)
+      if (recomputed(t, l)) return true;
+    return false;
   }
   std::vector<SegmentMemoryPlan> rank_layouts;
   const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
