@@ -164,29 +164,34 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   // Collective traffic at the weights' size: the ring reduce-scatter and the all-gather
   // the update runs, timed (slowest rank, best of two), to set what fraction of the links'
   // rates many flows at once get (calibrate_collectives).
-  double rs_s = 0, ag_s = 0;
-  int64_t coll_floats = 0;
+  // Two sizes: the 1 MB chunks --low-memory moves and the update's whole weights.
+  double rs_s[2] = {0, 0}, ag_s[2] = {0, 0};
+  int64_t coll_floats[2] = {0, 0};
   if (P > 1) {
     double slowest = 1e300;  // the slowest link's bytes/s, from the pairs
     for (const std::string& s : all_pairs)
       for (const auto& p : nlohmann::json::parse(s)) slowest = std::min(slowest, p[3].get<double>());
-    // About a second of traffic, 1 to 32 MB.
-    coll_floats = std::clamp<int64_t>(int64_t(slowest * P / (P - 1) / 4), 1 << 18, 8 << 20) / P * P;
-    std::vector<float> data(size_t(coll_floats), 1.f), tmp(size_t(coll_floats / P));
-    std::vector<int> counts(size_t(P), int(coll_floats / P)), displs;
-    for (int r = 0; r < P; ++r) displs.push_back(r * int(coll_floats / P));
-    rs_s = ag_s = 1e300;
+    coll_floats[0] = (1 << 18) / P * P;
+    // About a second of traffic, 4 to 32 MB.
+    coll_floats[1] = std::clamp<int64_t>(int64_t(slowest * P / (P - 1) / 4), 1 << 20, 8 << 20) / P * P;
     for (int k = 0; k < 2; ++k) {
-      comm.all_gather(0.0);
-      double t = now_s();
-      comm.reduce_scatter(data.data(), counts, displs, tmp.data());
-      const std::vector<double> rs = comm.all_gather(now_s() - t);
-      comm.all_gather(0.0);
-      t = now_s();
-      comm.all_gather_v(data.data(), counts, displs);
-      const std::vector<double> ag = comm.all_gather(now_s() - t);
-      rs_s = std::min(rs_s, *std::max_element(rs.begin(), rs.end()));
-      ag_s = std::min(ag_s, *std::max_element(ag.begin(), ag.end()));
+      const int64_t n = coll_floats[k];
+      std::vector<float> data(size_t(n), 1.f), tmp(size_t(n / P));
+      std::vector<int> counts(size_t(P), int(n / P)), displs;
+      for (int r = 0; r < P; ++r) displs.push_back(r * int(n / P));
+      rs_s[k] = ag_s[k] = 1e300;
+      for (int rep = 0; rep < 2; ++rep) {
+        comm.all_gather(0.0);
+        double t = now_s();
+        comm.reduce_scatter(data.data(), counts, displs, tmp.data());
+        const std::vector<double> rs = comm.all_gather(now_s() - t);
+        comm.all_gather(0.0);
+        t = now_s();
+        comm.all_gather_v(data.data(), counts, displs);
+        const std::vector<double> ag = comm.all_gather(now_s() - t);
+        rs_s[k] = std::min(rs_s[k], *std::max_element(rs.begin(), rs.end()));
+        ag_s[k] = std::min(ag_s[k], *std::max_element(ag.begin(), ag.end()));
+      }
     }
   }
   if (me != 0) return 0;
@@ -290,26 +295,42 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
       if (a == b) return shm.empty() ? std::pair{1e-6, 5e9} : mean(shm);
       return mean(by_devices.at({std::min(a, b), std::max(a, b)}));
     };
-    const double bytes = 4. * double(coll_floats);
-    double step = 0, ag = 0;
-    for (int r = 0; r < P; ++r) {
-      const auto [lat, bw] = link_of(r, (r + 1) % P);
-      step = std::max(step, lat + bytes / P / bw);
+    // Predicted at full rate (as the cost model does), per size; measured = overhead +
+    // predicted / efficiency, fitted through the two sizes.
+    double rs_pred[2], ag_pred[2];
+    for (int k = 0; k < 2; ++k) {
+      const double bytes = 4. * double(coll_floats[k]);
+      double step = 0, ag = 0;
+      for (int r = 0; r < P; ++r) {
+        const auto [lat, bw] = link_of(r, (r + 1) % P);
+        step = std::max(step, lat + bytes / P / bw);
+      }
+      std::map<int, double> dev_t;
+      double lat_max = 0;
+      for (int r = 0; r < P; ++r)
+        for (int q = 0; q < P; ++q)
+          if (q != r) {
+            const auto [lat, bw] = link_of(r, q);
+            lat_max = std::max(lat_max, lat);
+            if (dev_of(q) != dev_of(r)) dev_t[dev_of(r)] += bytes / P / bw;
+          }
+      for (auto& [d, t] : dev_t) ag = std::max(ag, lat_max + t);
+      rs_pred[k] = (P - 1) * step;
+      ag_pred[k] = ag;
     }
-    std::map<int, double> dev_t;
-    double lat_max = 0;
-    for (int r = 0; r < P; ++r)
-      for (int q = 0; q < P; ++q)
-        if (q != r) {
-          const auto [lat, bw] = link_of(r, q);
-          lat_max = std::max(lat_max, lat);
-          if (dev_of(q) != dev_of(r)) dev_t[dev_of(r)] += bytes / P / bw;
-        }
-    for (auto& [d, t] : dev_t) ag = std::max(ag, lat_max + t);
-    const double ring = std::clamp((P - 1) * step / rs_s, 0.05, 1.5), many = std::clamp(ag / ag_s, 0.05, 1.5);
-    links["efficiency"] = {{"ring", ring}, {"many_flows", many}};
-    std::printf("collectives of %.1f MB: reduce-scatter %.3f s (%.0f%% of the links' rate), all-gather %.3f s (%.0f%%)\n",
-                bytes / 1048576, rs_s, 100 * ring, ag_s, 100 * many);
+    auto fit = [](const double pred[2], const double meas[2]) {
+      const double slope = (meas[1] - meas[0]) / std::max(pred[1] - pred[0], 1e-12);  // = 1 / efficiency
+      const double eff = std::clamp(slope > 0 ? 1 / slope : 1., 0.05, 1.5);
+      return std::pair{eff, std::max(0., meas[0] - pred[0] / eff)};
+    };
+    const auto [ring, ring_o] = fit(rs_pred, rs_s);
+    const auto [many, many_o] = fit(ag_pred, ag_s);
+    links["efficiency"] = {{"ring", ring}, {"many_flows", many}, {"ring_overhead_s", ring_o}, {"many_flows_overhead_s", many_o}};
+    std::printf(
+        "collectives of %.1f and %.1f MB: reduce-scatter %.3f and %.3f s (%.0f%% of the links' rate + %.1f ms a call), "
+        "all-gather %.3f and %.3f s (%.0f%% + %.1f ms)\n",
+        4. * coll_floats[0] / 1048576, 4. * coll_floats[1] / 1048576, rs_s[0], rs_s[1], 100 * ring, 1e3 * ring_o,
+        ag_s[0], ag_s[1], 100 * many, 1e3 * many_o);
   }
   const nlohmann::json cluster{
       {"comment", "written by tiletrain calibrate --cfg " + net.path + " on " + std::to_string(P) + " ranks"},

@@ -408,9 +408,12 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
   if (const json* ef = member(*links, "efficiency")) {
     const At eat = lat["efficiency"];
     need_object(*ef, eat);
-    check_keys(*ef, eat, {"ring", "many_flows"});
+    check_keys(*ef, eat, {"ring", "many_flows", "ring_overhead_s", "many_flows_overhead_s"});
     if (const json* x = member(*ef, "ring")) c.ring_efficiency = positive(*x, eat["ring"]);
     if (const json* x = member(*ef, "many_flows")) c.many_flows_efficiency = positive(*x, eat["many_flows"]);
+    if (const json* x = member(*ef, "ring_overhead_s")) c.ring_overhead_s = non_negative(*x, eat["ring_overhead_s"]);
+    if (const json* x = member(*ef, "many_flows_overhead_s"))
+      c.many_flows_overhead_s = non_negative(*x, eat["many_flows_overhead_s"]);
   }
   if (const json* t = member(*links, "topology")) {
     c.topology = need_string(*t, lat["topology"]);
@@ -503,7 +506,10 @@ json cluster_to_json(const ClusterSpec& c) {
   json links{{"topology", c.topology},
              {"shared_memory",
               {{"bandwidth_mbit", c.shared_memory.bandwidth_mbit}, {"latency_us", c.shared_memory.latency_us}}}};
-  links["efficiency"] = {{"ring", c.ring_efficiency}, {"many_flows", c.many_flows_efficiency}};
+  links["efficiency"] = {{"ring", c.ring_efficiency},
+                         {"many_flows", c.many_flows_efficiency},
+                         {"ring_overhead_s", c.ring_overhead_s},
+                         {"many_flows_overhead_s", c.many_flows_overhead_s}};
   if (c.bandwidth_mbit) links["bandwidth_mbit"] = *c.bandwidth_mbit;
   if (c.latency_us) links["latency_us"] = *c.latency_us;
   if (!c.pairs.empty()) {

@@ -80,7 +80,10 @@ struct ClusterSpec {
   // calibrate measured it: a ring (one flow each way per device: the gradient
   // reduce-scatter) and many flows at once (all-gathers, the scatter and gather at the
   // cut, halos); 1 when not measured.
+  // And the fixed cost of one such collective call (seconds): what many small ones, e.g.
+  // the per-layer weight chunks of --low-memory, pay besides their bytes.
   double ring_efficiency = 1, many_flows_efficiency = 1;
+  double ring_overhead_s = 0, many_flows_overhead_s = 0;
   // The links as the file gives them; link() resolves them.
   std::optional<double> bandwidth_mbit;  // links.bandwidth_mbit: default for every pair
   std::optional<double> latency_us;      // links.latency_us: default for every pair

@@ -282,9 +282,13 @@ struct Replay {
     return n;
   }
   // Sharded weights of layer l: all-gathered (forward, backward-data) and formatted.
+  // The engine moves a layer's weights in chunks of about 1 MB, a collective each.
+  double chunks(int l) const { return std::ceil(4. * double(net.layers[size_t(l)].weight_count()) / 1048576.); }
+  bool across_devices() const { return rank_dev.back() != rank_dev.front(); }
   void fetch_weights(int l) {
     const double bytes = 4. * double(net.layers[size_t(l)].weight_count());
-    sync(allgather_cost(bytes), &RankPrediction::weights_s);
+    const double calls = across_devices() ? chunks(l) * cm.spec.many_flows_overhead_s : 0;
+    sync(allgather_cost(bytes) + calls, &RankPrediction::weights_s);
     const double share = double(net.layers[size_t(l)].weight_count()) / std::max<int64_t>(1, conv_weights());
     for (int r = 0; r < P; ++r) run(r, model(r).reload_s * share * scale(r), &RankPrediction::weights_s);
   }
@@ -413,7 +417,10 @@ struct Replay {
             run(r, comp(r, lm(r, l).bwd_weights, double(batch) * wbox.area()), &RankPrediction::bwd_s);
           }
         }
-      if (p.low_memory && conv) sync(reduce_scatter_cost(4. * double(s.weight_count())), &RankPrediction::weights_s);
+      if (p.low_memory && conv)
+        sync(reduce_scatter_cost(4. * double(s.weight_count())) +
+                 (across_devices() ? chunks(l) * cm.spec.ring_overhead_s : 0),
+             &RankPrediction::weights_s);
       if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) {
         const LayerSpec& prev = net.layers[size_t(l - 1)];
         if (p.low_memory && any_recomputed(l - 1)) fetch_weights(l - 1);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Two devices, one at half the other's speed (cluster/edge.sh: 0.6 and 0.3 of a core here,
+# 1 Gbit/s): W1 on a 1x2 grid split evenly against split by speed (--col-weights 2,1),
+# each run twice, interleaved (the faster of the two counts); then calibrate and
+# `plan --optimize` on that cluster, which should pick an uneven split itself.
+#
+#   bench/planner/hetero.sh [--out DIR]      (root: namespaces, tc, cgroups)
+#
+# Output: DIR/hetero.jsonl (bench --json of every run) and DIR/hetero-optimize.txt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+out=$here/out
+[ "${1:-}" = --out ] && out=$2
+mkdir -p "$out"
+[ "$(id -u)" -eq 0 ] || { echo "hetero.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
+export EDGE_CLUSTER=hetero
+trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+cluster/edge.sh down >/dev/null 2>&1 || true
+cluster/edge.sh up --devices 2 --link 1gbit --cores 1 --device-speed 0.6 >&2
+cluster/edge.sh speed dev1 0.3 >&2
+cfg=cfgs/yolov2-16.cfg
+: >"$out/hetero.jsonl"
+for round in 1 2; do
+  for split in even "--col-weights 2,1"; do
+    extra=()
+    [ "$split" = even ] || read -r -a extra <<<"$split"
+    cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --grid 1x2 "${extra[@]}" --steps 3 --warmup 1 --json |
+      tail -n1 | python3 -c "import json,sys; r=json.load(sys.stdin); r['split']='$split'; r['round']=$round; print(json.dumps(r))" \
+        >>"$out/hetero.jsonl"
+    tail -n1 "$out/hetero.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('  %-20s step %.3f s' % (r['split'], r['step_s']))" >&2
+  done
+done
+python3 - "$out/hetero.jsonl" <<'EOF' >&2
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+best = {s: min(r["step_s"] for r in runs if r["split"] == s) for s in {r["split"] for r in runs}}
+even, weighted = best["even"], best["--col-weights 2,1"]
+print(f"even split {even:.3f} s, weighted by speed {weighted:.3f} s: {even / weighted:.2f}x faster")
+EOF
+cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/hetero-cluster.json" >&2
+build/tiletrain plan --cfg $cfg --cluster "$out/hetero-cluster.json" --optimize | tee "$out/hetero-optimize.txt" >&2
