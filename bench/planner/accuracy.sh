@@ -5,6 +5,8 @@
 # measurement: median step of 5 after 1 warm-up, peak RSS of the largest rank).
 #
 #   bench/planner/accuracy.sh [--only local,edge] [--out DIR]
+#   bench/planner/accuracy.sh --repredict DIR   (predictions again from DIR's cluster files
+#                                                 with the current binary; measurements kept)
 #
 #   local  this machine, ranks over shared memory (mpirun): W1 at batch 1 and 4, grids
 #          1x1 to 3x2, 1-4 ranks, several tiles per rank, groupings none/all/0,4,8,12 and
@@ -18,9 +20,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
-only=local,edge out=$here/out
+only=local,edge out=$here/out repredict=""
 while [ $# -gt 0 ]; do
   case $1 in
+    --repredict) repredict=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -30,6 +33,22 @@ done
 want() { [[ ",$only," == *",$1,"* ]]; }
 bin=$root/build/tiletrain
 [ -x "$bin" ] || { echo "accuracy.sh: no $bin: run scripts/test.sh or cmake --build build first" >&2; exit 1; }
+if [ -n "$repredict" ]; then
+  python3 - "$repredict" "$bin" <<'EOF'
+import json, subprocess, sys
+out, bin = sys.argv[1:]
+runs = [json.loads(l) for l in open(f"{out}/runs.jsonl") if l.strip()]
+for r in runs:
+    cmd = [bin, "plan", "--cfg", "cfgs/yolov2-16.cfg", *r["args"].split(), "--cluster", r["cluster"],
+           "--ranks-per-device", str(r["per"]), "--json"]
+    p = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["prediction"]
+    r["predicted"] = {k: v for k, v in p.items() if k != "ranks"}
+with open(f"{out}/runs.jsonl", "w") as f:
+    for r in runs:
+        f.write(json.dumps(r) + "\n")
+EOF
+  exec /usr/bin/python3 "$here/plot.py" "$repredict"
+fi
 mkdir -p "$out/raw"
 runs=$out/runs.jsonl
 : >"$runs"
@@ -51,12 +70,12 @@ record() {
     log "FAILED: $setting $* (see $out/raw/$name.bench.txt)"
     exit 1
   fi
-  python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" >>"$runs" <<'EOF'
+  python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" "$cluster" "$per" >>"$runs" <<'EOF'
 import json, sys
-setting, ranks, plan, bench, args = sys.argv[1:]
+setting, ranks, plan, bench, args, cluster, per = sys.argv[1:]
 p = json.load(open(plan))["prediction"]
 b = json.loads([l for l in open(bench) if l.startswith("{")][-1])
-print(json.dumps({"setting": setting, "ranks": int(ranks), "args": args, "predicted": {k: v for k, v in p.items() if k != "ranks"},
+print(json.dumps({"setting": setting, "ranks": int(ranks), "args": args, "cluster": cluster, "per": int(per), "predicted": {k: v for k, v in p.items() if k != "ranks"},
                   "measured": {k: b[k] for k in ("step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_rss_mb_max")}}))
 EOF
   python3 -c "import json,sys; r=json.loads(open('$runs').readlines()[-1]); print('  %-40s predicted %.3f s %.0f MB, measured %.3f s %.0f MB' % (r['setting']+' '+r['args'][:40], r['predicted']['step_s'], r['predicted']['peak_rss_mb_max'], r['measured']['step_s'], r['measured']['peak_rss_mb_max']))" >&2

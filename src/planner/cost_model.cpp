@@ -282,13 +282,72 @@ struct Replay {
     return n;
   }
   // Sharded weights of layer l: all-gathered (forward, backward-data) and formatted.
-  // The engine moves a layer's weights in chunks of about 1 MB, a collective each.
-  double chunks(int l) const { return std::ceil(4. * double(net.layers[size_t(l)].weight_count()) / 1048576.); }
   bool across_devices() const { return rank_dev.back() != rank_dev.front(); }
+  // --low-memory moves layer l's weights in chunks of whole output channels, about 1 MB
+  // each (Segment::plan_chunks), each chunk split among the ranks that own parts of it
+  // (shards are contiguous runs of all the tiled convolutions' weights, make_shard_plan).
+  // Per chunk: the floats each rank owns.
+  std::vector<std::vector<double>> chunk_parts(int l) const {
+    int64_t total = 0, v = 0;
+    for (int k = 0; k < cut; ++k)
+      if (net.layers[size_t(k)].type == LayerType::Conv) {
+        if (k < l) v += net.layers[size_t(k)].weight_count();
+        total += net.layers[size_t(k)].weight_count();
+      }
+    const LayerSpec& s = net.layers[size_t(l)];
+    const int64_t n = s.weight_count(), oc = s.out.c, row = n / oc, cb = model(0).channel_block;
+    const int64_t step = oc % cb ? oc : std::clamp<int64_t>((int64_t(1) << 18) / row / cb * cb, cb, oc);
+    std::vector<std::vector<double>> parts;
+    for (int64_t o0 = 0; o0 < oc; o0 += step) {
+      const int64_t begin = v + o0 * row, end = v + std::min(oc, o0 + step) * row;
+      std::vector<double> mine(static_cast<size_t>(P), 0.);
+      for (int r = 0; r < P; ++r)
+        mine[size_t(r)] = double(std::max<int64_t>(0, std::min(end, total * (r + 1) / P) - std::max(begin, total * r / P)));
+      parts.push_back(std::move(mine));
+    }
+    return parts;
+  }
+  // The slowest link between two ranks (seconds for `bytes`), at an efficiency.
+  double worst_link(double bytes, double efficiency) const {
+    double worst = 0;
+    for (int r = 0; r < P; ++r)
+      for (int q = 0; q < P; ++q)
+        if (q != r) {
+          const LinkSpec k = link(r, q);
+          const double eff = rank_dev[size_t(r)] == rank_dev[size_t(q)] ? 1 : efficiency;
+          worst = std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / eff);
+        }
+    return worst;
+  }
+  // All-gather of each chunk (linear: every rank sends its part to every other one, so a
+  // rank's link carries (P-1) x its part out and the rest in) and the ring reduce-scatter
+  // of its gradient (step s: rank r passes part r-s-1 on), each with its fixed cost. A
+  // chunk mostly has one owner, whose flows then have the links to themselves: the
+  // ring's efficiency, not the crowded all-gather's (closer to measurement, see RESULTS).
+  double chunked_gather_cost(int l) const {
+    double t = 0;
+    for (const auto& parts : chunk_parts(l)) {
+      double chunk = 0, busiest = 0;
+      for (double c : parts) chunk += c;
+      for (double c : parts) busiest = std::max(busiest, std::max((P - 1) * c, chunk - c));
+      t += worst_link(4 * busiest, cm.spec.ring_efficiency) + (across_devices() ? cm.spec.many_flows_overhead_s : 0);
+    }
+    return t;
+  }
+  double chunked_reduce_scatter_cost(int l) const {
+    double t = 0;
+    for (const auto& parts : chunk_parts(l)) {
+      for (int st = 0; st + 1 < P; ++st) {
+        double biggest = 0;
+        for (int r = 0; r < P; ++r) biggest = std::max(biggest, parts[size_t(((r - st - 1) % P + P) % P)]);
+        t += worst_link(4 * biggest, cm.spec.ring_efficiency);
+      }
+      t += across_devices() ? cm.spec.ring_overhead_s : 0;
+    }
+    return t;
+  }
   void fetch_weights(int l) {
-    const double bytes = 4. * double(net.layers[size_t(l)].weight_count());
-    const double calls = across_devices() ? chunks(l) * cm.spec.many_flows_overhead_s : 0;
-    sync(allgather_cost(bytes) + calls, &RankPrediction::weights_s);
+    sync(chunked_gather_cost(l), &RankPrediction::weights_s);
     const double share = double(net.layers[size_t(l)].weight_count()) / std::max<int64_t>(1, conv_weights());
     for (int r = 0; r < P; ++r) run(r, model(r).reload_s * share * scale(r), &RankPrediction::weights_s);
   }
@@ -418,9 +477,7 @@ struct Replay {
           }
         }
       if (p.low_memory && conv)
-        sync(reduce_scatter_cost(4. * double(s.weight_count())) +
-                 (across_devices() ? chunks(l) * cm.spec.ring_overhead_s : 0),
-             &RankPrediction::weights_s);
+        sync(chunked_reduce_scatter_cost(l), &RankPrediction::weights_s);
       if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) {
         const LayerSpec& prev = net.layers[size_t(l - 1)];
         if (p.low_memory && any_recomputed(l - 1)) fetch_weights(l - 1);
