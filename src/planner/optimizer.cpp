@@ -177,6 +177,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
         for (int cut : cuts)
           for (int variant = 0; variant < 4; ++variant) {
+            if (R * C == 1 && cut != default_cut) continue;  // one tile: the cut changes nothing
             const bool lm = variant & 1, weighted = variant & 2;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;
@@ -190,6 +191,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
+              if (R * C == 1 && g.size() == 1 && cut > 1) continue;
               p.group_starts = g;
               try {
                 if (const Candidate* c = consider(p)) cfg.best = std::min(cfg.best, c->pred.step_s);
@@ -203,8 +205,11 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
       }
   // Stage 2: the grouping search on the most promising configurations.
   std::sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.best < b.best; });
-  for (size_t k = 0; k < configs.size() && int(k) < o.dp_configs; ++k) {
+  int searched = 0;
+  for (size_t k = 0; k < configs.size() && searched < o.dp_configs; ++k) {
     Partition p = configs[k].part;
+    if (p.rows * p.cols == 1) continue;  // one tile: groupings change nothing
+    ++searched;
     p.group_starts = best_grouping(net, p, cm, &res.replays);
     consider(p);
   }
