@@ -78,15 +78,13 @@ ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, dou
 }
 
 Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int per = 1, bool lm = false) {
-  Partition p;
-  p.rows = r;
-  p.cols = c;
-  p.cut = cut;
-  p.tiles_per_rank = k;
-  p.ranks_per_device = per;
-  p.low_memory = lm;
-  p.group_starts = parse_groups(groups, 0, cut);
-  return p;
+  return Partition{.rows = r,
+                   .cols = c,
+                   .group_starts = parse_groups(groups, 0, cut),
+                   .cut = cut,
+                   .tiles_per_rank = k,
+                   .ranks_per_device = per,
+                   .low_memory = lm};
 }
 
 TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {

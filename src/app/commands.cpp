@@ -378,6 +378,7 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   topt.need_input_delta = true;
   TrainOptions ropt = topt;
   ropt.rows = ropt.cols = 1;
+  ropt.split = {};
   ropt.groups = "all";
   ropt.cut = -1;
   ropt.low_memory = false;  // the reference is the plain single-process run

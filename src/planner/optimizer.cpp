@@ -181,13 +181,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             const bool lm = variant & 1, weighted = variant & 2;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;
-            Partition p;
-            p.rows = R;
-            p.cols = C;
-            p.cut = cut;
-            p.tiles_per_rank = K;
-            p.ranks_per_device = per;
-            p.low_memory = lm;
+            Partition p{.rows = R, .cols = C, .cut = cut, .tiles_per_rank = K, .ranks_per_device = per, .low_memory = lm};
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
