@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Is the optimizer's choice the fastest measured? On an emulated cluster of a profile:
+# calibrate, `plan --optimize --top 8`, then measure (bench, median of 3 steps) the
+# optimizer's candidates that use every device and 10 hand-picked partitions, interleaved.
+#
+#   bench/planner/optimizer_check.sh PROFILE DEVICES [--out DIR]    (root)
+#
+# Output: DIR/optimizer-PROFILE.jsonl (one line per run: source, options, predicted and
+# measured step) and a summary on stderr.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+profile=${1:?profile}
+devices=${2:?devices}
+out=$here/out
+[ "${3:-}" = --out ] && out=$4
+mkdir -p "$out"
+[ "$(id -u)" -eq 0 ] || { echo "optimizer_check.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
+export EDGE_CLUSTER=optcheck
+trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+cluster/edge.sh down >/dev/null 2>&1 || true
+cluster/edge.sh up --devices "$devices" --profile "$profile" >&2
+cfg=cfgs/yolov2-16.cfg
+c=$out/optimizer-$profile-cluster.json
+cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+build/tiletrain plan --cfg $cfg --cluster "$c" --optimize --top 8 --json >"$out/optimizer-$profile-plan.json"
+log=$out/optimizer-$profile.jsonl
+: >"$log"
+# The candidates: the optimizer's that run one rank per device on all of them, then the hand-picked.
+mapfile -t picks < <(python3 - "$out/optimizer-$profile-plan.json" "$devices" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1])); d = int(sys.argv[2])
+for c in j["best"]:
+    if c["ranks"] == d and c["ranks_per_device"] == 1:
+        args = c["command"].split(" -- ", 1)[1].replace("train ", "", 1).replace(" --steps 100", "").split("   #")[0]
+        args = args.replace("--cfg cfgs/yolov2-16.cfg ", "")
+        print("optimizer|" + args)
+EOF
+)
+hand=("--grid 1x2 --groups none" "--grid 2x1 --groups none" "--grid 1x2 --groups all" "--grid 2x1 --groups 0,4,8,12"
+  "--grid 2x2 --tiles-per-rank 2 --groups none" "--grid 2x2 --tiles-per-rank 2 --groups 0,4,8,12"
+  "--grid 1x2 --groups none --low-memory" "--grid 2x1 --groups 0,8,12" "--grid 4x2 --tiles-per-rank 4 --groups none"
+  "--grid 1x2 --groups none --cut 12")
+[ "$devices" = 2 ] || { echo "optimizer_check.sh: the hand-picked set is for 2 devices" >&2; exit 1; }
+for h in "${hand[@]}"; do picks+=("hand|$h"); done
+for p in "${picks[@]}"; do
+  src=${p%%|*} args=${p#*|}
+  # shellcheck disable=SC2086
+  pred=$(build/tiletrain plan --cfg $cfg $args --cluster "$c" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['prediction']['step_s'])")
+  # shellcheck disable=SC2086
+  meas=$(cluster/edge.sh run --timeout 600 -- bench --cfg $cfg $args --steps 3 --warmup 1 --json | tail -n1 |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['step_s'])")
+  echo "{\"source\": \"$src\", \"args\": \"$args\", \"predicted\": $pred, \"measured\": $meas}" >>"$log"
+  printf '  %-9s %-55s predicted %.3f s, measured %.3f s\n' "$src" "$args" "$pred" "$meas" >&2
+done
+python3 - "$log" <<'EOF' >&2
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+best = min(runs, key=lambda r: r["measured"])
+opt = [r for r in runs if r["source"] == "optimizer"]
+if opt:
+    top = opt[0]
+    print(f"optimizer's first choice: {top['args']} measured {top['measured']:.3f} s; fastest measured: "
+          f"{best['args']} ({best['source']}) {best['measured']:.3f} s; choice / fastest = {top['measured'] / best['measured']:.3f}")
+EOF
