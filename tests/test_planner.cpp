@@ -68,7 +68,7 @@ ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, dou
   nlohmann::json devs = nlohmann::json::array();
   const nlohmann::json model = device_model_to_json(synthetic_model(net));
   for (int d = 0; d < devices; ++d)
-    devs.push_back({{"name", "d" + std::to_string(d)},
+    devs.push_back({{"name", std::string("d").append(std::to_string(d))},
                     {"cores", 4},
                     {"memory_mb", memory_mb},
                     {"speed", speeds.empty() ? 1.0 : speeds[size_t(d)]},
@@ -84,7 +84,8 @@ Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int 
                    .cut = cut,
                    .tiles_per_rank = k,
                    .ranks_per_device = per,
-                   .low_memory = lm};
+                   .low_memory = lm,
+                   .split = {}};
 }
 
 TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {

@@ -16,7 +16,10 @@ std::string Partition::groups_str() const {
   if (group_starts.empty() || int(group_starts.size()) == cut) return "none";
   if (group_starts.size() == 1) return "all";
   std::string s;
-  for (int g : group_starts) s += (s.empty() ? "" : ",") + std::to_string(g);
+  for (int g : group_starts) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
   return s;
 }
 
@@ -33,7 +36,8 @@ std::string Partition::split_flags() const {
     for (double v : w) {
       char b[32];
       std::snprintf(b, sizeof b, "%.3g", v);
-      s += (s.empty() ? "" : ",") + std::string(b);
+      if (!s.empty()) s += ',';
+      s += b;
     }
     return s;
   };
@@ -106,6 +110,39 @@ ClusterModel local_cluster(const DeviceModel& m, int cores, double memory_mb, co
   return cm;
 }
 
+double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  const int P = int(rank_dev.size());
+  double step = 0;
+  for (int r = 0; r < P; ++r) {
+    const int a = rank_dev[size_t(r)], b = rank_dev[size_t((r + 1) % P)];
+    const LinkSpec l = c.link(a, b);
+    step = std::max(step, l.latency_s() + bytes / P / l.bytes_per_s() / (a == b ? 1 : c.ring_efficiency));
+  }
+  return (P - 1) * step;
+}
+
+double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  const int P = int(rank_dev.size());
+  std::vector<double> dev_t(c.devices.size(), 0);  // bytes from other devices over each device's link
+  for (int r = 0; r < P; ++r)
+    for (int q = 0; q < P; ++q)
+      if (rank_dev[size_t(q)] != rank_dev[size_t(r)])
+        dev_t[size_t(rank_dev[size_t(r)])] +=
+            bytes / P / c.link(rank_dev[size_t(r)], rank_dev[size_t(q)]).bytes_per_s() / c.many_flows_efficiency;
+  double worst = 0;
+  for (int r = 0; r < P; ++r) {
+    double t = 0, lat = 0;
+    for (int q = 0; q < P; ++q) {
+      if (q == r) continue;
+      const LinkSpec l = c.link(rank_dev[size_t(r)], rank_dev[size_t(q)]);
+      lat = std::max(lat, l.latency_s());
+      if (rank_dev[size_t(q)] == rank_dev[size_t(r)]) t += bytes / P / l.bytes_per_s();
+    }
+    worst = std::max(worst, lat + t + dev_t[size_t(rank_dev[size_t(r)])]);
+  }
+  return worst;
+}
+
 namespace {
 
 constexpr double kMB = 1048576.0;
@@ -133,7 +170,7 @@ struct Replay {
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
   std::vector<double> since_sync;       // compute since the last synchronisation
   std::vector<RankPrediction> acc;
-  SegmentMemoryPlan layout;  // layouts (channel blocks) of every tiled layer
+  std::vector<SegmentMemoryPlan> rank_layouts;  // per rank: the Segment's memory plan of its tiles
   Prediction out;
 
   Replay(const NetSpec& n, const Partition& part, const ClusterModel& c) : net(n), p(part), cm(c) {
@@ -174,8 +211,12 @@ struct Replay {
     since_sync.assign(size_t(P), 0.);
     acc.resize(size_t(P));
     for (int r = 0; r < P; ++r) acc[size_t(r)].device = rank_dev[size_t(r)];
-    layout = plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false, {});
+    for (int r = 0; r < P; ++r)
+      rank_layouts.push_back(
+          plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false, local[size_t(r)]));
   }
+  // Layouts (channel blocks) of every tiled layer, alike on every rank.
+  const SegmentMemoryPlan& layout() const { return rank_layouts[0]; }
 
   const DeviceModel& model(int r) const { return cm.models[size_t(rank_dev[size_t(r)])]; }
   double scale(int r) const { return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)]; }
@@ -281,7 +322,6 @@ struct Replay {
       if (net.layers[size_t(l)].type == LayerType::Conv) n += net.layers[size_t(l)].weight_count();
     return n;
   }
-  // Sharded weights of layer l: all-gathered (forward, backward-data) and formatted.
   bool across_devices() const { return rank_dev.back() != rank_dev.front(); }
   // --low-memory moves layer l's weights in chunks of whole output channels, about 1 MB
   // each (Segment::plan_chunks), each chunk split among the ranks that own parts of it
@@ -346,42 +386,14 @@ struct Replay {
     }
     return t;
   }
+  // Sharded weights of layer l: all-gathered (forward, backward-data, recomputation) and formatted.
   void fetch_weights(int l) {
     sync(chunked_gather_cost(l), &RankPrediction::weights_s);
     const double share = double(net.layers[size_t(l)].weight_count()) / std::max<int64_t>(1, conv_weights());
     for (int r = 0; r < P; ++r) run(r, model(r).reload_s * share * scale(r), &RankPrediction::weights_s);
   }
-  // Every rank ends with all of `bytes` (parts of bytes/P each): linear, as libnbc does it.
-  double allgather_cost(double bytes) const {
-    double worst = 0;
-    const int D = int(cm.spec.devices.size());
-    std::vector<double> dev_t(size_t(D), 0);
-    for (int r = 0; r < P; ++r)
-      for (int q = 0; q < P; ++q)
-        if (q != r && rank_dev[size_t(q)] != rank_dev[size_t(r)])
-          dev_t[size_t(rank_dev[size_t(r)])] += bytes / P / link(r, q).bytes_per_s() / cm.spec.many_flows_efficiency;
-    for (int r = 0; r < P; ++r) {
-      double t = 0, lat = 0;
-      for (int q = 0; q < P; ++q) {
-        if (q == r) continue;
-        lat = std::max(lat, link(r, q).latency_s());
-        if (rank_dev[size_t(q)] == rank_dev[size_t(r)]) t += bytes / P / link(r, q).bytes_per_s();
-      }
-      worst = std::max(worst, lat + t + dev_t[size_t(rank_dev[size_t(r)])]);
-    }
-    return worst;
-  }
-  // Ring reduce-scatter: P-1 steps, each a part to the next rank and one from the previous.
-  double reduce_scatter_cost(double bytes) const {
-    double step = 0;
-    for (int r = 0; r < P; ++r) {
-      const int q = (r + 1) % P;
-      const LinkSpec l = link(r, q);
-      const double eff = rank_dev[size_t(r)] == rank_dev[size_t(q)] ? 1 : cm.spec.ring_efficiency;
-      step = std::max(step, l.latency_s() + bytes / P / l.bytes_per_s() / eff);
-    }
-    return (P - 1) * step;
-  }
+  double allgather_cost(double bytes) const { return all_gather_time(cm.spec, rank_dev, bytes); }
+  double reduce_scatter_cost(double bytes) const { return reduce_scatter_time(cm.spec, rank_dev, bytes); }
 
   double last_end() const { return *std::max_element(clock.begin(), clock.end()); }
 
@@ -395,7 +407,7 @@ struct Replay {
     for (int l = 0; l < cut; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
       if (l > 0 && plan.group_start(l))
-        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout.in_cb[size_t(l)], &RankPrediction::halo_s);
+        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s);
       if (p.low_memory && s.type == LayerType::Conv) fetch_weights(l);
       std::vector<double> pw(size_t(P), 0);
       for (int r = 0; r < P; ++r)
@@ -414,7 +426,7 @@ struct Replay {
     const LayerSpec& last = net.layers[size_t(cut - 1)];
     for (int t = 0; t < T; ++t)
       bytes[size_t(tile_rank[size_t(t)])] +=
-          map_bytes(last.out.c, layout.out_cb[size_t(cut - 1)], plan.at(t, cut - 1).own);
+          map_bytes(last.out.c, layout().out_cb[size_t(cut - 1)], plan.at(t, cut - 1).own);
     if (P > 1) root_transfer(bytes, true);
     // The untiled tail and the head, on rank 0.
     for (int l = cut; l < dense_begin; ++l) {
@@ -450,22 +462,13 @@ struct Replay {
     const LayerSpec& lastl = net.layers[size_t(cut - 1)];
     for (int t = 0; t < T; ++t)
       bytes[size_t(tile_rank[size_t(t)])] +=
-          map_bytes(lastl.out.c, layout.out_cb[size_t(cut - 1)], plan.at(t, cut - 1).delta);
+          map_bytes(lastl.out.c, layout().out_cb[size_t(cut - 1)], plan.at(t, cut - 1).delta);
     if (P > 1) root_transfer(bytes, false);
     for (int l = cut - 1; l >= 0; --l) {
       const double mark = last_end();
       const LayerSpec& s = net.layers[size_t(l)];
       const bool conv = s.type == LayerType::Conv;
-      std::vector<double> pw(size_t(P), 0);
-      if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) {
-        if (p.low_memory && any_recomputed(l)) fetch_weights(l);  // the recomputation's weights
-        for (int r = 0; r < P; ++r)
-          for (int t : local[size_t(r)]) {
-            pw[size_t(r)] += comp(r, lm(r, l).bwd_pointwise, double(batch) * plan.at(t, l).delta.area());
-            if (p.low_memory && recomputed(t, l)) pw[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * plan.at(t, l).fwd.area());
-          }
-        pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::bwd_s);
-      }
+      if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) pointwise_backward(l, false);
       if (p.low_memory && conv && l > 0) fetch_weights(l);
       for (int r = 0; r < P; ++r)
         for (int t : local[size_t(r)]) {
@@ -478,23 +481,27 @@ struct Replay {
         }
       if (p.low_memory && conv)
         sync(chunked_reduce_scatter_cost(l), &RankPrediction::weights_s);
-      if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) {
-        const LayerSpec& prev = net.layers[size_t(l - 1)];
-        if (p.low_memory && any_recomputed(l - 1)) fetch_weights(l - 1);
-        std::fill(pw.begin(), pw.end(), 0);
-        for (int r = 0; r < P; ++r)
-          for (int t : local[size_t(r)]) {
-            pw[size_t(r)] += comp(r, lm(r, l - 1).bwd_pointwise, double(batch) * plan.at(t, l - 1).own.area());
-            if (p.low_memory && recomputed(t, l - 1))
-              pw[size_t(r)] += comp(r, lm(r, l - 1).fwd, double(batch) * plan.at(t, l - 1).fwd.area());
-          }
-        pointwise(pw, bn_sync(prev), prev.out.c, &RankPrediction::bwd_s);
-      }
+      if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) pointwise_backward(l - 1, true);
       if (l > 0 && plan.group_start(l))
-        exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout.out_cb[size_t(l - 1)],
+        exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
                  &RankPrediction::halo_s);
       out.layer_s[size_t(l)] += last_end() - mark;
     }
+  }
+
+  // Batch-norm/activation backward of layer l on the delta box (or the owned cells), with
+  // the convolution recomputed (and its sharded weights gathered) where it was not kept.
+  void pointwise_backward(int l, bool owned_only) {
+    if (p.low_memory && any_recomputed(l)) fetch_weights(l);
+    std::vector<double> pw(size_t(P), 0);
+    for (int r = 0; r < P; ++r)
+      for (int t : local[size_t(r)]) {
+        const TileLayer& x = plan.at(t, l);
+        pw[size_t(r)] += comp(r, lm(r, l).bwd_pointwise, double(batch) * (owned_only ? x.own : x.delta).area());
+        if (p.low_memory && recomputed(t, l)) pw[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * x.fwd.area());
+      }
+    const LayerSpec& s = net.layers[size_t(l)];
+    pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::bwd_s);
   }
 
   bool recomputed(int t, int l) const {
@@ -506,7 +513,6 @@ struct Replay {
       if (recomputed(t, l)) return true;
     return false;
   }
-  std::vector<SegmentMemoryPlan> rank_layouts;
   const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
 
   void update() {
@@ -547,12 +553,12 @@ struct Replay {
       if (r == 0) {  // the input, the whole maps at the cut, the untiled tail and the head
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
         extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
-        a.maps_mb += map_bytes(at_cut.out.c, layout.out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
-        a.deltas_mb += map_bytes(at_cut.out.c, layout.out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        a.maps_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        a.deltas_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
         if (dense_begin > cut) {
           const Plan p1 = make_plan(net, 1, 1, cut, dense_begin, {cut});
           const SegmentMemoryPlan u =
-              plan_segment_memory(net, p1, batch, layout.out_cb[size_t(cut - 1)], m.channel_block, false, true, {0});
+              plan_segment_memory(net, p1, batch, layout().out_cb[size_t(cut - 1)], m.channel_block, false, true, {0});
           a.maps_mb += u.maps_bytes / kMB;
           a.deltas_mb += u.deltas_bytes / kMB;
         }
@@ -574,9 +580,6 @@ struct Replay {
   }
 
   Prediction finish() {
-    for (int r = 0; r < P; ++r)
-      rank_layouts.push_back(plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false,
-                                                 local[size_t(r)]));
     forward();
     backward();
     update();

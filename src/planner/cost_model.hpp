@@ -72,6 +72,12 @@ struct Prediction {
   std::vector<double> layer_s;
 };
 
+// The update's collectives over ranks on devices rank_dev[r], `bytes` in all, at the
+// cluster's calibrated efficiencies: the ring reduce-scatter (P-1 steps of a part to the
+// next rank) and the linear all-gather (every rank's part to every other rank).
+double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+
 // Throws when the partition does not fit the net or the cluster (too few devices).
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm);
 

@@ -86,6 +86,18 @@ std::string net_signature(const NetSpec& net) {
 
 namespace {
 
+// The five passes of a layer: their name in a model file, the engine's time, the fit.
+struct PassEntry {
+  const char* name;
+  double LayerTimes::*time;
+  LinearFit LayerModel::*fit;
+};
+constexpr PassEntry kPasses[] = {{"fwd", &LayerTimes::fwd, &LayerModel::fwd},
+                                 {"fwd_pointwise", &LayerTimes::fwd_pointwise, &LayerModel::fwd_pointwise},
+                                 {"bwd_pointwise", &LayerTimes::bwd_pointwise, &LayerModel::bwd_pointwise},
+                                 {"bwd_data", &LayerTimes::bwd_data, &LayerModel::bwd_data},
+                                 {"bwd_weights", &LayerTimes::bwd_weights, &LayerModel::bwd_weights}};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -96,6 +108,7 @@ double median(std::vector<double> v) {
 struct SizePoint {
   int height = 0, width = 0;
   std::vector<LayerTimes> layers;
+  std::vector<double> cells;       // per layer: batch x rows x columns of its output map
   double compute = 0, jitter = 0;  // layer compute per step (median); relative spread of layer times
   double head_fwd = 0, head_bwd = 0, update = 0, reload = 0, total = 0;
 };
@@ -129,20 +142,16 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   p.width = net.width;
   const size_t L = net.layers.size();
   p.layers.resize(L);
-  auto med = [&](double LayerTimes::*f, size_t l) {
-    std::vector<double> v;
-    for (auto& s : steps) v.push_back(s[l].*f);
-    return median(v);
-  };
-  for (size_t l = 0; l < L; ++l)
-    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
-                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights})
-      p.layers[l].*f = med(f, l);
-  // Spread: per layer and pass of over 1 ms, standard deviation / mean across steps.
+  for (const LayerSpec& l : net.layers) p.cells.push_back(double(net.batch) * l.out.h * l.out.w);
+  // Per layer and pass: the median over steps, and (over 1 ms) the spread, standard
+  // deviation / mean across steps.
   std::vector<double> spreads;
   for (size_t l = 0; l < L; ++l)
-    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
-                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights}) {
+    for (const PassEntry& e : kPasses) {
+      const auto f = e.time;
+      std::vector<double> all;
+      for (auto& st : steps) all.push_back(st[l].*f);
+      p.layers[l].*f = median(all);
       p.compute += p.layers[l].*f;
       double m = 0, v = 0;
       for (auto& st : steps) m += st[l].*f / double(steps.size());
@@ -228,29 +237,18 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
     points.push_back({{"height", p.height}, {"width", p.width}, {"step_s", p.total}, {"layers", layers}});
   }
   for (int l = 0; l < spatial; ++l) {
-    for (double LayerTimes::*f : {&LayerTimes::fwd, &LayerTimes::fwd_pointwise, &LayerTimes::bwd_pointwise,
-                                  &LayerTimes::bwd_data, &LayerTimes::bwd_weights}) {
+    for (const PassEntry& e : kPasses) {
       std::vector<double> cells, secs;
       for (const SizePoint& p : pts) {
-        NetSpec net = net0;
-        resize_net(net, p.height, p.width);
-        const Shape out = net.layers[size_t(l)].out;
-        if (p.layers[size_t(l)].*f <= 0) continue;  // a pass the layer does not have
-        cells.push_back(double(m.batch) * out.h * out.w);
-        secs.push_back(p.layers[size_t(l)].*f);
+        if (p.layers[size_t(l)].*e.time <= 0) continue;  // a pass the layer does not have
+        cells.push_back(p.cells[size_t(l)]);
+        secs.push_back(p.layers[size_t(l)].*e.time);
       }
       LinearFit fit;
       if (!cells.empty()) fit = fit_linear(cells, secs);
       for (size_t i = 0; i < cells.size(); ++i)  // passes of under 0.1 ms do not count: they matter nowhere
         if (secs[i] > 1e-4) errs.push_back(std::abs(fit.at(cells[i]) / secs[i] - 1));
-      LayerModel& lm = m.layers[size_t(l)];
-      LinearFit* dst[] = {&lm.fwd, &lm.fwd_pointwise, &lm.bwd_pointwise, &lm.bwd_data, &lm.bwd_weights};
-      const int k = f == &LayerTimes::fwd             ? 0
-                    : f == &LayerTimes::fwd_pointwise ? 1
-                    : f == &LayerTimes::bwd_pointwise ? 2
-                    : f == &LayerTimes::bwd_data      ? 3
-                                                      : 4;
-      *dst[k] = fit;
+      m.layers[size_t(l)].*e.fit = fit;
     }
   }
   m.solo_compute_s = pts[0].compute;
@@ -263,19 +261,13 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   return m;
 }
 
-namespace {
-const char* const kPassNames[] = {"fwd", "fwd_pointwise", "bwd_pointwise", "bwd_data", "bwd_weights"};
-LinearFit LayerModel::*const kPasses[] = {&LayerModel::fwd, &LayerModel::fwd_pointwise, &LayerModel::bwd_pointwise,
-                                          &LayerModel::bwd_data, &LayerModel::bwd_weights};
-}  // namespace
-
 nlohmann::json device_model_to_json(const DeviceModel& m) {
   nlohmann::json layers = nlohmann::json::array();
   for (size_t l = 0; l < m.layers.size(); ++l) {
     nlohmann::json j{{"layer", l}};
-    for (int k = 0; k < 5; ++k) {
-      const LinearFit& f = m.layers[l].*kPasses[k];
-      j[kPassNames[k]] = {f.a, f.b};
+    for (const PassEntry& e : kPasses) {
+      const LinearFit& f = m.layers[l].*e.fit;
+      j[e.name] = {f.a, f.b};
     }
     layers.push_back(j);
   }
@@ -345,9 +337,9 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
     m.fit_max_err = get("fit_max_rel_err").get<double>();
     for (const auto& lj : get("layers")) {
       LayerModel lm;
-      for (int k = 0; k < 5; ++k) {
-        const auto& ab = lj.at(kPassNames[k]);
-        lm.*kPasses[k] = {ab.at(0).get<double>(), ab.at(1).get<double>()};
+      for (const PassEntry& e : kPasses) {
+        const auto& ab = lj.at(e.name);
+        lm.*e.fit = {ab.at(0).get<double>(), ab.at(1).get<double>()};
       }
       m.layers.push_back(lm);
     }

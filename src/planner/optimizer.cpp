@@ -181,7 +181,14 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             const bool lm = variant & 1, weighted = variant & 2;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;
-            Partition p{.rows = R, .cols = C, .cut = cut, .tiles_per_rank = K, .ranks_per_device = per, .low_memory = lm};
+            Partition p{.rows = R,
+                        .cols = C,
+                        .group_starts = {},
+                        .cut = cut,
+                        .tiles_per_rank = K,
+                        .ranks_per_device = per,
+                        .low_memory = lm,
+                        .split = {}};
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
