@@ -161,10 +161,8 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   nlohmann::json mine = nlohmann::json::array();
   for (const PairTiming& pt : pairs) mine.push_back({pt.a, pt.b, pt.latency_s, pt.bytes_per_s, pt.points});
   const std::vector<std::string> all_pairs = comm.all_gather(mine.dump());
-  // Collective traffic at the weights' size: the ring reduce-scatter and the all-gather
-  // the update runs, timed (slowest rank, best of two), to set what fraction of the links'
-  // rates many flows at once get (calibrate_collectives).
-  // Two sizes: the 1 MB chunks --low-memory moves and the update's whole weights.
+  // The ring reduce-scatter and the all-gather the update runs, timed (slowest rank, best
+  // of two) at two sizes: the 1 MB chunks --low-memory moves, and about a second of traffic.
   double rs_s[2] = {0, 0}, ag_s[2] = {0, 0};
   int64_t coll_floats[2] = {0, 0};
   if (P > 1) {
@@ -287,36 +285,22 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     links["latency_us"] = links["shared_memory"]["latency_us"];
     links["bandwidth_mbit"] = links["shared_memory"]["bandwidth_mbit"];
   }
-  // What fraction of the measured rates the collectives got, across devices: predicted
-  // (as the cost model does, at full rate) over measured.
-  if (by_devices.size() > 0) {
-    auto link_of = [&](int r, int q) -> std::pair<double, double> {  // latency s, bytes/s
-      const int a = dev_of(r), b = dev_of(q);
-      if (a == b) return shm.empty() ? std::pair{1e-6, 5e9} : mean(shm);
-      return mean(by_devices.at({std::min(a, b), std::max(a, b)}));
-    };
-    // Predicted at full rate (as the cost model does), per size; measured = overhead +
-    // predicted / efficiency, fitted through the two sizes.
+  nlohmann::json cluster{
+      {"comment", "written by tiletrain calibrate --cfg " + net.path + " on " + std::to_string(P) + " ranks"},
+      {"devices", devices},
+      {"links", links}};
+  const auto profiles = load_profiles(default_profiles_path());
+  ClusterSpec c = parse_cluster(cluster, out, profiles);  // loadable as it is
+  // What fraction of the links' rates the collectives got across devices, and a fixed
+  // cost per call: the cost model's times at full rate against the measured ones, through
+  // the two sizes (measured = cost + predicted / efficiency).
+  if (!by_devices.empty()) {
+    std::vector<int> rank_dev;
+    for (int r = 0; r < P; ++r) rank_dev.push_back(dev_of(r));
     double rs_pred[2], ag_pred[2];
     for (int k = 0; k < 2; ++k) {
-      const double bytes = 4. * double(coll_floats[k]);
-      double step = 0, ag = 0;
-      for (int r = 0; r < P; ++r) {
-        const auto [lat, bw] = link_of(r, (r + 1) % P);
-        step = std::max(step, lat + bytes / P / bw);
-      }
-      std::map<int, double> dev_t;
-      double lat_max = 0;
-      for (int r = 0; r < P; ++r)
-        for (int q = 0; q < P; ++q)
-          if (q != r) {
-            const auto [lat, bw] = link_of(r, q);
-            lat_max = std::max(lat_max, lat);
-            if (dev_of(q) != dev_of(r)) dev_t[dev_of(r)] += bytes / P / bw;
-          }
-      for (auto& [d, t] : dev_t) ag = std::max(ag, lat_max + t);
-      rs_pred[k] = (P - 1) * step;
-      ag_pred[k] = ag;
+      rs_pred[k] = reduce_scatter_time(c, rank_dev, 4. * double(coll_floats[k]));
+      ag_pred[k] = all_gather_time(c, rank_dev, 4. * double(coll_floats[k]));
     }
     auto fit = [](const double pred[2], const double meas[2]) {
       const double slope = (meas[1] - meas[0]) / std::max(pred[1] - pred[0], 1e-12);  // = 1 / efficiency
@@ -325,18 +309,15 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     };
     const auto [ring, ring_o] = fit(rs_pred, rs_s);
     const auto [many, many_o] = fit(ag_pred, ag_s);
-    links["efficiency"] = {{"ring", ring}, {"many_flows", many}, {"ring_overhead_s", ring_o}, {"many_flows_overhead_s", many_o}};
+    cluster["links"]["efficiency"] = {
+        {"ring", ring}, {"many_flows", many}, {"ring_overhead_s", ring_o}, {"many_flows_overhead_s", many_o}};
+    c = parse_cluster(cluster, out, profiles);
     std::printf(
         "collectives of %.1f and %.1f MB: reduce-scatter %.3f and %.3f s (%.0f%% of the links' rate + %.1f ms a call), "
         "all-gather %.3f and %.3f s (%.0f%% + %.1f ms)\n",
         4. * coll_floats[0] / 1048576, 4. * coll_floats[1] / 1048576, rs_s[0], rs_s[1], 100 * ring, 1e3 * ring_o,
         ag_s[0], ag_s[1], 100 * many, 1e3 * many_o);
   }
-  const nlohmann::json cluster{
-      {"comment", "written by tiletrain calibrate --cfg " + net.path + " on " + std::to_string(P) + " ranks"},
-      {"devices", devices},
-      {"links", links}};
-  const ClusterSpec c = parse_cluster(cluster, out, load_profiles(default_profiles_path()));  // loadable as it is
   save_cluster(c, out);
   for (const nlohmann::json& d : devices) {
     const DeviceModel m = device_model_from_json(d["model"], out);
@@ -349,10 +330,6 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   std::printf("calibrated in %.1f s (kernels %.1f s); wrote %s\n", now_s() - t0, t_kernels, out.c_str());
   return 0;
 }
-
-}  // namespace tt
-
-namespace tt {
 
 ClusterModel load_cluster_model(const PlanOptions& po, const NetSpec& net) {
   const ClusterSpec c = load_cluster(po.cluster);
@@ -387,6 +364,16 @@ Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec
   return p;
 }
 
+namespace {
+// Each device whose ranks need more memory than it has, and by how much.
+void print_shortfalls(const Prediction& pr, const ClusterModel& cm, const char* prefix) {
+  for (size_t d = 0; d < pr.memory_short_mb.size(); ++d)
+    if (pr.memory_short_mb[d] > 0)
+      std::printf("%sdevice %s is %.1f MB short (limit %.0f MB)\n", prefix, cm.spec.devices[d].name.c_str(),
+                  pr.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+}
+}  // namespace
+
 void print_prediction(const Prediction& pr, const ClusterModel& cm) {
   std::printf("predicted step %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f; "
               "largest over ranks)\n",
@@ -399,15 +386,9 @@ void print_prediction(const Prediction& pr, const ClusterModel& cm) {
                 cm.spec.devices[size_t(a.device)].name.substr(0, 12).c_str(), a.step_s, a.fwd_s, a.bwd_s, a.halo_s,
                 a.weights_s, a.io_s, a.update_s, a.peak_rss_mb, a.maps_mb, a.deltas_mb, a.filters_mb);
   }
-  for (size_t d = 0; d < pr.memory_short_mb.size(); ++d)
-    if (pr.memory_short_mb[d] > 0)
-      std::printf("does not fit: device %s is %.1f MB short (limit %.0f MB)\n", cm.spec.devices[d].name.c_str(),
-                  pr.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+  print_shortfalls(pr, cm, "does not fit: ");
 }
 
-}  // namespace tt
-
-namespace tt {
 int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
   if (po.cluster.empty()) fail("plan --optimize needs --cluster FILE");
   const NetSpec net = load_run_net(o);
@@ -439,10 +420,7 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
   if (r.best.empty()) {
     const Candidate& c = r.least_memory;
     std::printf("nothing fits. Closest: %s\n", c.part.str().c_str());
-    for (size_t d = 0; d < c.pred.memory_short_mb.size(); ++d)
-      if (c.pred.memory_short_mb[d] > 0)
-        std::printf("  device %s is %.1f MB short (limit %.0f MB)\n", cm.spec.devices[d].name.c_str(),
-                    c.pred.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+    print_shortfalls(c.pred, cm, "  ");
     return 1;
   }
   std::printf("%-3s %9s %9s %9s %9s  %s\n", "#", "step s", "halo s", "weights s", "peak MB", "partition");
