@@ -255,10 +255,16 @@ void check_plan(const NetSpec& net, const Plan& p) {
       // a group before the last tiled layer: its delta is exchanged after batch-norm and
       // activation, so forward computes exactly the owned cells there.
       const bool group_end_conv = l + 1 < p.last && p.group_start(l + 1) && s.type == LayerType::Conv;
+      const bool reads = s.type == LayerType::MaxPool ||
+                         (s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear) && !group_end_conv);
+      EXPECT_EQ(backward_reads_features(net, p, l), reads);
       if (group_end_conv)
         EXPECT_EQ(x.fwd, x.own) << "a group-ending convolution computes only its owned cells";
-      else
+      else if (p.features == BackwardFeatures::Recompute)
         EXPECT_TRUE(contains(x.fwd, x.delta)) << "fwd must hold delta (backward reads forward values there)";
+      else  // exchange: forward computes what the group's next layer reads, no more
+        EXPECT_EQ(x.fwd, l + 1 < p.group_end(l) ? hull(x.own, p.at(t, l + 1).in) : x.own);
+      EXPECT_EQ(x.held, reads ? hull(x.fwd, x.delta) : x.fwd);
       EXPECT_TRUE(contains(x.delta, x.own)) << "delta must hold own (weight gradients)";
       EXPECT_EQ(x.in, window_in(x.fwd, s.win, s.in.h, s.in.w)) << "in must be window_in(fwd)";
       EXPECT_TRUE(contains(x.delta, touching_out(x.delta_in, s.win, s.out.h, s.out.w)))
@@ -272,6 +278,32 @@ void check_plan(const NetSpec& net, const Plan& p) {
         EXPECT_EQ(x.delta_in, prev.delta) << "inside a group, delta_in is the previous layer's delta";
       }
     }
+
+  // Feature pieces (exchange): cell by cell, every held cell outside fwd comes from its
+  // owner, and no piece carries a cell its source does not own or its receiver does not hold.
+  ASSERT_EQ(int(p.feature_halo.size()), p.last - p.first);
+  for (int l = p.first; l < p.last; ++l) {
+    const Box map = out_map(net.layers[l]);
+    for (int to = 0; to < T; ++to) {
+      const TileLayer& x = p.at(to, l);
+      std::vector<int> from_of(size_t(map.area()), -1);
+      for (const Piece& pc : p.feature_halo[l - p.first]) {
+        ASSERT_NE(pc.from, pc.to);
+        if (pc.to != to) continue;
+        EXPECT_TRUE(contains(p.at(pc.from, l).own, pc.box)) << "feature piece at layer " << l << " not owned";
+        EXPECT_TRUE(contains(x.held, pc.box)) << "feature piece at layer " << l << " outside the held box";
+        for (int y = pc.box.y0; y < pc.box.y1; ++y)
+          for (int xx = pc.box.x0; xx < pc.box.x1; ++xx) from_of[size_t(y * map.w() + xx)] = pc.from;
+      }
+      for (int y = x.held.y0; y < x.held.y1; ++y)
+        for (int xx = x.held.x0; xx < x.held.x1; ++xx) {
+          if (contains(x.fwd, Box{y, y + 1, xx, xx + 1})) continue;
+          ASSERT_GE(from_of[size_t(y * map.w() + xx)], 0)
+              << "layer " << l << " tile " << to << ": held cell (" << y << "," << xx << ") comes from no one";
+        }
+    }
+    if (p.features == BackwardFeatures::Recompute) EXPECT_TRUE(p.feature_halo[l - p.first].empty());
+  }
 
   // Halo pieces.
   ASSERT_EQ(int(p.fwd_halo.size()), p.last - p.first);
@@ -331,15 +363,17 @@ TEST(Geometry, RandomPlansKeepEveryInvariant) {
     const int last = first + 1 + int(rng() % unsigned(n - first));
     const int rows = 1 + int(rng() % 4), cols = 1 + int(rng() % 4);
     const std::vector<int> groups = random_groups(rng, first, last);
+    const BackwardFeatures features = rng() % 2 ? BackwardFeatures::Exchange : BackwardFeatures::Recompute;
     const LayerSpec& tail = net.layers[last - 1];
     SCOPED_TRACE("grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", layers [" + std::to_string(first) +
-                 ", " + std::to_string(last) + "), groups " + groups_str(groups) + ", cfg:\n" + cfg);
+                 ", " + std::to_string(last) + "), groups " + groups_str(groups) + ", backward features " +
+                 backward_features_name(features) + ", cfg:\n" + cfg);
     Plan p;
     // With conv (pad 0 or size/2) and Darknet maxpools, the split mapped back through
     // the strides keeps every tile non-empty iff the last tiled output has room.
     const bool fits = tail.out.h >= rows && tail.out.w >= cols;
     try {
-      p = make_plan(net, rows, cols, first, last, groups);
+      p = make_plan(net, rows, cols, first, last, groups, {{}, features});
     } catch (const Error& e) {
       EXPECT_FALSE(fits) << "make_plan refused a grid that fits: " << e.what();
       EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();

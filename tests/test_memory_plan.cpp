@@ -74,7 +74,9 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
     for (const auto& range : ranges) {
       if (range.first >= range.last) continue;
       for (const auto& g : grids) {
-        for (const std::string& gspec : nc.groups) {
+        for (const std::string& gspec : nc.groups)
+        for (BackwardFeatures features : {BackwardFeatures::Recompute, BackwardFeatures::Exchange}) {
+          if (features == BackwardFeatures::Exchange && gspec == "none") continue;
           std::vector<int> starts;
           Plan plan;
           try {
@@ -85,7 +87,7 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
               for (int s : parse_groups(gspec, 0, cut))
                 if (s > range.first && s < range.last) starts.push_back(s);
             }
-            plan = make_plan(net, g[0], g[1], range.first, range.last, starts);
+            plan = make_plan(net, g[0], g[1], range.first, range.last, starts, {{}, features});
           } catch (const Error&) {
             continue;  // a grid too fine for this map
           }
@@ -94,7 +96,8 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
             for (int variant = 0; variant < 4; ++variant) {
               const bool recompute = variant & 1, nid = variant & 2;
               SCOPED_TRACE(
-                  describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local));
+                  describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local) +
+                  ", backward features " + backward_features_name(features));
               std::vector<int> tile_rank(size_t(T), 1);
               for (int t : local) tile_rank[size_t(t)] = 0;
               const SegmentMemoryPlan mp = plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local);

@@ -113,13 +113,27 @@ TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
     int r, c;
     std::string groups;
     int k;
+    BackwardFeatures features = BackwardFeatures::Recompute;
   };
-  for (const Case& cs : std::vector<Case>{{2, 2, "none", 1}, {2, 3, "0,4,8,12", 1}, {3, 2, "all", 1},
-                                          {2, 2, "0,2,5,9", 2}, {1, 3, "none", 3}, {3, 3, "0,8", 3}}) {
+  constexpr auto X = BackwardFeatures::Exchange;
+  for (const Case& cs : std::vector<Case>{{2, 2, "none", 1},
+                                          {2, 3, "0,4,8,12", 1},
+                                          {3, 2, "all", 1},
+                                          {2, 2, "0,2,5,9", 2},
+                                          {1, 3, "none", 3},
+                                          {3, 3, "0,8", 3},
+                                          {2, 2, "all", 1, X},
+                                          {3, 2, "0,4,8,12", 2, X}}) {
     const int cut = resolve_cut(net, -1);
-    const Partition p = part(cs.r, cs.c, cs.groups, cut, cs.k, (cs.r * cs.c / cs.k + 5) / 6);
+    Partition p = part(cs.r, cs.c, cs.groups, cut, cs.k, (cs.r * cs.c / cs.k + 5) / 6);
+    p.features = cs.features;
     const Prediction pr = predict(net, p, cm);
-    const Plan plan = make_plan(net, cs.r, cs.c, 0, cut, p.group_starts);
+    const Plan plan = make_plan(net, cs.r, cs.c, 0, cut, p.group_starts, {{}, cs.features});
+    if (cs.features == X) {
+      size_t pieces = 0;
+      for (const auto& v : plan.feature_halo) pieces += v.size();
+      EXPECT_GT(pieces, 0u) << "a case that exchanges nothing tests nothing";
+    }
     double bytes = 0, cells = 0;
     int msgs = 0;
     for (int l = 0; l < cut; ++l) {
@@ -133,6 +147,13 @@ TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
           ++msgs;
         }
       }
+      // y (floats) or max-pool winners (a byte each) of layer l, for backward
+      for (const Piece& pc : plan.feature_halo[size_t(l)]) {
+        if (pc.from / cs.k == pc.to / cs.k) continue;
+        const int ch = net.layers[size_t(l)].out.c;
+        bytes += (net.layers[size_t(l)].type == LayerType::MaxPool ? 1. : 4.) * ((ch + 7) / 8 * 8) * pc.box.area();
+        ++msgs;
+      }
     }
     EXPECT_DOUBLE_EQ(pr.halo_bytes, bytes) << p.str();
     EXPECT_EQ(pr.halo_messages, msgs) << p.str();
@@ -140,7 +161,7 @@ TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
     // One rank per tile: the plan's own (independent) halo statistics agree.
     if (cs.k == 1) {
       const PlanStats st = plan_stats(net, plan);
-      EXPECT_DOUBLE_EQ(pr.halo_bytes, st.halo_bytes_fwd + st.halo_bytes_bwd) << p.str();
+      EXPECT_DOUBLE_EQ(pr.halo_bytes, st.halo_bytes_fwd + st.halo_bytes_bwd + st.halo_bytes_features) << p.str();
     }
   }
 }
@@ -307,7 +328,7 @@ namespace {
 TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 192);
   const int cut = resolve_cut(net, -1);
-  const Plan plan = make_plan(net, 1, 2, 0, cut, parse_groups("none", 0, cut), TileSplit{{}, {2, 1}});
+  const Plan plan = make_plan(net, 1, 2, 0, cut, parse_groups("none", 0, cut), {TileSplit{{}, {2, 1}}});
   for (int l = 0; l < cut; ++l) {
     const double w0 = plan.at(0, l).own.w(), w1 = plan.at(1, l).own.w();
     EXPECT_NEAR(w0 / (w0 + w1), 2. / 3, 0.1) << "layer " << l;

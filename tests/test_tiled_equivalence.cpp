@@ -64,13 +64,14 @@ struct EqConfig {
   int steps = 2;
   KernelPath kernels = KernelPath::Auto;
   int block = 0;  // 0: this CPU's
+  BackwardFeatures features = BackwardFeatures::Recompute;
 
   std::string describe() const {
     std::ostringstream o;
     o << "config seed " << seed << " (rerun: TILETRAIN_EQ_SEED=" << seed << " TILETRAIN_EQ_COUNT=1), kernels "
       << kernel_path_name(kernels) << (block ? ", block " + std::to_string(block) : std::string()) << ": grid " << rows
       << "x" << cols << ", groups " << groups << ", cut " << cut << ", bn " << (bn == BnMode::Sync ? "sync" : "frozen")
-      << ", " << steps << " step(s), cfg:\n"
+      << ", " << steps << " step(s), backward features " << backward_features_name(features) << ", cfg:\n"
       << cfg;
     return o.str();
   }
@@ -132,6 +133,8 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
       for (int l = 1; l < tiled; ++l)
         if (pick(2)) c.groups += "," + std::to_string(l);
   }
+  // drawn last, so that the draws above give the configurations they gave before the option
+  c.features = pick(2) ? BackwardFeatures::Exchange : BackwardFeatures::Recompute;
   return c;
 }
 
@@ -146,7 +149,7 @@ bool usable(const EqConfig& c, NetSpec& net) {
   }
   const int cut = resolve_cut(net, c.cut);
   try {
-    make_plan(net, c.rows, c.cols, 0, cut, parse_groups(c.groups, 0, cut));
+    make_plan(net, c.rows, c.cols, 0, cut, parse_groups(c.groups, 0, cut), {{}, c.features});
   } catch (const Error& e) {
     if (std::string(e.what()).find("empty") != std::string::npos) return false;
     throw;
@@ -578,7 +581,9 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   topt.seed = c.seed;
   topt.kernels = c.kernels;
   topt.channel_block = c.block;
+  topt.features = c.features;
   TrainOptions ropt = topt;
+  ropt.features = BackwardFeatures::Recompute;
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
   ropt.cut = -1;
@@ -703,7 +708,7 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool keep_going = std::getenv("TILETRAIN_EQ_KEEP_GOING") != nullptr;
   int ran = 0, skipped = 0, failed = 0, ill = 0, explained = 0, grids = 0, cuts = 0, softmax = 0, frozen = 0,
-      batch3 = 0;
+      batch3 = 0, exchanged = 0;
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
     EqConfig c = generate(seed);
@@ -722,6 +727,7 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
     softmax += net.layers.back().type == LayerType::Softmax;
     frozen += c.bn == BnMode::Frozen;
     batch3 += net.batch == 3;
+    exchanged += c.rows * c.cols > 1 && c.features == BackwardFeatures::Exchange;
     const EqResult r = run_equivalence(c, net);
     worst = std::max(worst, r.worst);
     ill += r.ill_conditioned;
@@ -736,10 +742,10 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "ran %d configurations (%d skipped as unusable), %d failed, in %.1f s: %d tiled grids, %d cuts in the "
-      "middle, %d softmax heads, %d frozen bn, %d with batch 3; worst relative difference %.3g; %d tensor(s) "
-      "over %g accepted as ill-conditioned in fp32 (float64 check), %d updated tensor(s) within what their "
-      "gradients explain; float64 checks took %.1f s\n",
-      ran, skipped, failed, secs, grids, cuts, softmax, frozen, batch3, worst, ill, kTol, explained,
+      "middle, %d softmax heads, %d frozen bn, %d with batch 3, %d grids exchanging backward features; worst "
+      "relative difference %.3g; %d tensor(s) over %g accepted as ill-conditioned in fp32 (float64 check), %d "
+      "updated tensor(s) within what their gradients explain; float64 checks took %.1f s\n",
+      ran, skipped, failed, secs, grids, cuts, softmax, frozen, batch3, exchanged, worst, ill, kTol, explained,
       Checker::f64_seconds);
   if (count >= 200 && !::testing::Test::HasFailure()) {
     // the mix the contract promises, not one corner of it
@@ -748,6 +754,7 @@ TEST_P(TiledEquivalenceRandom, RandomConfigurations) {
     EXPECT_GT(softmax, count / 10);
     EXPECT_GT(frozen, count / 5);
     EXPECT_GT(batch3, count / 5);
+    EXPECT_GT(exchanged, count / 5);
   }
 }
 
@@ -793,10 +800,13 @@ TEST(TiledEquivalence, HandPicked) {
     const char* groups;
     BnMode bn;
     int rows, cols;
+    BackwardFeatures features = BackwardFeatures::Recompute;
   };
+  constexpr auto X = BackwardFeatures::Exchange;
   for (const Run& run :
        {Run{"none", BnMode::Sync, 4, 4}, Run{"all", BnMode::Frozen, 4, 4}, Run{"0,2,5", BnMode::Sync, 1, 4},
-        Run{"none", BnMode::Frozen, 3, 1}, Run{"all", BnMode::Sync, 3, 1}, Run{"0,2,5", BnMode::Frozen, 2, 3}}) {
+        Run{"none", BnMode::Frozen, 3, 1}, Run{"all", BnMode::Sync, 3, 1}, Run{"0,2,5", BnMode::Frozen, 2, 3},
+        Run{"all", BnMode::Sync, 4, 4, X}, Run{"none", BnMode::Sync, 3, 1, X}, Run{"0,2,5", BnMode::Frozen, 2, 3, X}}) {
     EqConfig c;
     c.seed = 1234;
     c.cfg = cfg;
@@ -804,12 +814,15 @@ TEST(TiledEquivalence, HandPicked) {
     c.cols = run.cols;
     c.groups = run.groups;
     c.bn = run.bn;
+    c.features = run.features;
     SCOPED_TRACE(c.describe());
     NetSpec net;
     ASSERT_TRUE(usable(c, net));
     const EqResult r = run_equivalence(c, net);
-    std::printf("hand-picked %dx%d groups %s: worst relative difference %.3g (%s), %d ill-conditioned\n", c.rows,
-                c.cols, c.groups.c_str(), r.worst, r.worst_name.c_str(), r.ill_conditioned);
+    std::printf("hand-picked %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
+                "ill-conditioned\n",
+                c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
+                r.ill_conditioned);
   }
 }
 
@@ -844,15 +857,23 @@ TEST(TiledEquivalence, W1) {
   }
   std::printf("W1 untiled step: %.2f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  for (auto [rows, cols] : {std::pair{2, 2}, {3, 3}})
-    for (const char* groups : {"0,4,8,12", "none"}) {
+  struct Run {
+    int rows, cols;
+    const char* groups;
+    BackwardFeatures features = BackwardFeatures::Recompute;
+  };
+  for (auto [rows, cols, groups, features] :
+       {Run{2, 2, "0,4,8,12"}, Run{2, 2, "none"}, Run{3, 3, "0,4,8,12"}, Run{3, 3, "none"},
+        Run{2, 2, "all", BackwardFeatures::Exchange}, Run{3, 3, "0,4,8,12", BackwardFeatures::Exchange}}) {
       const auto t1 = std::chrono::steady_clock::now();
-      SCOPED_TRACE("W1 grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups);
+      SCOPED_TRACE("W1 grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups +
+                   ", backward features " + backward_features_name(features));
       Params p = p0;
       TrainOptions o;
       o.rows = rows;
       o.cols = cols;
       o.groups = groups;
+      o.features = features;
       o.need_input_delta = true;
       Trainer tr(net, p, o, comm);
       const double loss = tr.forward_backward(input.data(), truth.data());
@@ -870,8 +891,8 @@ TEST(TiledEquivalence, W1) {
         check(pre + "rolling mean", p.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);
         check(pre + "rolling variance", p.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), k);
       }
-      std::printf("W1 %dx%d groups %s: worst relative difference %.3g (%s), %.2f s\n", rows, cols, groups, check.worst,
-                  check.worst_name.c_str(),
+      std::printf("W1 %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %.2f s\n", rows,
+                  cols, groups, backward_features_name(features), check.worst, check.worst_name.c_str(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
     }
 }

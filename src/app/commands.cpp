@@ -60,6 +60,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.kernels = parse_kernel_path(o.kernels);
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
   if (!o.col_weights.empty()) t.split.cols = parse_weights(o.col_weights, t.cols, "--col-weights");
+  t.features = parse_backward_features(o.backward_features);
   return t;
 }
 
@@ -147,7 +148,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   }
   TrainOptions t = train_options(o);
   const int cut = resolve_cut(net, t.cut);
-  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), t.split);
+  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), {t.split, t.features});
   PlanStats st = plan_stats(net, p);
   print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels)));
   const double redundant = st.flops_tiled / st.flops_untiled - 1;
@@ -162,6 +163,8 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     j["redundant_flops_frac"] = redundant;
     j["halo_bytes_fwd"] = st.halo_bytes_fwd;
     j["halo_bytes_bwd"] = st.halo_bytes_bwd;
+    j["halo_bytes_features"] = st.halo_bytes_features;
+    j["backward_features"] = backward_features_name(p.features);
     j["tile_bytes_max"] = tile_max;
     nlohmann::json tiles = nlohmann::json::array();
     for (int ti = 0; ti < p.tiles_count(); ++ti) {
@@ -173,15 +176,17 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
                           {"fwd", x.fwd.str()},
                           {"in", x.in.str()},
                           {"delta", x.delta.str()},
-                          {"delta_in", x.delta_in.str()}});
+                          {"delta_in", x.delta_in.str()},
+                          {"held", x.held.str()}});
       }
       tiles.push_back({{"tile", ti}, {"bytes", st.tile_bytes[ti]}, {"layers", layers}});
     }
     j["tiles"] = tiles;
     nlohmann::json halos = nlohmann::json::array();
     for (int l = 0; l < cut; ++l)
-      for (const auto* kind : {"forward", "backward"})
-        for (const Piece& pc : (kind[0] == 'f' ? p.fwd_halo : p.bwd_halo)[l])
+      for (const auto& [kind, pieces] : {std::pair{"forward", &p.fwd_halo}, std::pair{"backward", &p.bwd_halo},
+                                          std::pair{"features", &p.feature_halo}})
+        for (const Piece& pc : (*pieces)[l])
           if (pc.from != pc.to)
             halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
     j["halos"] = halos;
@@ -195,12 +200,14 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   for (int ti = 0; ti < p.tiles_count(); ++ti) {
     std::printf("tile %d (row %d, col %d): input owned %s, %.1f MB per sample\n", ti, ti / t.cols, ti % t.cols,
                 p.own_input[ti].str().c_str(), st.tile_bytes[ti] / 1048576.0);
-    std::printf("  %4s %-26s %-26s %-26s %-26s\n", "#", "owned output", "forward computes", "forward reads",
-                "backward delta");
+    const bool exchange = p.features == BackwardFeatures::Exchange;
+    std::printf("  %4s %-26s %-26s %-26s %-26s%s\n", "#", "owned output", "forward computes", "forward reads",
+                "backward delta", exchange ? " kept for backward" : "");
     for (int l = 0; l < cut; ++l) {
       const TileLayer& x = p.at(ti, l);
-      std::printf("  %3d%s %-26s %-26s %-26s %-26s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
-                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str());
+      std::printf("  %3d%s %-26s %-26s %-26s %-26s%s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
+                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str(),
+                  exchange ? (" " + x.held.str() + (x.held == x.fwd ? "" : " (+exchanged)")).c_str() : "");
     }
     // The halo this tile exchanges at each group start (cells of the map named).
     for (int l = 1; l < cut; ++l) {
@@ -230,8 +237,10 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
       "backward)\n");
   std::printf("forward GFLOPs per sample: untiled %.3f, all tiles %.3f (redundant %.2f%%)\n", st.flops_untiled / 1e9,
               st.flops_tiled / 1e9, 100 * redundant);
-  std::printf("halo per sample: forward %.1f KB, backward %.1f KB; largest tile %.1f MB of maps and deltas\n",
-              st.halo_bytes_fwd / 1024, st.halo_bytes_bwd / 1024, tile_max / 1048576.0);
+  std::printf("halo per sample: forward %.1f KB, backward %.1f KB", st.halo_bytes_fwd / 1024, st.halo_bytes_bwd / 1024);
+  if (p.features == BackwardFeatures::Exchange)
+    std::printf(", forward values for backward %.1f KB", st.halo_bytes_features / 1024);
+  std::printf("; largest tile %.1f MB of maps and deltas\n", tile_max / 1048576.0);
   if (pred) {
     std::printf("on %s (%s):\n", po.cluster.c_str(), partition_of(o, po, net, *cm).str().c_str());
     print_prediction(*pred, *cm);

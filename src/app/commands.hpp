@@ -25,6 +25,7 @@ struct RunOptions {
   bool low_memory = false;
   std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;  // uneven split: a weight per grid row / column
+  std::string backward_features = "recompute";  // recompute | exchange (tiling/plan.hpp)
 };
 
 // plan with a cluster: predicted time and memory (planner/cost_model.hpp), or a search.

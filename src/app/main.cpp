@@ -37,6 +37,12 @@ int main(int argc, char** argv) {
                   "split the map's rows unevenly: a weight per grid row, e.g. 2,1 (a device twice as fast gets "
                   "twice the rows); default even");
     c->add_option("--col-weights", o.col_weights, "the same for the grid's columns, e.g. 2,1");
+    c->add_option("--backward-features", o.backward_features,
+                  "forward values backward needs outside a tile's forward boxes: recompute (forward computes them "
+                  "too) or exchange (swapped with the neighbours at the start of each group's backward, as the "
+                  "paper does: less compute, more messages)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"recompute", "exchange"}));
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
     c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));

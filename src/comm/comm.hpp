@@ -5,6 +5,7 @@
 // this process and the engine moves data by plain copies; MpiComm runs on Open MPI.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class Comm {
   // buffers; the box lies inside t.box).
   virtual void isend(const TensorView& t, const Box& box, int to, int tag) = 0;
   virtual void irecv(const TensorView& t, const Box& box, int from, int tag) = 0;
+  // The same for a byte per cell and channel laid out like `shape` (max-pool winners);
+  // shape.data is not read.
+  virtual void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) = 0;
+  virtual void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) = 0;
   virtual void wait_all() = 0;
   virtual void broadcast(double* data, size_t n, int root) = 0;
   // Sharded weights; rank r's part of `data` is [displs[r], displs[r] + counts[r]).
@@ -50,6 +55,8 @@ class LocalComm final : public Comm {
   void allreduce_sum(float*, size_t) override {}
   void isend(const TensorView&, const Box&, int, int) override;
   void irecv(const TensorView&, const Box&, int, int) override;
+  void isend_bytes(const uint8_t*, const TensorView&, const Box&, int, int) override;
+  void irecv_bytes(uint8_t*, const TensorView&, const Box&, int, int) override;
   void wait_all() override {}
   void broadcast(double*, size_t, int) override {}
   void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}

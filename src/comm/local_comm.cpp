@@ -20,6 +20,13 @@ void LocalComm::irecv(const TensorView&, const Box&, int from, int) {
   fail("internal: message from rank ", from, " in a single process");
 }
 
+void LocalComm::isend_bytes(const uint8_t*, const TensorView&, const Box&, int to, int) {
+  fail("internal: message to rank ", to, " in a single process");
+}
+void LocalComm::irecv_bytes(uint8_t*, const TensorView&, const Box&, int from, int) {
+  fail("internal: message from rank ", from, " in a single process");
+}
+
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 }  // namespace tt

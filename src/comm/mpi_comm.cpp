@@ -104,13 +104,14 @@ void MpiComm::allreduce_sum(float* data, size_t n) {
 }
 
 namespace {
-// The cells `box` of t as an MPI datatype over t.data: [n][channel blocks][rows][columns][cb].
-MPI_Datatype box_type(const TensorView& t, const Box& box) {
+// The cells `box` of t as an MPI datatype over t.data: [n][channel blocks][rows][columns][cb]
+// of `elem` (floats, or bytes laid out alike).
+MPI_Datatype box_type(const TensorView& t, const Box& box, MPI_Datatype elem = MPI_FLOAT) {
   const int sizes[5] = {t.n, t.cblocks(), t.box.h(), t.box.w(), t.cb};
   const int sub[5] = {t.n, t.cblocks(), box.h(), box.w(), t.cb};
   const int starts[5] = {0, 0, box.y0 - t.box.y0, box.x0 - t.box.x0, 0};
   MPI_Datatype type;
-  MPI_Type_create_subarray(5, sizes, sub, starts, MPI_ORDER_C, MPI_FLOAT, &type);
+  MPI_Type_create_subarray(5, sizes, sub, starts, MPI_ORDER_C, elem, &type);
   MPI_Type_commit(&type);
   return type;
 }
@@ -130,6 +131,24 @@ void MpiComm::irecv(const TensorView& t, const Box& box, int from, int tag) {
   MPI_Datatype type = box_type(t, box);
   requests_.emplace_back();
   const int rc = MPI_Irecv(t.data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
+  request_peers_.push_back(from);
+  MPI_Type_free(&type);
+  check(rc, "receive");
+}
+
+void MpiComm::isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) {
+  MPI_Datatype type = box_type(shape, box, MPI_BYTE);
+  requests_.emplace_back();
+  const int rc = MPI_Isend(data, 1, type, to, tag, MPI_COMM_WORLD, &requests_.back());
+  request_peers_.push_back(to);
+  MPI_Type_free(&type);
+  check(rc, "send");
+}
+
+void MpiComm::irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) {
+  MPI_Datatype type = box_type(shape, box, MPI_BYTE);
+  requests_.emplace_back();
+  const int rc = MPI_Irecv(data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
   request_peers_.push_back(from);
   MPI_Type_free(&type);
   check(rc, "receive");

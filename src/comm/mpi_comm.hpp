@@ -27,6 +27,8 @@ class MpiComm final : public Comm {
   void allreduce_sum(float* data, size_t n) override;
   void isend(const TensorView& t, const Box& box, int to, int tag) override;
   void irecv(const TensorView& t, const Box& box, int from, int tag) override;
+  void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) override;
+  void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) override;
   void wait_all() override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;

@@ -10,7 +10,7 @@ size_t TileMemoryPlan::map_bytes() const {
   size_t n = 0;
   for (const LayerMemory& m : layers) {
     if (m.in == MapStore::Own) n += m.in_floats * sizeof(float);
-    if (m.y == MapStore::Own) n += m.out_floats * sizeof(float);
+    if (m.y == MapStore::Own) n += m.y_floats * sizeof(float);
     if (m.z == MapStore::Own) n += m.out_floats * sizeof(float);
     n += m.argmax_bytes;
   }
@@ -129,6 +129,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       LayerMemory& m = tp.layers[i];
       m.in_floats = size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], x.in));
       m.out_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.fwd));
+      m.y_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.held));
       m.in = input_aliases(plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
       // The output persists only when the next convolution reads it in place (and needs it in backward).
       const bool next_reads_in_place =
@@ -141,7 +142,8 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
                                      contains(plan.at(t, l + 1).in, x.fwd);
         const bool z_transient = pointwise && !into_next_input && !next_reads_in_place;
         // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
-        m.recompute = recompute && z_transient;
+        // Not when neighbours' values complete y after forward: then it is kept.
+        m.recompute = recompute && z_transient && x.held == x.fwd;
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
         m.z = !pointwise            ? MapStore::Y
               : into_next_input     ? MapStore::NextInput
@@ -155,7 +157,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       } else {
         // Max-pool backward needs only the winners.
         m.z = next_reads_in_place ? MapStore::Own : MapStore::Transient;
-        m.argmax_bytes = m.out_floats;
+        m.argmax_bytes = m.y_floats;
       }
     }
     plan_backward(net, plan, sp, tp, t, batch, need_input_delta, local_tiles);

@@ -31,8 +31,9 @@ struct LayerMemory {  // one layer i = l - first of one tile
   bool weights_on_delta = false;  // backward-weights on the delta box (weights_on_delta_box)
   int home = -1;                  // a transient z: the delta buffer (0 or 1) that holds it
   size_t in_floats = 0;           // box `in` of the input map
-  size_t out_floats = 0;          // box `fwd` of the output map (y, z)
-  size_t argmax_bytes = 0;        // max-pool winners, one byte per output cell
+  size_t out_floats = 0;          // box `fwd` of the output map (z; y too unless held is larger)
+  size_t y_floats = 0;            // box `held` of y (the feature exchange fills it outside fwd)
+  size_t argmax_bytes = 0;        // max-pool winners, one byte per output cell of `held`
 };
 
 struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds

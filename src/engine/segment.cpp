@@ -150,7 +150,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const LayerMemory& m = mp.layers[i];
       const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
       if (s.type == LayerType::Conv) {
-        ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.fwd) : transient;  // recomputed: z's buffer
+        ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
         ts->fwd[i] = find_kernel(L, s, x.fwd);
         ts->bwd_weights[i] = find_kernel(L, s, m.weights_on_delta ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
@@ -224,6 +224,39 @@ void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of)
     } else if (to == me) {
       comm_.irecv(dst_of(pc.to), pc.box, from, int(k));
     }
+  }
+  comm_.wait_all();
+}
+
+// With BackwardFeatures::Exchange: the forward values the backward of the group ending
+// at layer `end` reads outside its tiles' forward boxes, from their owners, in one exchange.
+void Segment::exchange_features(int end) {
+  const int me = comm_.rank();
+  int tag = 0;
+  for (int l = end;; --l) {
+    const int i = l - plan_.first;
+    const LayerSpec& s = net_.layers[l];
+    auto winners_shape = [&](int t) { return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held}; };
+    for (const Piece& pc : plan_.feature_halo[i]) {
+      const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], k = tag++;
+      if (s.type == LayerType::Conv) {
+        if (from == me && to == me)
+          copy_region(tiles_[pc.from]->y[i], tiles_[pc.to]->y[i], pc.box);
+        else if (from == me)
+          comm_.isend(tiles_[pc.from]->y[i], pc.box, to, k);
+        else if (to == me)
+          comm_.irecv(tiles_[pc.to]->y[i], pc.box, from, k);
+      } else {
+        const TensorView a = winners_shape(pc.from), b = winners_shape(pc.to);
+        if (from == me && to == me)
+          copy_winners(tiles_[pc.from]->argmax[i].data(), a.box, tiles_[pc.to]->argmax[i].data(), b.box, a, pc.box);
+        else if (from == me)
+          comm_.isend_bytes(tiles_[pc.from]->argmax[i].data(), a, pc.box, to, k);
+        else if (to == me)
+          comm_.irecv_bytes(tiles_[pc.to]->argmax[i].data(), b, pc.box, from, k);
+      }
+    }
+    if (plan_.group_start(l)) break;
   }
   comm_.wait_all();
 }
@@ -311,10 +344,15 @@ void Segment::forward_layer(int l, bool training) {
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
       copy_region(ts.z[i - 1], ts.in[i], x.in);                                  // crop of the previous output
     if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
-    if (s.type == LayerType::Conv) {
-      conv_forward(t, l);
+    if (s.type == LayerType::Conv && !(ts.y[i].box == x.fwd)) {
+      // y is held on a larger box than forward computes (the feature exchange fills the
+      // rest): the kernel writes its dense output into z's buffer, then it moves into y.
+      conv_forward(t, l, ts.z[i].data);
+      copy_region(TensorView{ts.z[i].data, batch_, s.out.c, L.out_cb, x.fwd}, ts.y[i], x.fwd);
+    } else if (s.type == LayerType::Conv) {
+      conv_forward(t, l, ts.y[i].data);
     } else {
-      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), s.win);
+      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), x.held, s.win);
     }
   }
   const double t1 = now_s(), wait0 = bn_wait_;
@@ -329,14 +367,14 @@ void Segment::forward_layer(int l, bool training) {
   lt.fwd_pointwise += now_s() - t1 - (bn_wait_ - wait0);
 }
 
-// The convolution of layer l on tile t: ts.in → ts.y over the forward box.
-void Segment::conv_forward(int t, int l) {
+// The convolution of layer l on tile t: ts.in → `dst`, dense over the forward box.
+void Segment::conv_forward(int t, int l, float* dst) {
   const LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   TileState& ts = *tiles_[t];
   const int i = l - plan_.first;
   const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
-  ts.fwd[i]->forward(ts.in[i].data, bias, ts.y[i].data);
+  ts.fwd[i]->forward(ts.in[i].data, bias, dst);
 }
 
 // Batch-norm sums of every process's tiles: a small all-reduce, timed as halo waiting.
@@ -404,6 +442,11 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
   io += now_s() - t0;
   for (int l = last; l >= plan_.first; --l) {
+    if (l + 1 == plan_.group_end(l)) {
+      const double h0 = now_s();
+      exchange_features(l);
+      halo += now_s() - h0;
+    }
     backward_layer(l);
     if (l > plan_.first && pointwise_before_exchange(net_, plan_, l - 1)) pointwise_backward(l - 1, true);
     if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(plan_, l, local_)) {
@@ -456,7 +499,7 @@ void Segment::backward_layer(int l) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
     } else {
       zero(din);
-      maxpool_backward(ts.cur, x.delta, x.fwd, ts.argmax[i].data(), din, s.win);
+      maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), din, s.win);
     }
   }
   double t1 = now_s();
@@ -603,7 +646,7 @@ void Segment::pointwise_backward(int l, bool owned_only) {
       TileState& ts = *tiles_[t];
       if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;
       ts.y[i].data = ts.data(mem_.tiles[t].bwd[size_t(i)].y);  // free until backward-data (see memory_plan.cpp)
-      conv_forward(t, l);
+      conv_forward(t, l, ts.y[i].data);
     }
   }
   for (int t : local_) {

@@ -95,7 +95,8 @@ class Segment {
   void pointwise_backward(int l, bool owned_only);
   void plan_chunks();
   void fetch_weights(int l, int uses);
-  void conv_forward(int t, int l);
+  void conv_forward(int t, int l, float* dst);
+  void exchange_features(int end);
   void reduce_weight_grad(int l);
 
   DnnlContext& ctx_;

@@ -35,7 +35,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   grad_ = Buffer(params.values.size());
   momentum_ = Buffer(params.values.size());
 
-  Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), opt.split);
+  Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), {opt.split, opt.features});
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));

@@ -30,6 +30,7 @@ struct TrainOptions {
   KernelPath kernels = KernelPath::Auto;  // see layers/backend.hpp
   int channel_block = 0;                  // 0: oneDNN's preference on this CPU; else 8 or 16
   TileSplit split;                        // weights of the grid's rows and columns (plan.hpp)
+  BackwardFeatures features = BackwardFeatures::Recompute;  // see plan.hpp
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.

@@ -1,6 +1,7 @@
 #include "layers/maxpool.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "layers/simd_block.hpp"
@@ -10,8 +11,9 @@ namespace tt {
 namespace {
 
 template <int cb>
-void forward_b(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w) {
+void forward_b(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box, const Window& w) {
   using K = Block<cb>;
+  const TensorView arg_view{nullptr, out.n, out.c, cb, argmax_box};
   const Box& ob = out.box;
   const Box& ib = in.box;
   const typename K::V lowest = K::splat(-std::numeric_limits<float>::infinity()), zero = K::splat(0.f);
@@ -33,7 +35,7 @@ void forward_b(const TensorView& in, const TensorView& out, uint8_t* argmax, con
             }
           float* q = out.at(s, blk, oy, ox);
           K::store(q, arg == kNoWinner ? zero : best);  // NaN-free even for an all-padding window
-          uint8_t* a = argmax + (q - out.data);
+          uint8_t* a = argmax + arg_view.offset(s, blk, oy, ox);
           for (int c = 0; c < cb; ++c) a[c] = uint8_t(K::get(arg, c));
         }
 }
@@ -72,8 +74,20 @@ void backward_b(const TensorView& diff_out, const Box& region, const Box& out_bo
 
 }  // namespace
 
-void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w) {
-  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, argmax, w); });
+void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box,
+                     const Window& w) {
+  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, argmax, argmax_box, w); });
+}
+
+void copy_winners(const uint8_t* src, const Box& src_box, uint8_t* dst, const Box& dst_box, const TensorView& shape,
+                  const Box& region) {
+  if (region.empty()) return;
+  const TensorView a{nullptr, shape.n, shape.c, shape.cb, src_box}, b{nullptr, shape.n, shape.c, shape.cb, dst_box};
+  const size_t row = size_t(region.w()) * size_t(shape.cb);
+  for (int s = 0; s < shape.n; ++s)
+    for (int blk = 0; blk < shape.cblocks(); ++blk)
+      for (int y = region.y0; y < region.y1; ++y)
+        std::memcpy(dst + b.offset(s, blk, y, region.x0), src + a.offset(s, blk, y, region.x0), row);
 }
 
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,

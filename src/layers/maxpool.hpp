@@ -12,11 +12,18 @@ namespace tt {
 
 constexpr uint8_t kNoWinner = 255;
 
-// out (box `out.box`) from in (box must contain window_in(out.box)); argmax has out.size() entries.
-void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Window& w);
+// out (box `out.box`) from in (box must contain window_in(out.box)); argmax is laid out
+// on `argmax_box` ⊇ out.box (a byte per output element).
+void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box,
+                     const Window& w);
 // Adds diff_out (box `region` ⊆ out_box) into diff_in at the recorded winners;
 // diff_in's box must contain window_in(region). argmax is laid out on `out_box`.
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                       const TensorView& diff_in, const Window& w);
+
+// Copies the winners of `region` between two arrays laid out on src_box and dst_box, for
+// maps shaped like `shape` (its n, c and cb).
+void copy_winners(const uint8_t* src, const Box& src_box, uint8_t* dst, const Box& dst_box, const TensorView& shape,
+                  const Box& region);
 
 }  // namespace tt

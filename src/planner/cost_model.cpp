@@ -27,7 +27,13 @@ std::string Partition::str() const {
   return "grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups_str() + ", cut " +
          std::to_string(cut) + ", " + std::to_string(tiles_per_rank) + " tile(s)/rank, " +
          std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "") +
-         (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags());
+         (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags()) +
+         (features == BackwardFeatures::Exchange ? ", backward features exchanged" : "");
+}
+
+std::string Partition::flags() const {
+  return std::string(low_memory ? " --low-memory" : "") + split_flags() +
+         (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "");
 }
 
 std::string Partition::split_flags() const {
@@ -178,7 +184,7 @@ struct Replay {
     dense_begin = net.first_untileable();
     batch = net.micro_batch();
     plan = make_plan(net, p.rows, p.cols, 0, cut,
-                     p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, p.split);
+                     p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, {p.split, p.features});
     T = plan.tiles_count();
     if (p.tiles_per_rank < 1 || T % p.tiles_per_rank) fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
     P = T / p.tiles_per_rank;
@@ -256,14 +262,23 @@ struct Replay {
   // Messages `pieces` (cells of a map with c channels in layout cb) between ranks; each
   // rank waits for its senders, then for its own traffic: the bytes over its device's link
   // (both ways at once), one latency (the messages are posted together).
+  struct Message {
+    int from, to;  // tiles
+    double bytes;
+  };
   void exchange(const std::vector<Piece>& pieces, int c, int cb, double RankPrediction::*bucket) {
+    std::vector<Message> m;
+    for (const Piece& pc : pieces) m.push_back({pc.from, pc.to, map_bytes(c, cb, pc.box)});
+    exchange(m, bucket);
+  }
+  void exchange(const std::vector<Message>& messages, double RankPrediction::*bucket) {
     const int D = int(cm.spec.devices.size());
     std::vector<double> dev_out(size_t(D), 0), dev_in(size_t(D), 0), shm(size_t(P), 0), lat(size_t(P), 0);
     std::vector<double> ready = clock;
-    for (const Piece& pc : pieces) {
+    for (const Message& pc : messages) {
       const int a = tile_rank[size_t(pc.from)], b = tile_rank[size_t(pc.to)];
       if (a == b) continue;
-      const double bytes = map_bytes(c, cb, pc.box);
+      const double bytes = pc.bytes;
       out.halo_bytes += bytes / batch;
       ++out.halo_messages;
       const int da = rank_dev[size_t(a)], db = rank_dev[size_t(b)];
@@ -468,6 +483,7 @@ struct Replay {
       const double mark = last_end();
       const LayerSpec& s = net.layers[size_t(l)];
       const bool conv = s.type == LayerType::Conv;
+      if (l + 1 == plan.group_end(l)) exchange_features(l);
       if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) pointwise_backward(l, false);
       if (p.low_memory && conv && l > 0) fetch_weights(l);
       for (int r = 0; r < P; ++r)
@@ -487,6 +503,20 @@ struct Replay {
                  &RankPrediction::halo_s);
       out.layer_s[size_t(l)] += last_end() - mark;
     }
+  }
+
+  // Backward features: the values the group ending at layer `end` reads outside forward's
+  // boxes (y as floats, max-pool winners as bytes), in one exchange.
+  void exchange_features(int end) {
+    std::vector<Message> m;
+    for (int l = end;; --l) {
+      const LayerSpec& s = net.layers[size_t(l)];
+      const double scale = s.type == LayerType::MaxPool ? 0.25 : 1;
+      for (const Piece& pc : plan.feature_halo[size_t(l)])
+        m.push_back({pc.from, pc.to, scale * map_bytes(s.out.c, layout().out_cb[size_t(l)], pc.box)});
+      if (plan.group_start(l)) break;
+    }
+    if (!m.empty()) exchange(m, &RankPrediction::halo_s);
   }
 
   // Batch-norm/activation backward of layer l on the delta box (or the owned cells), with

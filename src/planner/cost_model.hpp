@@ -27,10 +27,12 @@ struct Partition {
   int ranks_per_device = 1;  // ranks [k*R, (k+1)*R) run on device k (edge.sh run --ranks-per-device)
   bool low_memory = false;
   TileSplit split;  // uneven rows / columns (empty: even)
+  BackwardFeatures features = BackwardFeatures::Recompute;
   int ranks() const { return rows * cols / tiles_per_rank; }
   std::string groups_str() const;  // "none", or "0,4,8"
   std::string str() const;         // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
   std::string split_flags() const;  // " --row-weights 1,1 --col-weights 2,1", or empty
+  std::string flags() const;  // what --cut etc. do not say: " --low-memory --backward-features exchange" ...
 };
 
 // A cluster with every device's speed resolved: its own calibrated model, or another

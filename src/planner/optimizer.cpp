@@ -105,7 +105,8 @@ double worst_short(const Prediction& p) {
 bool same(const Partition& a, const Partition& b) {
   return a.rows == b.rows && a.cols == b.cols && a.group_starts == b.group_starts && a.cut == b.cut &&
          a.tiles_per_rank == b.tiles_per_rank && a.ranks_per_device == b.ranks_per_device &&
-         a.low_memory == b.low_memory && a.split.rows == b.split.rows && a.split.cols == b.split.cols;
+         a.low_memory == b.low_memory && a.split.rows == b.split.rows && a.split.cols == b.split.cols &&
+         a.features == b.features;
 }
 
 }  // namespace
@@ -126,10 +127,6 @@ TileSplit split_by_speed(const Partition& p, const ClusterModel& cm) {
   if (p.cols == 1) s.cols.clear();
   return s;
 }
-
-namespace {
-
-}  // namespace
 
 SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOptions& o) {
   const double t0 = now_s();
@@ -157,8 +154,17 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
       if (worst_short(c.pred) < worst_short(res.least_memory.pred)) res.least_memory = c;
       return nullptr;
     }
-    for (const Candidate& x : all)
+    for (const Candidate& x : all) {
       if (same(x.part, p)) return nullptr;
+      // Exchanging backward features where that changes next to nothing: the plainer
+      // command (recompute, tried first) stands for both.
+      Partition q = p;
+      q.features = BackwardFeatures::Recompute;
+      if (p.features == BackwardFeatures::Exchange && same(x.part, q) &&
+          std::abs(x.pred.step_s - c.pred.step_s) <= 0.005 * x.pred.step_s &&
+          std::abs(x.pred.peak_rss_mb_max - c.pred.peak_rss_mb_max) <= 0.005 * x.pred.peak_rss_mb_max)
+        return nullptr;
+    }
     all.push_back(std::move(c));
     return &all.back();
   };
@@ -176,11 +182,12 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         if (per > min_cores) continue;  // more ranks on a device than it has cores
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
         for (int cut : cuts)
-          for (int variant = 0; variant < 4; ++variant) {
+          for (int variant = 0; variant < 8; ++variant) {
             if (R * C == 1 && cut != default_cut) continue;  // one tile: the cut changes nothing
-            const bool lm = variant & 1, weighted = variant & 2;
+            const bool lm = variant & 1, weighted = variant & 2, exchange = variant & 4;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;
+            if (exchange && R * C == 1) continue;
             Partition p{.rows = R,
                         .cols = C,
                         .group_starts = {},
@@ -188,7 +195,8 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
                         .tiles_per_rank = K,
                         .ranks_per_device = per,
                         .low_memory = lm,
-                        .split = {}};
+                        .split = {},
+                        .features = exchange ? BackwardFeatures::Exchange : BackwardFeatures::Recompute};
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
@@ -224,7 +232,7 @@ std::string command_line(const NetSpec&, const std::string& cfg, const Candidate
   const Partition& p = c.part;
   std::string args = "train --cfg " + cfg + " --grid " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
                      " --groups " + p.groups_str() + " --cut " + std::to_string(p.cut) + " --tiles-per-rank " +
-                     std::to_string(p.tiles_per_rank) + (p.low_memory ? " --low-memory" : "") + p.split_flags() +
+                     std::to_string(p.tiles_per_rank) + p.flags() +
                      " --steps 100";
   const int used = p.ranks() / p.ranks_per_device;
   if (devices > 1)

@@ -13,6 +13,29 @@ bool Plan::group_start(int l) const {
   return false;
 }
 
+int Plan::group_end(int l) const {
+  for (int s : group_starts)
+    if (s > l) return s;
+  return last;
+}
+
+const char* backward_features_name(BackwardFeatures f) {
+  return f == BackwardFeatures::Exchange ? "exchange" : "recompute";
+}
+
+BackwardFeatures parse_backward_features(const std::string& s) {
+  if (s == "recompute") return BackwardFeatures::Recompute;
+  if (s == "exchange") return BackwardFeatures::Exchange;
+  fail("--backward-features: '", s, "' is neither recompute nor exchange");
+}
+
+bool backward_reads_features(const NetSpec& net, const Plan& plan, int l) {
+  const LayerSpec& s = net.layers[size_t(l)];
+  if (s.type == LayerType::MaxPool) return true;
+  if (s.type != LayerType::Conv || !(s.batch_normalize || s.act != Act::Linear)) return false;
+  return !(l + 1 < plan.last && plan.group_start(l + 1));
+}
+
 std::vector<int> parse_groups(const std::string& spec, int first, int last) {
   std::vector<int> g;
   if (spec == "none") {
@@ -113,8 +136,24 @@ std::vector<double> parse_weights(const std::string& spec, int n, const char* wh
   return w;
 }
 
+namespace {
+// b without the cells of f where what remains is a box (else b itself): a feature piece
+// need not carry the cells its receiver computed in forward.
+Box trim(Box b, const Box& f) {
+  if (f.x0 <= b.x0 && f.x1 >= b.x1) {
+    if (f.y0 <= b.y0) b.y0 = std::max(b.y0, std::min(b.y1, f.y1));
+    else if (f.y1 >= b.y1) b.y1 = std::min(b.y1, std::max(b.y0, f.y0));
+  } else if (f.y0 <= b.y0 && f.y1 >= b.y1) {
+    if (f.x0 <= b.x0) b.x0 = std::max(b.x0, std::min(b.x1, f.x1));
+    else if (f.x1 >= b.x1) b.x1 = std::min(b.x1, std::max(b.x0, f.x0));
+  }
+  return b;
+}
+}  // namespace
+
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
-               const TileSplit& split) {
+               const TilingOptions& opt) {
+  const TileSplit& split = opt.split;
   if (rows < 1 || cols < 1) fail("grid ", rows, "x", cols, " must have at least one row and one column");
   if ((!split.rows.empty() && int(split.rows.size()) != rows) || (!split.cols.empty() && int(split.cols.size()) != cols))
     fail("internal: ", split.rows.size(), "x", split.cols.size(), " split weights for a ", rows, "x", cols, " grid");
@@ -127,6 +166,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   p.cols = cols;
   p.first = first;
   p.last = last;
+  p.features = opt.features;
   p.group_starts = group_starts;
   if (p.group_starts.empty() || p.group_starts[0] != first) fail("the first group must start at layer ", first);
 
@@ -177,8 +217,10 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
         const bool exchanged_after_pointwise = l == e - 1 && e < last && ls.type == LayerType::Conv;
-        x.fwd = hull(hull(need_out, exchanged_after_pointwise ? Box{} : x.delta), x.own);
+        const bool for_backward = !exchanged_after_pointwise && opt.features == BackwardFeatures::Recompute;
+        x.fwd = hull(hull(need_out, for_backward ? x.delta : Box{}), x.own);
         x.in = window_in(x.fwd, ls.win, ls.in.h, ls.in.w);
+        x.held = backward_reads_features(net, p, l) ? hull(x.fwd, x.delta) : x.fwd;
         need_out = x.in;
       }
     }
@@ -186,6 +228,17 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
 
   p.fwd_halo.assign(L, {});
   p.bwd_halo.assign(L, {});
+  p.feature_halo.assign(L, {});
+  for (int l = first; l < last; ++l)
+    for (int to = 0; to < T; ++to) {
+      const TileLayer& x = p.tiles[to][l - first];
+      if (x.held == x.fwd) continue;
+      for (int from = 0; from < T; ++from) {
+        if (from == to) continue;
+        const Box b = trim(intersect(p.tiles[from][l - first].own, x.held), x.fwd);
+        if (!b.empty() && !contains(x.fwd, b)) p.feature_halo[l - first].push_back({from, to, b});
+      }
+    }
   for (int s : p.group_starts) {
     if (s == first) continue;
     for (int to = 0; to < T; ++to)
@@ -209,15 +262,17 @@ PlanStats plan_stats(const NetSpec& net, const Plan& p) {
     for (int t = 0; t < p.tiles_count(); ++t) {
       const TileLayer& x = p.at(t, l);
       st.flops_tiled += per_cell * x.fwd.area();
-      // forward output (+ pre-activation copy for convs) and the delta at the output
-      const int copies = ls.type == LayerType::Conv ? 2 : 1;
-      st.tile_bytes[t] += 4.0 * ls.out.c * (copies * x.fwd.area() + x.delta.area());
+      // forward output (+ pre-activation copy for convs, on the held box) and the delta at the output
+      const double y = ls.type == LayerType::Conv ? x.held.area() : 0;
+      st.tile_bytes[t] += 4.0 * ls.out.c * (x.fwd.area() + y + x.delta.area());
     }
     const int i = l - p.first;
     for (const Piece& pc : p.fwd_halo[i])
       if (pc.from != pc.to) st.halo_bytes_fwd += 4.0 * ls.in.c * pc.box.area();
     for (const Piece& pc : p.bwd_halo[i])
       if (pc.from != pc.to) st.halo_bytes_bwd += 4.0 * ls.in.c * pc.box.area();
+    for (const Piece& pc : p.feature_halo[i])
+      st.halo_bytes_features += (ls.type == LayerType::MaxPool ? 1.0 : 4.0) * ls.out.c * pc.box.area();
   }
   return st;
 }
