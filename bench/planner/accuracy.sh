@@ -4,7 +4,7 @@
 # `tiletrain calibrate` wrote on the same machines) beside `tiletrain bench --json` (the
 # measurement: median step of 5 after 1 warm-up, peak RSS of the largest rank).
 #
-#   bench/planner/accuracy.sh [--only local,edge] [--out DIR]
+#   bench/planner/accuracy.sh [--only local,edge,paper] [--out DIR] [--append]
 #   bench/planner/accuracy.sh --repredict DIR   (predictions again from DIR's cluster files
 #                                                 with the current binary; measurements kept)
 #
@@ -14,18 +14,22 @@
 #   edge   4 emulated devices (cluster/edge.sh: 1 core at 0.45 of a core here each) on
 #          links of 30 Mbit/s, 100 Mbit/s and 1 Gbit/s: each calibrated, then 2x2 with
 #          every grouping, --low-memory, batch 4, 4x2 and 6x4 with several tiles per rank.
+#   paper  backward features exchanged (--backward-features exchange) beside recomputed:
+#          here (one process and 4 ranks) and on the 4 devices at 100 Mbit/s.
+# --append adds to DIR/runs.jsonl instead of starting it anew.
 # Output: DIR/runs.jsonl (configuration, prediction, measurement), and from plot.py
 # runs.csv, scatter.png and summary.md. Needs root for `edge` (namespaces, tc, cgroups).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
-only=local,edge out=$here/out repredict=""
+only=local,edge,paper out=$here/out repredict="" append=0
 while [ $# -gt 0 ]; do
   case $1 in
     --repredict) repredict=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --append) append=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "accuracy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -51,7 +55,7 @@ EOF
 fi
 mkdir -p "$out/raw"
 runs=$out/runs.jsonl
-: >"$runs"
+[ $append = 1 ] || : >"$runs"
 cfg=cfgs/yolov2-16.cfg
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -123,6 +127,31 @@ if want edge; then
     run4 --grid 4x2 --tiles-per-rank 2 --groups none
     [ $link = 100mbit ] && run4 --grid 6x4 --tiles-per-rank 6 --groups 0,4,8,12
     [ $link = 1gbit ] && run8 --grid 2x4 --groups none
+  done
+fi
+if want paper; then
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: paper needs root (cluster/edge.sh)" >&2; exit 1; }
+  c=$out/local-cluster.json
+  [ -f "$c" ] || { echo "accuracy.sh: paper needs $c (run --only local first)" >&2; exit 1; }
+  mp() { echo mpirun -np "$1" --oversubscribe --mca btl self,vader "$bin"; }
+  for f in recompute exchange; do  # each pair measured in one sitting
+    # shellcheck disable=SC2046
+    {
+      record paper-shm "$c" 1 1 $(mp 1) :: --grid 2x2 --tiles-per-rank 4 --groups all --backward-features $f
+      record paper-shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups all --backward-features $f
+      record paper-shm "$c" 2 2 $(mp 2) :: --grid 2x1 --groups 0,4,8,12 --backward-features $f
+    }
+  done
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  cluster/edge.sh down >/dev/null 2>&1 || true
+  cluster/edge.sh up --devices 4 --link 100mbit --cores 1 --device-speed 0.45 >&2
+  c=$out/edge-100mbit-cluster.json
+  [ -f "$c" ] || cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+  run4() { record "paper-edge-100mbit" "$c" 4 1 cluster/edge.sh run --timeout 600 -- :: "$@"; }
+  for f in recompute exchange; do
+    run4 --grid 2x2 --groups all --backward-features $f
+    run4 --grid 2x2 --groups 0,4,8,12 --backward-features $f
   done
 fi
 log "wrote $runs"
