@@ -489,7 +489,7 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
   Blocked in = to_box(x, pc.cb, full_box(pc.h, pc.w));
   Blocked out(pc.n, pc.c, pc.cb, out_full);
   std::vector<uint8_t> arg(size_t(out.t.size()), 77);
-  maxpool_forward(in.t, out.t, arg.data(), out.t.box, win);
+  maxpool_forward(in.t, out.t, out.t.box, arg.data(), out.t.box, win);
   check_out(out.t, arg, "maxpool_forward");
   EXPECT_TRUE(padded_channels_zero(out.t));
 
@@ -510,7 +510,7 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
       Blocked bin = to_box(x, pc.cb, window_in(fb, win, pc.h, pc.w));
       Blocked bout(pc.n, pc.c, pc.cb, fb);
       std::vector<uint8_t> barg(size_t(bout.t.size()), 77);
-      maxpool_forward(bin.t, bout.t, barg.data(), bout.t.box, win);
+      maxpool_forward(bin.t, bout.t, bout.t.box, barg.data(), bout.t.box, win);
       check_out(bout.t, barg, "maxpool_forward on a box");
       if (!(fb == F)) continue;
       const Box reach = window_in(o, win, pc.h, pc.w);

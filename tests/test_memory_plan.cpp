@@ -101,8 +101,13 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
               std::vector<int> tile_rank(size_t(T), 1);
               for (int t : local) tile_rank[size_t(t)] = 0;
               const SegmentMemoryPlan mp = plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local);
-              Segment seg(ctx, net, params, grad.data(), plan, 2, range.in_cb, BnMode::Sync, nid, comm, tile_rank,
-                          nullptr, recompute);
+              Segment seg(ctx, net, params, grad.data(), plan, comm,
+                          SegmentOptions{.batch = 2,
+                                         .in_cb = range.in_cb,
+                                         .bn = BnMode::Sync,
+                                         .need_input_delta = nid,
+                                         .tile_rank = tile_rank,
+                                         .recompute = recompute});
               const Segment::MemoryUse use = seg.memory_use();
               EXPECT_EQ(mp.maps_bytes, use.maps);
               EXPECT_EQ(mp.deltas_bytes, use.deltas);

@@ -61,6 +61,7 @@ TrainOptions train_options(const RunOptions& o) {
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
   if (!o.col_weights.empty()) t.split.cols = parse_weights(o.col_weights, t.cols, "--col-weights");
   t.features = parse_backward_features(o.backward_features);
+  t.overlap = parse_overlap(o.overlap);
   return t;
 }
 
@@ -258,7 +259,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   std::vector<float> input, truth;  // read on the root process only
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
-  std::vector<double> step, fwd, bwd, upd, halo, wts, io;
+  std::vector<double> step, fwd, bwd, upd, halo, wts, io, hx, hov;
   for (int i = 0; i < steps; ++i) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
@@ -270,6 +271,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
     halo.push_back(t.halo);
     wts.push_back(t.weights);
     io.push_back(t.io);
+    hx.push_back(t.halo_exchange);
+    hov.push_back(t.halo_overlap);
     if (!o.json && root)
       std::printf("step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
                   t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
@@ -279,7 +282,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   const auto all_step = comm.all_gather(median(step)), all_fwd = comm.all_gather(median(fwd)),
              all_bwd = comm.all_gather(median(bwd)), all_halo = comm.all_gather(median(halo)),
              all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
-             all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss);
+             all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss),
+             all_hx = comm.all_gather(median(hx)), all_hov = comm.all_gather(median(hov));
   const Trainer::Memory mem = trainer.memory();
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
@@ -321,6 +325,10 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"bwd_s", mx(all_bwd)},
                      {"update_s", mx(all_upd)},
                      {"halo_s", mx(all_halo)},
+                     {"halo_exchange_s", mx(all_hx)},  // halo_s without the batch-norm all-reduces
+                     {"halo_overlap_s", mx(all_hov)},  // compute while halo messages were in flight
+                     {"backward_features", o.backward_features},
+                     {"overlap", o.overlap},
                      {"weights_s", mx(all_wts)},
                      {"io_s", mx(all_io)},
                      {"peak_rss_mb", rss},

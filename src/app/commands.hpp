@@ -26,6 +26,7 @@ struct RunOptions {
   std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;  // uneven split: a weight per grid row / column
   std::string backward_features = "recompute";  // recompute | exchange (tiling/plan.hpp)
+  std::string overlap = "auto";                  // auto | on | off (engine/trainer.hpp)
 };
 
 // plan with a cluster: predicted time and memory (planner/cost_model.hpp), or a search.

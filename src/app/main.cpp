@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
                   "paper does: less compute, more messages)")
         ->capture_default_str()
         ->check(CLI::IsMember({"recompute", "exchange"}));
+    c->add_option("--overlap", o.overlap,
+                  "at group starts, compute each tile's interior while its halo is in flight: auto (where the halo "
+                  "crosses a network link, i.e. comes from another host), on (wherever it comes from another tile), "
+                  "off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "on", "off"}));
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
     c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));

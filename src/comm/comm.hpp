@@ -32,6 +32,9 @@ class Comm {
   virtual void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) = 0;
   virtual void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) = 0;
   virtual void wait_all() = 0;
+  // Lets posted messages move on while the caller computes (MPI progresses them only
+  // inside its calls); never blocks.
+  virtual void progress() {}
   virtual void broadcast(double* data, size_t n, int root) = 0;
   // Sharded weights; rank r's part of `data` is [displs[r], displs[r] + counts[r]).
   // all_gather_v: in place; afterwards every rank holds every part.

@@ -161,6 +161,12 @@ void MpiComm::wait_all() {
   request_peers_.clear();
 }
 
+void MpiComm::progress() {
+  int done = 0;
+  if (!requests_.empty())
+    check(MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), "progress");
+}
+
 void MpiComm::broadcast(double* data, size_t n, int root) {
   MPI_Request r;
   check(MPI_Ibcast(data, int(n), MPI_DOUBLE, root, MPI_COMM_WORLD, &r), "broadcast");

@@ -30,6 +30,7 @@ class MpiComm final : public Comm {
   void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) override;
   void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) override;
   void wait_all() override;
+  void progress() override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
   void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs, float* tmp) override;

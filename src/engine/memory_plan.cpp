@@ -63,6 +63,24 @@ bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
   return l + 1 < plan.last && plan.group_start(l + 1) && conv_pointwise(net.layers[l]);
 }
 
+std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far) {
+  if (l == plan.first || !plan.group_start(l) || far.empty()) return {};
+  bool awaited = false;
+  for (const Piece& pc : plan.fwd_halo[size_t(l - plan.first)]) awaited |= pc.to == t && pc.from != t && far[size_t(pc.from)];
+  if (!awaited) return {};
+  const LayerSpec& s = net.layers[size_t(l)];
+  const TileLayer& x = plan.at(t, l);
+  const Box mine = intersect(plan.at(t, l - 1).own, x.in);
+  const Box in = intersect(x.fwd, outputs_within(mine, s.win, s.in.h, s.in.w, s.out.h, s.out.w));
+  if (in.empty()) return {};
+  std::vector<Box> parts{in};
+  const Box& f = x.fwd;
+  for (const Box& b : {Box{f.y0, in.y0, f.x0, f.x1}, Box{in.y1, f.y1, f.x0, f.x1}, Box{in.y0, in.y1, f.x0, in.x0},
+                       Box{in.y0, in.y1, in.x1, f.x1}})
+    if (!b.empty()) parts.push_back(b);
+  return parts;
+}
+
 namespace {
 
 // Tile t's backward pass: for every layer, which of the two delta buffers holds its
@@ -109,7 +127,8 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
 }  // namespace
 
 SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int batch, int in_cb, int block,
-                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles) {
+                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles,
+                                      const std::vector<bool>& far) {
   const int first = plan.first, last = plan.last;
   SegmentMemoryPlan sp;
   int cb = in_cb;
@@ -154,10 +173,17 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
         if (!m.weights_on_delta && !(x.in == src_box))
           sp.crop_floats = std::max(sp.crop_floats, size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], src_box)));
+        // A part runs on its own input crop into its own output, then moves into y.
+        m.parts = overlap_parts(net, plan, t, l, far);
+        for (const Box& part : m.parts)
+          sp.stage_floats = std::max(sp.stage_floats,
+                                     size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.win, s.in.h, s.in.w)) +
+                                            tensor_floats(batch, s.out.c, sp.out_cb[i], part)));
       } else {
         // Max-pool backward needs only the winners.
         m.z = next_reads_in_place ? MapStore::Own : MapStore::Transient;
         m.argmax_bytes = m.y_floats;
+        m.parts = overlap_parts(net, plan, t, l, far);  // in place: no staging
       }
     }
     plan_backward(net, plan, sp, tp, t, batch, need_input_delta, local_tiles);
@@ -173,7 +199,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
     sp.maps_bytes += tp.map_bytes();
     sp.deltas_bytes += tp.delta_bytes();
   }
-  sp.deltas_bytes += sp.crop_floats * sizeof(float);
+  sp.deltas_bytes += (sp.crop_floats + sp.stage_floats) * sizeof(float);
   return sp;
 }
 

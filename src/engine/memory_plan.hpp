@@ -34,6 +34,9 @@ struct LayerMemory {  // one layer i = l - first of one tile
   size_t out_floats = 0;          // box `fwd` of the output map (z; y too unless held is larger)
   size_t y_floats = 0;            // box `held` of y (the feature exchange fills it outside fwd)
   size_t argmax_bytes = 0;        // max-pool winners, one byte per output cell of `held`
+  // At a group start whose halo comes from far tiles: the forward box split into the
+  // interior computed while the halo is in flight, then the border strips (overlap_parts).
+  std::vector<Box> parts;
 };
 
 struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
@@ -56,15 +59,18 @@ struct SegmentMemoryPlan {
   std::vector<int> in_cb, out_cb;     // per layer: layouts of its input and output maps
   std::vector<TileMemoryPlan> tiles;  // per tile of the Plan
   size_t crop_floats = 0;             // the crop buffer for backward-weights, shared by local tiles
+  size_t stage_floats = 0;            // a part's input crop and output (overlap), shared likewise
   // What Segment::memory_use() reports as maps and deltas (the crop buffer counts as deltas).
   size_t maps_bytes = 0, deltas_bytes = 0;
 };
 
 // `in_cb`: layout of the segment's input map (1 = plain NCHW, or `block`); `block`: the
 // channel block of every convolution output (ctx.config.block); `local_tiles`: the tiles
-// this process runs, ascending.
+// this process runs, ascending; `far[t]`: tile t's halo pieces are worth overlapping with
+// compute (empty: none are).
 SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int batch, int in_cb, int block,
-                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles);
+                                      bool recompute, bool need_input_delta, const std::vector<int>& local_tiles,
+                                      const std::vector<bool>& far = {});
 
 // The decisions the plan is made of, which forward and backward follow too:
 
@@ -81,5 +87,10 @@ bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_t
 bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
 // Layer l's batch-norm/activation backward runs on owned cells before the halo exchange.
 bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
+// Tile t's forward box at group start l as [interior, border strips...]: the interior
+// needs only the tile's own cells of the previous output, so it is computed while the
+// halo from far tiles (far[from]) is in flight. Empty when nothing comes from a far tile
+// or no output can be computed without the halo.
+std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far);
 
 }  // namespace tt

@@ -37,26 +37,27 @@ struct Segment::TileState {
   TensorView cur;  // current delta during backward
 };
 
-Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb,
-                 BnMode bn, bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards,
-                 bool recompute)
+Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm,
+                 SegmentOptions opt)
     : ctx_(ctx),
       net_(net),
       params_(params),
       grad_(grad),
       plan_(std::move(plan)),
-      batch_(batch),
-      in_cb_(in_cb),
-      bn_(bn),
-      need_input_delta_(need_input_delta),
+      batch_(opt.batch),
+      in_cb_(opt.in_cb),
+      bn_(opt.bn),
+      need_input_delta_(opt.need_input_delta),
       comm_(comm),
-      tile_rank_(std::move(tile_rank)),
-      shards_(shards) {
-  const int first = plan_.first, last = plan_.last, T = plan_.tiles_count();
+      tile_rank_(std::move(opt.tile_rank)),
+      shards_(opt.shards) {
+  const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
+  const bool need_input_delta = need_input_delta_;
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
-  mem_ = plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, recompute, need_input_delta, local_);
+  mem_ = plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_,
+                             opt.far);
   if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
   // Per-layer state.
   for (int l = first; l < last; ++l) {
@@ -106,6 +107,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
       request(x.fwd, ConvKernel::kFwd);
+      for (const Box& part : mem_.tiles[t].layers[l - first].parts) request(part, ConvKernel::kFwd);
       request(mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
@@ -113,6 +115,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
 
   // Buffers per tile, as the memory plan says.
+  part_kernels_.resize(size_t(T));
   for (int t = 0; t < T; ++t) {
     if (tile_rank_[t] != comm.rank()) {
       tiles_.push_back(nullptr);  // another process runs this tile
@@ -152,6 +155,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       if (s.type == LayerType::Conv) {
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
         ts->fwd[i] = find_kernel(L, s, x.fwd);
+        part_kernels_[t].resize(size_t(last - first));
+        for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part));
         ts->bwd_weights[i] = find_kernel(L, s, m.weights_on_delta ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
       } else {
@@ -171,6 +176,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     tiles_.push_back(std::move(ts));
   }
   crop_src_ = Buffer(mem_.crop_floats);
+  stage_ = Buffer(mem_.stage_floats);
   if (shards_)
     plan_chunks();
   else
@@ -194,7 +200,7 @@ std::vector<KernelUse> Segment::kernel_uses() const {
 // (tests/test_memory_plan.cpp holds it to that).
 Segment::MemoryUse Segment::memory_use() const {
   MemoryUse m;
-  m.deltas = crop_src_.size() * 4;
+  m.deltas = (crop_src_.size() + stage_.size()) * 4;
   for (int t : local_) {
     const TileState& ts = *tiles_[t];
     for (auto& o : ts.owned) m.maps += o.size() * 4;
@@ -212,6 +218,13 @@ Segment::MemoryUse Segment::memory_use() const {
 // are here, a message straight between the two tiles' buffers when they are not.
 template <class Src, class Dst>
 void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of) {
+  post(pieces, src_of, dst_of);
+  comm_.wait_all();
+}
+
+// Copies the pieces between local tiles and posts the messages; wait_all completes them.
+template <class Src, class Dst>
+void Segment::post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of) {
   const int me = comm_.rank();
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& pc = pieces[k];
@@ -225,7 +238,6 @@ void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of)
       comm_.irecv(dst_of(pc.to), pc.box, from, int(k));
     }
   }
-  comm_.wait_all();
 }
 
 // With BackwardFeatures::Exchange: the forward values the backward of the group ending
@@ -311,27 +323,30 @@ void Segment::forward(const TensorView& input, bool training) {
   scatter(
       input, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
   const double io = now_s() - s0;
-  for (size_t g = 0; g < plan_.group_starts.size(); ++g) {
-    const int s = plan_.group_starts[g];
-    const int e = g + 1 < plan_.group_starts.size() ? plan_.group_starts[g + 1] : plan_.last;
-    if (s > first) {
+  for (int l = first; l < plan_.last; ++l) {
+    // At a group start the halo is posted, and forward_layer computes what it can before
+    // waiting for it.
+    const bool halo_in_flight = l > first && plan_.group_start(l);
+    if (halo_in_flight) {
       const double h0 = now_s();
-      exchange(
-          plan_.fwd_halo[s - first], [&](int t) { return tiles_[t]->z[s - 1 - first]; },
-          [&](int t) { return input_of(t, s); });
+      post(
+          plan_.fwd_halo[l - first], [&](int t) { return tiles_[t]->z[l - 1 - first]; },
+          [&](int t) { return input_of(t, l); });
       halo += now_s() - h0;
     }
-    for (int l = s; l < e; ++l) forward_layer(l, training);
+    forward_layer(l, training, halo_in_flight);
   }
-  times.halo += halo;
+  times.halo += halo + halo_wait_ + bn_wait_;
+  times.halo_exchange += halo + halo_wait_;
   times.io += io;
-  times.fwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_;
-  times.halo += bn_wait_;
+  times.fwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_ - halo_wait_;
   times.weights += weights_wait_;
-  bn_wait_ = weights_wait_ = 0;
+  bn_wait_ = weights_wait_ = halo_wait_ = 0;
 }
 
-void Segment::forward_layer(int l, bool training) {
+// `halo_in_flight`: the halo of the layer's input was posted, not completed: tiles with
+// overlap parts compute their interior first, then every tile waits for it.
+void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
@@ -340,23 +355,30 @@ void Segment::forward_layer(int l, bool training) {
   const double t0 = now_s();
   for (int t : local_) {
     TileState& ts = *tiles_[t];
-    const TileLayer& x = plan_.at(t, l);
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      copy_region(ts.z[i - 1], ts.in[i], x.in);                                  // crop of the previous output
+      copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in);                     // crop of the previous output
     if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
-    if (s.type == LayerType::Conv && !(ts.y[i].box == x.fwd)) {
-      // y is held on a larger box than forward computes (the feature exchange fills the
-      // rest): the kernel writes its dense output into z's buffer, then it moves into y.
-      conv_forward(t, l, ts.z[i].data);
-      copy_region(TensorView{ts.z[i].data, batch_, s.out.c, L.out_cb, x.fwd}, ts.y[i], x.fwd);
-    } else if (s.type == LayerType::Conv) {
-      conv_forward(t, l, ts.y[i].data);
-    } else {
-      maxpool_forward(ts.in[i], ts.z[i], ts.argmax[i].data(), x.held, s.win);
-    }
   }
+  double waited = 0;
+  if (halo_in_flight) {
+    for (int t : local_)
+      if (!mem_.tiles[t].layers[size_t(i)].parts.empty()) {
+        compute(t, l, 0);
+        comm_.progress();
+      }
+    const double w0 = now_s();
+    comm_.wait_all();
+    waited = now_s() - w0;
+    times.halo_overlap += w0 - t0;
+  }
+  for (int t : local_) {
+    const size_t parts = mem_.tiles[t].layers[size_t(i)].parts.size();
+    if (!halo_in_flight || parts == 0) compute(t, l, -1);
+    for (size_t k = 1; halo_in_flight && k < parts; ++k) compute(t, l, int(k));
+  }
+  halo_wait_ += waited;
   const double t1 = now_s(), wait0 = bn_wait_;
-  lt.fwd += t1 - t0;
+  lt.fwd += t1 - t0 - waited;
   if (s.type == LayerType::Conv && L.pointwise) {
     if (s.batch_normalize) bn_forward(l, training);
     for (int t : local_) {
@@ -365,6 +387,36 @@ void Segment::forward_layer(int l, bool training) {
     }
   }
   lt.fwd_pointwise += now_s() - t1 - (bn_wait_ - wait0);
+}
+
+// Layer l's convolution or max-pool on tile t: its whole forward box (part -1), or one
+// of its overlap parts (memory_plan.hpp), which for a convolution runs on a dense crop of
+// its input window into a dense output, then moves into y.
+void Segment::compute(int t, int l, int part) {
+  const int i = l - plan_.first;
+  const LayerState& L = *layers_[size_t(i)];
+  const LayerSpec& s = *L.spec;
+  TileState& ts = *tiles_[t];
+  const TileLayer& x = plan_.at(t, l);
+  const Box box = part < 0 ? x.fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
+  if (s.type != LayerType::Conv) {
+    maxpool_forward(ts.in[i], ts.z[i], box, ts.argmax[i].data(), x.held, s.win);
+  } else if (part >= 0) {
+    const Box src = window_in(box, s.win, s.in.h, s.in.w);
+    const TensorView crop{stage_.data(), batch_, s.in.c, L.in_cb, src};
+    copy_region(ts.in[i], crop, src);
+    const TensorView out{stage_.data() + crop.size(), batch_, s.out.c, L.out_cb, box};
+    const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
+    part_kernels_[size_t(t)][size_t(i)][size_t(part)]->forward(crop.data, bias, out.data);
+    copy_region(out, ts.y[i], box);
+  } else if (!(ts.y[i].box == x.fwd)) {
+    // y is held on a larger box than forward computes (the feature exchange fills the
+    // rest): the kernel writes its dense output into z's buffer, then it moves into y.
+    conv_forward(t, l, ts.z[i].data);
+    copy_region(TensorView{ts.z[i].data, batch_, s.out.c, L.out_cb, x.fwd}, ts.y[i], x.fwd);
+  } else {
+    conv_forward(t, l, ts.y[i].data);
+  }
 }
 
 // The convolution of layer l on tile t: ts.in → `dst`, dense over the forward box.
@@ -471,6 +523,7 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
     io += now_s() - g0;
   }
   times.halo += halo + bn_wait_;
+  times.halo_exchange += halo;
   times.io += io;
   times.bwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_;
   times.weights += weights_wait_;

@@ -23,6 +23,8 @@ enum class BnMode { Sync, Frozen };
 struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
   double weights = 0;                         // sharded weights: gathers and gradient reduce-scatters
+  double halo_exchange = 0;  // the part of halo spent in halo exchanges (posting, copying, waiting)
+  double halo_overlap = 0;   // forward compute done while halo messages were in flight (part of fwd)
 };
 
 // Where one layer's compute time goes, summed over this process's tiles (waits for other
@@ -37,16 +39,26 @@ struct LayerTimes {
 
 constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
 
+struct SegmentOptions {
+  int batch = 1;
+  int in_cb = 1;  // layout of the segment's input map (1 = plain NCHW, or ctx.config.block)
+  BnMode bn = BnMode::Sync;
+  bool need_input_delta = false;
+  // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
+  std::vector<int> tile_rank;
+  const ShardPlan* shards = nullptr;  // the convolution weights are sharded (shards.hpp); null: replicated
+  // Convolutions whose activated output is not kept (e.g. before a max-pool) do not keep
+  // their output either; backward recomputes it (one more convolution).
+  bool recompute = false;
+  // far[t]: at group starts, compute the interior while tile t's halo pieces are in flight
+  // (memory_plan.hpp, overlap_parts); empty: never.
+  std::vector<bool> far;
+};
+
 class Segment {
  public:
-  // `in_cb`: layout of the segment's input map (1 = plain NCHW, or ctx.config.block).
-  // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
-  // `shards`: the convolution weights are sharded (see shards.hpp); null: replicated.
-  // `recompute`: convolutions whose activated output is not kept (e.g. before a max-pool)
-  // do not keep their output either; backward recomputes it (one more convolution).
-  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, int batch, int in_cb, BnMode bn,
-          bool need_input_delta, Comm& comm, std::vector<int> tile_rank, const ShardPlan* shards = nullptr,
-          bool recompute = false);
+  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm,
+          SegmentOptions opt);
   ~Segment();
 
   // `input`: the whole input map of layer `first` (read on the root process only).
@@ -82,12 +94,15 @@ class Segment {
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
   template <class Src, class Dst>
+  void post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
+  template <class Src, class Dst>
   void exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
   template <class Box_, class Dst>
   void scatter(const TensorView& full, Box_ box_of, Dst dst_of);
   template <class Box_, class Src>
   void gather(const TensorView* full, Box_ box_of, Src src_of);
-  void forward_layer(int l, bool training);
+  void forward_layer(int l, bool training, bool halo_in_flight = false);
+  void compute(int t, int l, int part);
   void backward_layer(int l);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);
@@ -110,11 +125,13 @@ class Segment {
   std::vector<std::unique_ptr<LayerState>> layers_;
   std::vector<std::unique_ptr<TileState>> tiles_;
   Buffer crop_src_;  // input cells of an owned box for backward-weights
+  Buffer stage_;     // overlap: a part's input crop, then its output
+  std::vector<std::vector<std::vector<ConvKernel*>>> part_kernels_;  // [tile][layer]: per overlap part
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;  // tiles this process runs
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
-  double bn_wait_ = 0, weights_wait_ = 0;
+  double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   const ShardPlan* shards_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
   // gradient; this process's part of the summed gradient.

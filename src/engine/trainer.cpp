@@ -10,6 +10,14 @@
 
 namespace tt {
 
+const char* overlap_name(Overlap o) { return o == Overlap::Auto ? "auto" : o == Overlap::On ? "on" : "off"; }
+
+Overlap parse_overlap(const std::string& s) {
+  for (Overlap o : {Overlap::Auto, Overlap::On, Overlap::Off})
+    if (s == overlap_name(o)) return o;
+  fail("--overlap: '", s, "' is none of auto, on, off");
+}
+
 std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
   if (tiles_per_rank < 1) fail("--tiles-per-rank must be at least 1");
   std::vector<int> ranks(size_t(tiles), 0);
@@ -57,14 +65,27 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     }
     split_tmp_ = Buffer(size_t(*std::max_element(split_counts_.begin(), split_counts_.end())));
   }
-  tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), n_, 1, opt.bn,
-                                     opt.need_input_delta, comm, std::move(ranks), shards_.get(), opt.low_memory);
+  std::vector<bool> far;
+  if (opt.overlap != Overlap::Off) {
+    const std::vector<std::string> hosts = comm.all_hosts();
+    for (int r : ranks) far.push_back(opt.overlap == Overlap::On || hosts[size_t(r)] != hosts[size_t(comm.rank())]);
+  }
+  tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), comm,
+                                     SegmentOptions{.batch = n_,
+                                                    .in_cb = 1,
+                                                    .bn = opt.bn,
+                                                    .need_input_delta = opt.need_input_delta,
+                                                    .tile_rank = std::move(ranks),
+                                                    .shards = shards_.get(),
+                                                    .recompute = opt.low_memory,
+                                                    .far = std::move(far)});
   int cb = tiled_->out_cb();
   if (!root()) return;  // the rest of the net lives on the root process
   if (dense_begin_ > cut_) {
     Plan p1 = make_plan(net, 1, 1, cut_, dense_begin_, {cut_});
-    untiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(p1), n_, cb, opt.bn, true,
-                                         local_comm_, std::vector<int>{0});
+    untiled_ = std::make_unique<Segment>(
+        ctx_, net, params, grad_.data(), std::move(p1), local_comm_,
+        SegmentOptions{.batch = n_, .in_cb = cb, .bn = opt.bn, .need_input_delta = true, .tile_rank = {0}});
     cb = untiled_->out_cb();
   }
   // Whole maps at the cut and at the start of the dense head.
@@ -150,6 +171,8 @@ StepTimes Trainer::times() const {
     t.halo += s->times.halo;
     t.io += s->times.io;
     t.weights += s->times.weights;
+    t.halo_exchange += s->times.halo_exchange;
+    t.halo_overlap += s->times.halo_overlap;
   }
   return t;
 }

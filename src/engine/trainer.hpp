@@ -15,6 +15,10 @@
 
 namespace tt {
 
+enum class Overlap { Auto, On, Off };
+const char* overlap_name(Overlap o);
+Overlap parse_overlap(const std::string& s);  // throws naming the flag
+
 struct TrainOptions {
   int rows = 1, cols = 1;
   std::string groups = "none";
@@ -31,6 +35,10 @@ struct TrainOptions {
   int channel_block = 0;                  // 0: oneDNN's preference on this CPU; else 8 or 16
   TileSplit split;                        // weights of the grid's rows and columns (plan.hpp)
   BackwardFeatures features = BackwardFeatures::Recompute;  // see plan.hpp
+  // At forward group starts, compute each tile's interior while its halo is in flight:
+  // Auto where the halo comes from another host (a network link), On wherever it comes
+  // from another tile (in one process only useful to test that it is exact), Off never.
+  Overlap overlap = Overlap::Auto;
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.
@@ -38,6 +46,7 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes);
 
 struct StepTimes {
   double fwd = 0, bwd = 0, halo = 0, update = 0, io = 0, weights = 0, total = 0;
+  double halo_exchange = 0, halo_overlap = 0;  // see SegmentTimes
   double reload = 0;  // the part of `update` that re-formats the weights for the kernels
 };
 

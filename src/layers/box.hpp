@@ -59,6 +59,16 @@ inline Box touching_out(const Box& i, const Window& w, int oh, int ow) {
   return intersect(o, full_box(oh, ow));
 }
 
+// Outputs (of an oh x ow map) whose windows, clamped to the ih x iw input map, lie inside
+// `i`: what can be computed from `i` alone (the interior while a halo is in flight).
+inline Box outputs_within(const Box& i, const Window& w, int ih, int iw, int oh, int ow) {
+  if (i.empty()) return {};
+  Box o{i.y0 == 0 ? 0 : ceil_div(i.y0 + w.pad, w.stride), i.y1 == ih ? oh : floor_div(i.y1 + w.pad - w.size, w.stride) + 1,
+        i.x0 == 0 ? 0 : ceil_div(i.x0 + w.pad, w.stride), i.x1 == iw ? ow : floor_div(i.x1 + w.pad - w.size, w.stride) + 1};
+  o = intersect(o, full_box(oh, ow));
+  return o.empty() ? Box{} : o;
+}
+
 // Per-side zero padding a kernel needs to compute outputs `o` from the clamped input
 // box: only where the unclamped window leaves the map.
 struct Pad {

@@ -11,10 +11,10 @@ namespace tt {
 namespace {
 
 template <int cb>
-void forward_b(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box, const Window& w) {
+void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8_t* argmax, const Box& argmax_box,
+               const Window& w) {
   using K = Block<cb>;
   const TensorView arg_view{nullptr, out.n, out.c, cb, argmax_box};
-  const Box& ob = out.box;
   const Box& ib = in.box;
   const typename K::V lowest = K::splat(-std::numeric_limits<float>::infinity()), zero = K::splat(0.f);
   for (int s = 0; s < out.n; ++s)
@@ -74,9 +74,9 @@ void backward_b(const TensorView& diff_out, const Box& region, const Box& out_bo
 
 }  // namespace
 
-void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box,
-                     const Window& w) {
-  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, argmax, argmax_box, w); });
+void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
+                     const Box& argmax_box, const Window& w) {
+  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, region, argmax, argmax_box, w); });
 }
 
 void copy_winners(const uint8_t* src, const Box& src_box, uint8_t* dst, const Box& dst_box, const TensorView& shape,

@@ -12,10 +12,10 @@ namespace tt {
 
 constexpr uint8_t kNoWinner = 255;
 
-// out (box `out.box`) from in (box must contain window_in(out.box)); argmax is laid out
-// on `argmax_box` ⊇ out.box (a byte per output element).
-void maxpool_forward(const TensorView& in, const TensorView& out, uint8_t* argmax, const Box& argmax_box,
-                     const Window& w);
+// The outputs `region` ⊆ out.box of out from in (whose box must contain window_in(region));
+// argmax is laid out on `argmax_box` ⊇ out.box (a byte per output element).
+void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
+                     const Box& argmax_box, const Window& w);
 // Adds diff_out (box `region` ⊆ out_box) into diff_in at the recorded winners;
 // diff_in's box must contain window_in(region). argmax is laid out on `out_box`.
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
