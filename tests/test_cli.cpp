@@ -109,6 +109,13 @@ TEST_F(Cli, UsageErrors) {
   const Result bad_bn = run("train --steps 1 --cfg '" + fixture("bn_stride") + "' --bn maybe");
   EXPECT_NE(bad_bn.code, 0);
   EXPECT_CONTAINS(bad_bn.err, "--bn");
+  for (const char* flag : {"--backward-features", "--overlap"}) {
+    std::string cmd = "train --steps 1 --cfg '" + fixture("bn_stride");
+    cmd.append("' ").append(flag).append(" sometimes");  // (one chain of + trips GCC 12's -Wrestrict)
+    const Result bad = run(cmd);
+    EXPECT_NE(bad.code, 0);
+    EXPECT_CONTAINS(bad.err, flag);
+  }
   const Result missing = run("info --cfg does_not_exist.cfg");
   EXPECT_NE(missing.code, 0);
   EXPECT_CONTAINS(missing.err, "does_not_exist.cfg");

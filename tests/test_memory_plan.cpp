@@ -100,14 +100,19 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
                   ", backward features " + backward_features_name(features));
               std::vector<int> tile_rank(size_t(T), 1);
               for (int t : local) tile_rank[size_t(t)] = 0;
-              const SegmentMemoryPlan mp = plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local);
+              std::vector<bool> far;  // with recompute, overlap the halo from the other rank's tiles too
+              if (recompute)
+                for (int r : tile_rank) far.push_back(r != 0);
+              const SegmentMemoryPlan mp =
+                  plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local, far);
               Segment seg(ctx, net, params, grad.data(), plan, comm,
                           SegmentOptions{.batch = 2,
                                          .in_cb = range.in_cb,
                                          .bn = BnMode::Sync,
                                          .need_input_delta = nid,
                                          .tile_rank = tile_rank,
-                                         .recompute = recompute});
+                                         .recompute = recompute,
+                                         .far = far});
               const Segment::MemoryUse use = seg.memory_use();
               EXPECT_EQ(mp.maps_bytes, use.maps);
               EXPECT_EQ(mp.deltas_bytes, use.deltas);

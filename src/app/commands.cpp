@@ -259,7 +259,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   std::vector<float> input, truth;  // read on the root process only
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
-  std::vector<double> step, fwd, bwd, upd, halo, wts, io, hx, hov;
+  std::vector<double> step, fwd, bwd, upd, halo, wts, io, hx, hxf, hov;
   for (int i = 0; i < steps; ++i) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
@@ -272,6 +272,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
     wts.push_back(t.weights);
     io.push_back(t.io);
     hx.push_back(t.halo_exchange);
+    hxf.push_back(t.halo_exchange_fwd);
     hov.push_back(t.halo_overlap);
     if (!o.json && root)
       std::printf("step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
@@ -283,7 +284,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
              all_bwd = comm.all_gather(median(bwd)), all_halo = comm.all_gather(median(halo)),
              all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
              all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss),
-             all_hx = comm.all_gather(median(hx)), all_hov = comm.all_gather(median(hov));
+             all_hx = comm.all_gather(median(hx)), all_hxf = comm.all_gather(median(hxf)),
+             all_hov = comm.all_gather(median(hov));
   const Trainer::Memory mem = trainer.memory();
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
@@ -326,6 +328,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"update_s", mx(all_upd)},
                      {"halo_s", mx(all_halo)},
                      {"halo_exchange_s", mx(all_hx)},  // halo_s without the batch-norm all-reduces
+                     {"halo_exchange_fwd_s", mx(all_hxf)},  // its forward part
                      {"halo_overlap_s", mx(all_hov)},  // compute while halo messages were in flight
                      {"backward_features", o.backward_features},
                      {"overlap", o.overlap},

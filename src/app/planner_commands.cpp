@@ -360,6 +360,7 @@ Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec
   if (!o.row_weights.empty()) p.split.rows = parse_weights(o.row_weights, p.rows, "--row-weights");
   if (!o.col_weights.empty()) p.split.cols = parse_weights(o.col_weights, p.cols, "--col-weights");
   p.features = parse_backward_features(o.backward_features);
+  p.overlap = parse_overlap(o.overlap);
   const int D = int(cm.spec.devices.size());
   p.ranks_per_device = po.ranks_per_device > 0 ? po.ranks_per_device : (p.ranks() + D - 1) / D;
   return p;

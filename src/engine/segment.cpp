@@ -338,6 +338,7 @@ void Segment::forward(const TensorView& input, bool training) {
   }
   times.halo += halo + halo_wait_ + bn_wait_;
   times.halo_exchange += halo + halo_wait_;
+  times.halo_exchange_fwd += halo + halo_wait_;
   times.io += io;
   times.fwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_ - halo_wait_;
   times.weights += weights_wait_;

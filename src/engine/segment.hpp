@@ -24,6 +24,7 @@ struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
   double weights = 0;                         // sharded weights: gathers and gradient reduce-scatters
   double halo_exchange = 0;  // the part of halo spent in halo exchanges (posting, copying, waiting)
+  double halo_exchange_fwd = 0;  // the part of halo_exchange in forward
   double halo_overlap = 0;   // forward compute done while halo messages were in flight (part of fwd)
 };
 

@@ -172,6 +172,7 @@ StepTimes Trainer::times() const {
     t.io += s->times.io;
     t.weights += s->times.weights;
     t.halo_exchange += s->times.halo_exchange;
+    t.halo_exchange_fwd += s->times.halo_exchange_fwd;
     t.halo_overlap += s->times.halo_overlap;
   }
   return t;

@@ -46,7 +46,7 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes);
 
 struct StepTimes {
   double fwd = 0, bwd = 0, halo = 0, update = 0, io = 0, weights = 0, total = 0;
-  double halo_exchange = 0, halo_overlap = 0;  // see SegmentTimes
+  double halo_exchange = 0, halo_exchange_fwd = 0, halo_overlap = 0;  // see SegmentTimes
   double reload = 0;  // the part of `update` that re-formats the weights for the kernels
 };
 

@@ -28,12 +28,14 @@ std::string Partition::str() const {
          std::to_string(cut) + ", " + std::to_string(tiles_per_rank) + " tile(s)/rank, " +
          std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "") +
          (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags()) +
-         (features == BackwardFeatures::Exchange ? ", backward features exchanged" : "");
+         (features == BackwardFeatures::Exchange ? ", backward features exchanged" : "") +
+         (overlap != Overlap::Auto ? std::string(", overlap ") + overlap_name(overlap) : "");
 }
 
 std::string Partition::flags() const {
   return std::string(low_memory ? " --low-memory" : "") + split_flags() +
-         (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "");
+         (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "") +
+         (overlap != Overlap::Auto ? std::string(" --overlap ") + overlap_name(overlap) : "");
 }
 
 std::string Partition::split_flags() const {
@@ -217,9 +219,14 @@ struct Replay {
     since_sync.assign(size_t(P), 0.);
     acc.resize(size_t(P));
     for (int r = 0; r < P; ++r) acc[size_t(r)].device = rank_dev[size_t(r)];
-    for (int r = 0; r < P; ++r)
-      rank_layouts.push_back(
-          plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false, local[size_t(r)]));
+    for (int r = 0; r < P; ++r) {
+      std::vector<bool> far;  // as the Trainer decides it, with devices for hosts
+      if (p.overlap != Overlap::Off)
+        for (int t = 0; t < T; ++t)
+          far.push_back(p.overlap == Overlap::On || rank_dev[size_t(tile_rank[size_t(t)])] != rank_dev[size_t(r)]);
+      rank_layouts.push_back(plan_segment_memory(net, plan, batch, 1, cm.models[0].channel_block, p.low_memory, false,
+                                                 local[size_t(r)], far));
+    }
   }
   // Layouts (channel blocks) of every tiled layer, alike on every rank.
   const SegmentMemoryPlan& layout() const { return rank_layouts[0]; }
@@ -266,12 +273,15 @@ struct Replay {
     int from, to;  // tiles
     double bytes;
   };
-  void exchange(const std::vector<Piece>& pieces, int c, int cb, double RankPrediction::*bucket) {
+  void exchange(const std::vector<Piece>& pieces, int c, int cb, double RankPrediction::*bucket,
+                const std::vector<double>& overlap = {}) {
     std::vector<Message> m;
     for (const Piece& pc : pieces) m.push_back({pc.from, pc.to, map_bytes(c, cb, pc.box)});
-    exchange(m, bucket);
+    exchange(m, bucket, overlap);
   }
-  void exchange(const std::vector<Message>& messages, double RankPrediction::*bucket) {
+  // `overlap[r]`: compute rank r does after posting, while its messages are in flight.
+  void exchange(const std::vector<Message>& messages, double RankPrediction::*bucket,
+                const std::vector<double>& overlap = {}) {
     const int D = int(cm.spec.devices.size());
     std::vector<double> dev_out(size_t(D), 0), dev_in(size_t(D), 0), shm(size_t(P), 0), lat(size_t(P), 0);
     std::vector<double> ready = clock;
@@ -295,9 +305,12 @@ struct Replay {
       ready[size_t(a)] = std::max(ready[size_t(a)], clock[size_t(b)]);  // rendezvous: the receiver posts
     }
     for (int r = 0; r < P; ++r) {
+      const double busy = overlap.empty() ? 0 : overlap[size_t(r)];
+      if (busy > 0) run(r, busy, &RankPrediction::fwd_s);
       if (lat[size_t(r)] == 0) continue;
       const int d = rank_dev[size_t(r)];
       const double done = ready[size_t(r)] + lat[size_t(r)] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[size_t(r)];
+      if (done <= clock[size_t(r)]) continue;
       acc[size_t(r)].*bucket += done - clock[size_t(r)];
       clock[size_t(r)] = done;
     }
@@ -421,15 +434,26 @@ struct Replay {
     if (P > 1) root_transfer(bytes, false);
     for (int l = 0; l < cut; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
-      if (l > 0 && plan.group_start(l))
-        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s);
       if (p.low_memory && s.type == LayerType::Conv) fetch_weights(l);
+      // Overlap: a tile's interior while its halo is in flight, its border strips after.
+      auto parts = [&](int r, int t) -> const std::vector<Box>& {
+        return rank_layout(r).tiles[size_t(t)].layers[size_t(l)].parts;
+      };
+      if (l > 0 && plan.group_start(l)) {
+        std::vector<double> interior(size_t(P), 0);
+        for (int r = 0; r < P; ++r)
+          for (int t : local[size_t(r)])
+            if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
+        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
+      }
       std::vector<double> pw(size_t(P), 0);
       for (int r = 0; r < P; ++r)
         for (int t : local[size_t(r)]) {
           const double cells = double(batch) * plan.at(t, l).fwd.area();
           out.cells_computed += cells / batch;
-          run(r, comp(r, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
+          if (parts(r, t).empty()) run(r, comp(r, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
+          for (size_t k = 1; k < parts(r, t).size(); ++k)
+            run(r, comp(r, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
           if (s.type == LayerType::Conv && conv_pointwise(s)) pw[size_t(r)] += comp(r, lm(r, l).fwd_pointwise, cells);
         }
       pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::fwd_s);

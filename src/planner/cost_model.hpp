@@ -13,6 +13,7 @@
 
 #include "model/net_spec.hpp"
 #include "planner/cluster.hpp"
+#include "engine/trainer.hpp"
 #include "planner/device_model.hpp"
 #include "tiling/plan.hpp"
 
@@ -28,6 +29,7 @@ struct Partition {
   bool low_memory = false;
   TileSplit split;  // uneven rows / columns (empty: even)
   BackwardFeatures features = BackwardFeatures::Recompute;
+  Overlap overlap = Overlap::Auto;  // as the engine does it (trainer.hpp): across devices
   int ranks() const { return rows * cols / tiles_per_rank; }
   std::string groups_str() const;  // "none", or "0,4,8"
   std::string str() const;         // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
@@ -65,7 +67,7 @@ struct Prediction {
   bool fits() const;
   // Counts behind the prediction (tested against brute force): per sample and step.
   double cells_computed = 0;  // forward cells of every tile and layer (redundant included)
-  double halo_bytes = 0;      // forward and backward halo bytes between different ranks
+  double halo_bytes = 0;      // forward and backward halo bytes between different ranks (and backward features)
   int halo_messages = 0;
   // Per tiled layer: how much later the last rank finishes because of the layer (its
   // forward with the halo before it, its backward with the halo after it; the input
