@@ -5,7 +5,7 @@
 # (and whose memory limit is the device's memory). Needs root.
 #
 #   cluster/edge.sh up --devices N (--profile P | --link RATE [--cores C] [--device-speed F] [--memory MB])
-#   cluster/edge.sh run [--ranks-per-device K] [--timeout S] -- TILETRAIN-ARGS...
+#   cluster/edge.sh run [--ranks-per-device K] [--devices N] [--timeout S] -- TILETRAIN-ARGS...
 #   cluster/edge.sh status            what is up, and the time dilation
 #   cluster/edge.sh link DEV up|down  take a device's link down (fault tests) or back up
 #   cluster/edge.sh speed DEV F       change a device's CPU quota while it runs
@@ -260,20 +260,23 @@ cmd_status() {
 
 cmd_run() {
   load_state
-  local per=1 timeout=""
+  local per=1 timeout="" use=$devices
   while [ $# -gt 0 ]; do
     case $1 in
       --ranks-per-device) per=$2; shift 2 ;;
+      --devices) use=$2; shift 2 ;;
       --timeout) timeout=$2; shift 2 ;;
       --) shift; break ;;
       *) die "run: unknown option '$1' (tiletrain's arguments go after --)" ;;
     esac
   done
   [[ "$per" =~ ^[0-9]+$ ]] && [ "$per" -ge 1 ] || die "run: --ranks-per-device must be a positive integer"
+  [[ "$use" =~ ^[0-9]+$ ]] && [ "$use" -ge 1 ] && [ "$use" -le "$devices" ] ||
+    die "run: --devices must be 1-$devices, the devices that are up (got '$use')"
   local bin=${TILETRAIN_BIN:-$root/build/tiletrain}
   [ -x "$bin" ] || die "no $bin: build it first (scripts/setup.sh tiletrain)"
   local hosts="" k
-  for ((k = 0; k < devices; k++)); do hosts+="${hosts:+,}$subnet.$((k + 1)):$per"; done
+  for ((k = 0; k < use; k++)); do hosts+="${hosts:+,}$subnet.$((k + 1)):$per"; done
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local pre=()
   [ -n "$timeout" ] && pre=(timeout -k 5 "$timeout")
@@ -284,7 +287,7 @@ cmd_run() {
   # device whose link is down is noticed in about 15 s instead of Open MPI's 8 minutes.
   # nsenter, not `ip netns exec`: the latter mounts the namespace's own /sys, where the
   # agents that mpirun starts could not see /sys/fs/cgroup to join their device's cgroups.
-  "${pre[@]}" nsenter --net=/run/netns/$ns-host mpirun -np $((devices * per)) --host "$hosts" \
+  "${pre[@]}" nsenter --net=/run/netns/$ns-host mpirun -np $((use * per)) --host "$hosts" \
     --mca plm_rsh_agent "$here/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24 \
     --bind-to none \

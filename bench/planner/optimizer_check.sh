@@ -27,16 +27,16 @@ cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
 build/tiletrain plan --cfg $cfg --cluster "$c" --optimize --top 8 --json >"$out/optimizer-$profile-plan.json"
 log=$out/optimizer-$profile.jsonl
 : >"$log"
-# The candidates: the optimizer's that use every device (any ranks per device), then the
-# hand-picked (one rank per device). A pick is "source|ranks per device|options".
+# The candidates: the optimizer's (on as many devices as it uses, any ranks per device),
+# then the hand-picked (one rank on each device). A pick is "source|devices|ranks per device|options".
 mapfile -t picks < <(python3 - "$out/optimizer-$profile-plan.json" "$devices" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1])); d = int(sys.argv[2])
 for c in j["best"]:
-    if c["ranks"] == d * c["ranks_per_device"]:
-        args = c["command"].split(" -- ", 1)[1].replace("train ", "", 1).replace(" --steps 100", "").split("   #")[0]
-        args = args.replace("--cfg cfgs/yolov2-16.cfg ", "")
-        print(f"optimizer|{c['ranks_per_device']}|{args}")
+    used = c["ranks"] // c["ranks_per_device"]
+    args = c["command"].split(" -- ", 1)[1].replace("train ", "", 1).replace(" --steps 100", "").split("   #")[0]
+    args = args.replace("--cfg cfgs/yolov2-16.cfg ", "")
+    print(f"optimizer|{used}|{c['ranks_per_device']}|{args}")
 EOF
 )
 hand=("--grid 1x2 --groups none" "--grid 2x1 --groups none" "--grid 1x2 --groups all" "--grid 2x1 --groups 0,4,8,12"
@@ -44,17 +44,17 @@ hand=("--grid 1x2 --groups none" "--grid 2x1 --groups none" "--grid 1x2 --groups
   "--grid 1x2 --groups none --low-memory" "--grid 2x1 --groups 0,8,12" "--grid 4x2 --tiles-per-rank 4 --groups none"
   "--grid 1x2 --groups none --cut 12")
 [ "$devices" = 2 ] || { echo "optimizer_check.sh: the hand-picked set is for 2 devices" >&2; exit 1; }
-for h in "${hand[@]}"; do picks+=("hand|1|$h"); done
+for h in "${hand[@]}"; do picks+=("hand|$devices|1|$h"); done
 for p in "${picks[@]}"; do
-  IFS='|' read -r src per args <<<"$p"
+  IFS='|' read -r src used per args <<<"$p"
   # shellcheck disable=SC2086
   pred=$(build/tiletrain plan --cfg $cfg $args --cluster "$c" --ranks-per-device "$per" --json |
     python3 -c "import json,sys; print(json.load(sys.stdin)['prediction']['step_s'])")
   # shellcheck disable=SC2086
-  meas=$(cluster/edge.sh run --ranks-per-device "$per" --timeout 600 -- bench --cfg $cfg $args --steps 3 --warmup 1 --json |
+  meas=$(cluster/edge.sh run --devices "$used" --ranks-per-device "$per" --timeout 600 -- bench --cfg $cfg $args --steps 3 --warmup 1 --json |
     tail -n1 | python3 -c "import json,sys; print(json.load(sys.stdin)['step_s'])")
-  echo "{\"source\": \"$src\", \"ranks_per_device\": $per, \"args\": \"$args\", \"predicted\": $pred, \"measured\": $meas}" >>"$log"
-  printf '  %-9s %d/device %-55s predicted %.3f s, measured %.3f s\n' "$src" "$per" "$args" "$pred" "$meas" >&2
+  echo "{\"source\": \"$src\", \"devices\": $used, \"ranks_per_device\": $per, \"args\": \"$args\", \"predicted\": $pred, \"measured\": $meas}" >>"$log"
+  printf '  %-9s %d device(s) x %d %-55s predicted %.3f s, measured %.3f s\n' "$src" "$used" "$per" "$args" "$pred" "$meas" >&2
 done
 python3 - "$log" <<'EOF' >&2
 import json, sys

@@ -174,6 +174,9 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
     double best = std::numeric_limits<double>::infinity();
   };
   std::vector<Config> configs;
+  // Tiles all in one process only save memory: tried only when the whole untiled net on
+  // one device does not fit (1x1 comes first).
+  bool untiled_fits = false;
   for (int R = 1; R <= o.max_side; ++R)
     for (int C = 1; C <= o.max_side && R * C <= max_tiles; ++C)
       for (int K = 1; K <= R * C; ++K) {
@@ -181,6 +184,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         const int P = R * C / K, per = (P + D - 1) / D;
         if (per > min_cores) continue;  // more ranks on a device than it has cores
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
+        if (P == 1 && R * C > 1 && untiled_fits) continue;
         for (int cut : cuts)
           for (int variant = 0; variant < 8; ++variant) {
             if (R * C == 1 && cut != default_cut) continue;  // one tile: the cut changes nothing
@@ -210,6 +214,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             }
             ++res.configs;
             if (cfg.best < std::numeric_limits<double>::infinity()) configs.push_back(cfg);
+            untiled_fits |= R * C == 1 && cfg.best < std::numeric_limits<double>::infinity();
           }
       }
   // Stage 2: the grouping search on the most promising configurations.
