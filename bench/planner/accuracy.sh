@@ -7,6 +7,8 @@
 #   bench/planner/accuracy.sh [--only local,edge,paper] [--out DIR] [--append]
 #   bench/planner/accuracy.sh --repredict DIR   (predictions again from DIR's cluster files
 #                                                 with the current binary; measurements kept)
+#   bench/planner/accuracy.sh --recalibrate DIR (calibrate again, here and on each emulated
+#                                                 cluster, into DIR's cluster files; then --repredict)
 #
 #   local  this machine, ranks over shared memory (mpirun): W1 at batch 1 and 4, grids
 #          1x1 to 3x2, 1-4 ranks, several tiles per rank, groupings none/all/0,4,8,12 and
@@ -23,10 +25,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
-only=local,edge,paper out=$here/out repredict="" append=0
+only=local,edge,paper out=$here/out repredict="" append=0 recalibrate=0
 while [ $# -gt 0 ]; do
   case $1 in
     --repredict) repredict=$2; shift 2 ;;
+    --recalibrate) recalibrate=1; out=$2; repredict=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --append) append=1; shift ;;
@@ -37,6 +40,19 @@ done
 want() { [[ ",$only," == *",$1,"* ]]; }
 bin=$root/build/tiletrain
 [ -x "$bin" ] || { echo "accuracy.sh: no $bin: run scripts/test.sh or cmake --build build first" >&2; exit 1; }
+cfg=cfgs/yolov2-16.cfg
+if [ $recalibrate = 1 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: --recalibrate needs root (cluster/edge.sh)" >&2; exit 1; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  for link in 30mbit 100mbit 1gbit; do
+    cluster/edge.sh down >/dev/null 2>&1 || true
+    cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
+    cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/edge-$link-cluster.json" >&2
+  done
+fi
 if [ -n "$repredict" ]; then
   python3 - "$repredict" "$bin" <<'EOF'
 import json, subprocess, sys
@@ -56,7 +72,6 @@ fi
 mkdir -p "$out/raw"
 runs=$out/runs.jsonl
 [ $append = 1 ] || : >"$runs"
-cfg=cfgs/yolov2-16.cfg
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log() { echo "[$(date +%T)] $*" >&2; }
 
