@@ -302,7 +302,9 @@ void check_plan(const NetSpec& net, const Plan& p) {
               << "layer " << l << " tile " << to << ": held cell (" << y << "," << xx << ") comes from no one";
         }
     }
-    if (p.features == BackwardFeatures::Recompute) EXPECT_TRUE(p.feature_halo[l - p.first].empty());
+    if (p.features == BackwardFeatures::Recompute) {
+      EXPECT_TRUE(p.feature_halo[l - p.first].empty());
+    }
   }
 
   // Halo pieces.

@@ -75,57 +75,57 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
       if (range.first >= range.last) continue;
       for (const auto& g : grids) {
         for (const std::string& gspec : nc.groups)
-        for (BackwardFeatures features : {BackwardFeatures::Recompute, BackwardFeatures::Exchange}) {
-          if (features == BackwardFeatures::Exchange && gspec == "none") continue;
-          std::vector<int> starts;
-          Plan plan;
-          try {
-            if (gspec == "none" || gspec == "all") {
-              starts = parse_groups(gspec, range.first, range.last);
-            } else {  // the listed starts inside the range
-              starts = {range.first};
-              for (int s : parse_groups(gspec, 0, cut))
-                if (s > range.first && s < range.last) starts.push_back(s);
-            }
-            plan = make_plan(net, g[0], g[1], range.first, range.last, starts, {{}, features});
-          } catch (const Error&) {
-            continue;  // a grid too fine for this map
-          }
-          const int T = plan.tiles_count();
-          for (const std::vector<int>& local : local_sets(T)) {
-            for (int variant = 0; variant < 4; ++variant) {
-              const bool recompute = variant & 1, nid = variant & 2;
-              SCOPED_TRACE(
-                  describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local) +
-                  ", backward features " + backward_features_name(features));
-              std::vector<int> tile_rank(size_t(T), 1);
-              for (int t : local) tile_rank[size_t(t)] = 0;
-              std::vector<bool> far;  // with recompute, overlap the halo from the other rank's tiles too
-              if (recompute)
-                for (int r : tile_rank) far.push_back(r != 0);
-              const SegmentMemoryPlan mp =
-                  plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local, far);
-              Segment seg(ctx, net, params, grad.data(), plan, comm,
-                          SegmentOptions{.batch = 2,
-                                         .in_cb = range.in_cb,
-                                         .bn = BnMode::Sync,
-                                         .need_input_delta = nid,
-                                         .tile_rank = tile_rank,
-                                         .recompute = recompute,
-                                         .far = far});
-              const Segment::MemoryUse use = seg.memory_use();
-              EXPECT_EQ(mp.maps_bytes, use.maps);
-              EXPECT_EQ(mp.deltas_bytes, use.deltas);
-              ASSERT_EQ(mp.tiles.size(), size_t(T));
-              for (int t = 0; t < T; ++t) {
-                const bool is_local = std::find(local.begin(), local.end(), t) != local.end();
-                EXPECT_EQ(mp.tiles[size_t(t)].layers.empty(), !is_local) << "tile " << t;
+          for (BackwardFeatures features : {BackwardFeatures::Recompute, BackwardFeatures::Exchange}) {
+            if (features == BackwardFeatures::Exchange && gspec == "none") continue;
+            std::vector<int> starts;
+            Plan plan;
+            try {
+              if (gspec == "none" || gspec == "all") {
+                starts = parse_groups(gspec, range.first, range.last);
+              } else {  // the listed starts inside the range
+                starts = {range.first};
+                for (int s : parse_groups(gspec, 0, cut))
+                  if (s > range.first && s < range.last) starts.push_back(s);
               }
-              ++segments;
-              partial += int(local.size()) < T;
+              plan = make_plan(net, g[0], g[1], range.first, range.last, starts, {{}, features});
+            } catch (const Error&) {
+              continue;  // a grid too fine for this map
+            }
+            const int T = plan.tiles_count();
+            for (const std::vector<int>& local : local_sets(T)) {
+              for (int variant = 0; variant < 4; ++variant) {
+                const bool recompute = variant & 1, nid = variant & 2;
+                SCOPED_TRACE(
+                    describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local) +
+                    ", backward features " + backward_features_name(features));
+                std::vector<int> tile_rank(size_t(T), 1);
+                for (int t : local) tile_rank[size_t(t)] = 0;
+                std::vector<bool> far;  // with recompute, overlap the halo from the other rank's tiles too
+                if (recompute)
+                  for (int r : tile_rank) far.push_back(r != 0);
+                const SegmentMemoryPlan mp =
+                    plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local, far);
+                Segment seg(ctx, net, params, grad.data(), plan, comm,
+                            SegmentOptions{.batch = 2,
+                                           .in_cb = range.in_cb,
+                                           .bn = BnMode::Sync,
+                                           .need_input_delta = nid,
+                                           .tile_rank = tile_rank,
+                                           .recompute = recompute,
+                                           .far = far});
+                const Segment::MemoryUse use = seg.memory_use();
+                EXPECT_EQ(mp.maps_bytes, use.maps);
+                EXPECT_EQ(mp.deltas_bytes, use.deltas);
+                ASSERT_EQ(mp.tiles.size(), size_t(T));
+                for (int t = 0; t < T; ++t) {
+                  const bool is_local = std::find(local.begin(), local.end(), t) != local.end();
+                  EXPECT_EQ(mp.tiles[size_t(t)].layers.empty(), !is_local) << "tile " << t;
+                }
+                ++segments;
+                partial += int(local.size()) < T;
+              }
             }
           }
-        }
       }
     }
   }

@@ -94,7 +94,8 @@ StepResult train(const NetSpec& net, const Params& p0, TrainOptions o, int steps
     synthetic_batch(net, net.micro_batch(), 7 + uint64_t(step), input, truth);
     tr.forward_backward(input.data(), truth.data());
     r.output.insert(r.output.end(), tr.output(), tr.output() + net.micro_batch() * net.output().size());
-    r.input_delta.insert(r.input_delta.end(), tr.input_delta(), tr.input_delta() + net.micro_batch() * net.input().size());
+    r.input_delta.insert(r.input_delta.end(), tr.input_delta(),
+                         tr.input_delta() + net.micro_batch() * net.input().size());
     r.grad.insert(r.grad.end(), tr.grad().begin(), tr.grad().end());
     tr.update();
   }

@@ -819,10 +819,11 @@ TEST(TiledEquivalence, HandPicked) {
     NetSpec net;
     ASSERT_TRUE(usable(c, net));
     const EqResult r = run_equivalence(c, net);
-    std::printf("hand-picked %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
-                "ill-conditioned\n",
-                c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
-                r.ill_conditioned);
+    std::printf(
+        "hand-picked %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
+        "ill-conditioned\n",
+        c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
+        r.ill_conditioned);
   }
 }
 
@@ -865,36 +866,36 @@ TEST(TiledEquivalence, W1) {
   for (auto [rows, cols, groups, features] :
        {Run{2, 2, "0,4,8,12"}, Run{2, 2, "none"}, Run{3, 3, "0,4,8,12"}, Run{3, 3, "none"},
         Run{2, 2, "all", BackwardFeatures::Exchange}, Run{3, 3, "0,4,8,12", BackwardFeatures::Exchange}}) {
-      const auto t1 = std::chrono::steady_clock::now();
-      SCOPED_TRACE("W1 grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups +
-                   ", backward features " + backward_features_name(features));
-      Params p = p0;
-      TrainOptions o;
-      o.rows = rows;
-      o.cols = cols;
-      o.groups = groups;
-      o.features = features;
-      o.need_input_delta = true;
-      Trainer tr(net, p, o, comm);
-      const double loss = tr.forward_backward(input.data(), truth.data());
-      EXPECT_LE(std::fabs(loss - ref_loss), kTol * std::fabs(ref_loss)) << "loss " << loss << " vs " << ref_loss;
-      Checker check;
-      check("output", tr.output(), ref_out.data(), out_n);
-      check("input delta", tr.input_delta(), ref_delta.data(), in_n);
-      compare_params(check, "gradient", net, p0, tr.grad().data(), ref_grad.data());
-      tr.update();
-      compare_params(check, "after the step:", net, p0, p.values.data(), p_ref.values.data());
-      for (const auto& l : net.layers) {
-        if (!l.batch_normalize) continue;
-        const size_t k = p_ref.rolling_mean[l.index].size();
-        const std::string pre = "layer " + std::to_string(l.index) + " ";
-        check(pre + "rolling mean", p.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);
-        check(pre + "rolling variance", p.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), k);
-      }
-      std::printf("W1 %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %.2f s\n", rows,
-                  cols, groups, backward_features_name(features), check.worst, check.worst_name.c_str(),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+    const auto t1 = std::chrono::steady_clock::now();
+    SCOPED_TRACE("W1 grid " + std::to_string(rows) + "x" + std::to_string(cols) + ", groups " + groups +
+                 ", backward features " + backward_features_name(features));
+    Params p = p0;
+    TrainOptions o;
+    o.rows = rows;
+    o.cols = cols;
+    o.groups = groups;
+    o.features = features;
+    o.need_input_delta = true;
+    Trainer tr(net, p, o, comm);
+    const double loss = tr.forward_backward(input.data(), truth.data());
+    EXPECT_LE(std::fabs(loss - ref_loss), kTol * std::fabs(ref_loss)) << "loss " << loss << " vs " << ref_loss;
+    Checker check;
+    check("output", tr.output(), ref_out.data(), out_n);
+    check("input delta", tr.input_delta(), ref_delta.data(), in_n);
+    compare_params(check, "gradient", net, p0, tr.grad().data(), ref_grad.data());
+    tr.update();
+    compare_params(check, "after the step:", net, p0, p.values.data(), p_ref.values.data());
+    for (const auto& l : net.layers) {
+      if (!l.batch_normalize) continue;
+      const size_t k = p_ref.rolling_mean[l.index].size();
+      const std::string pre = "layer " + std::to_string(l.index) + " ";
+      check(pre + "rolling mean", p.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);
+      check(pre + "rolling variance", p.rolling_var[l.index].data(), p_ref.rolling_var[l.index].data(), k);
     }
+    std::printf("W1 %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %.2f s\n", rows, cols,
+                groups, backward_features_name(features), check.worst, check.worst_name.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+  }
 }
 
 }  // namespace

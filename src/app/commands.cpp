@@ -186,7 +186,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     nlohmann::json halos = nlohmann::json::array();
     for (int l = 0; l < cut; ++l)
       for (const auto& [kind, pieces] : {std::pair{"forward", &p.fwd_halo}, std::pair{"backward", &p.bwd_halo},
-                                          std::pair{"features", &p.feature_halo}})
+                                         std::pair{"features", &p.feature_halo}})
         for (const Piece& pc : (*pieces)[l])
           if (pc.from != pc.to)
             halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
@@ -327,9 +327,9 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"bwd_s", mx(all_bwd)},
                      {"update_s", mx(all_upd)},
                      {"halo_s", mx(all_halo)},
-                     {"halo_exchange_s", mx(all_hx)},  // halo_s without the batch-norm all-reduces
+                     {"halo_exchange_s", mx(all_hx)},       // halo_s without the batch-norm all-reduces
                      {"halo_exchange_fwd_s", mx(all_hxf)},  // its forward part
-                     {"halo_overlap_s", mx(all_hov)},  // compute while halo messages were in flight
+                     {"halo_overlap_s", mx(all_hov)},       // compute while halo messages were in flight
                      {"backward_features", o.backward_features},
                      {"overlap", o.overlap},
                      {"weights_s", mx(all_wts)},

@@ -66,7 +66,8 @@ bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
 std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far) {
   if (l == plan.first || !plan.group_start(l) || far.empty()) return {};
   bool awaited = false;
-  for (const Piece& pc : plan.fwd_halo[size_t(l - plan.first)]) awaited |= pc.to == t && pc.from != t && far[size_t(pc.from)];
+  for (const Piece& pc : plan.fwd_halo[size_t(l - plan.first)])
+    awaited |= pc.to == t && pc.from != t && far[size_t(pc.from)];
   if (!awaited) return {};
   const LayerSpec& s = net.layers[size_t(l)];
   const TileLayer& x = plan.at(t, l);
@@ -176,9 +177,10 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         // A part runs on its own input crop into its own output, then moves into y.
         m.parts = overlap_parts(net, plan, t, l, far);
         for (const Box& part : m.parts)
-          sp.stage_floats = std::max(sp.stage_floats,
-                                     size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.win, s.in.h, s.in.w)) +
-                                            tensor_floats(batch, s.out.c, sp.out_cb[i], part)));
+          sp.stage_floats =
+              std::max(sp.stage_floats,
+                       size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.win, s.in.h, s.in.w)) +
+                              tensor_floats(batch, s.out.c, sp.out_cb[i], part)));
       } else {
         // Max-pool backward needs only the winners.
         m.z = next_reads_in_place ? MapStore::Own : MapStore::Transient;

@@ -56,8 +56,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
-  mem_ = plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_,
-                             opt.far);
+  mem_ =
+      plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_, opt.far);
   if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
   // Per-layer state.
   for (int l = first; l < last; ++l) {
@@ -115,7 +115,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
 
   // Buffers per tile, as the memory plan says.
-  part_kernels_.resize(size_t(T));
+  part_kernels_.assign(size_t(T), std::vector<std::vector<ConvKernel*>>(size_t(last - first)));
   for (int t = 0; t < T; ++t) {
     if (tile_rank_[t] != comm.rank()) {
       tiles_.push_back(nullptr);  // another process runs this tile
@@ -155,7 +155,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       if (s.type == LayerType::Conv) {
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
         ts->fwd[i] = find_kernel(L, s, x.fwd);
-        part_kernels_[t].resize(size_t(last - first));
         for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part));
         ts->bwd_weights[i] = find_kernel(L, s, m.weights_on_delta ? x.delta : x.own);
         if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
@@ -248,7 +247,9 @@ void Segment::exchange_features(int end) {
   for (int l = end;; --l) {
     const int i = l - plan_.first;
     const LayerSpec& s = net_.layers[l];
-    auto winners_shape = [&](int t) { return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held}; };
+    auto winners_shape = [&](int t) {
+      return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held};
+    };
     for (const Piece& pc : plan_.feature_halo[i]) {
       const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], k = tag++;
       if (s.type == LayerType::Conv) {

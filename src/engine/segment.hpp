@@ -23,9 +23,9 @@ enum class BnMode { Sync, Frozen };
 struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
   double weights = 0;                         // sharded weights: gathers and gradient reduce-scatters
-  double halo_exchange = 0;  // the part of halo spent in halo exchanges (posting, copying, waiting)
-  double halo_exchange_fwd = 0;  // the part of halo_exchange in forward
-  double halo_overlap = 0;   // forward compute done while halo messages were in flight (part of fwd)
+  double halo_exchange = 0;                   // the part of halo spent in halo exchanges (posting, copying, waiting)
+  double halo_exchange_fwd = 0;               // the part of halo_exchange in forward
+  double halo_overlap = 0;                    // forward compute done while halo messages were in flight (part of fwd)
 };
 
 // Where one layer's compute time goes, summed over this process's tiles (waits for other
@@ -58,8 +58,7 @@ struct SegmentOptions {
 
 class Segment {
  public:
-  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm,
-          SegmentOptions opt);
+  Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm, SegmentOptions opt);
   ~Segment();
 
   // `input`: the whole input map of layer `first` (read on the root process only).
@@ -125,8 +124,8 @@ class Segment {
   bool need_input_delta_;
   std::vector<std::unique_ptr<LayerState>> layers_;
   std::vector<std::unique_ptr<TileState>> tiles_;
-  Buffer crop_src_;  // input cells of an owned box for backward-weights
-  Buffer stage_;     // overlap: a part's input crop, then its output
+  Buffer crop_src_;                                                  // input cells of an owned box for backward-weights
+  Buffer stage_;                                                     // overlap: a part's input crop, then its output
   std::vector<std::vector<std::vector<ConvKernel*>>> part_kernels_;  // [tile][layer]: per overlap part
   Comm& comm_;
   std::vector<int> tile_rank_;

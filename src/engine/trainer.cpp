@@ -85,7 +85,14 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     Plan p1 = make_plan(net, 1, 1, cut_, dense_begin_, {cut_});
     untiled_ = std::make_unique<Segment>(
         ctx_, net, params, grad_.data(), std::move(p1), local_comm_,
-        SegmentOptions{.batch = n_, .in_cb = cb, .bn = opt.bn, .need_input_delta = true, .tile_rank = {0}});
+        SegmentOptions{.batch = n_,
+                       .in_cb = cb,
+                       .bn = opt.bn,
+                       .need_input_delta = true,
+                       .tile_rank = {0},
+                       .shards = nullptr,
+                       .recompute = false,
+                       .far = {}});
     cb = untiled_->out_cb();
   }
   // Whole maps at the cut and at the start of the dense head.

@@ -31,9 +31,9 @@ struct TrainOptions {
   // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
   // in backward the convolution outputs forward does not otherwise keep.
   bool low_memory = false;
-  KernelPath kernels = KernelPath::Auto;  // see layers/backend.hpp
-  int channel_block = 0;                  // 0: oneDNN's preference on this CPU; else 8 or 16
-  TileSplit split;                        // weights of the grid's rows and columns (plan.hpp)
+  KernelPath kernels = KernelPath::Auto;                    // see layers/backend.hpp
+  int channel_block = 0;                                    // 0: oneDNN's preference on this CPU; else 8 or 16
+  TileSplit split;                                          // weights of the grid's rows and columns (plan.hpp)
   BackwardFeatures features = BackwardFeatures::Recompute;  // see plan.hpp
   // At forward group starts, compute each tile's interior while its halo is in flight:
   // Auto where the halo comes from another host (a network link), On wherever it comes

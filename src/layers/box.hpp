@@ -63,8 +63,10 @@ inline Box touching_out(const Box& i, const Window& w, int oh, int ow) {
 // `i`: what can be computed from `i` alone (the interior while a halo is in flight).
 inline Box outputs_within(const Box& i, const Window& w, int ih, int iw, int oh, int ow) {
   if (i.empty()) return {};
-  Box o{i.y0 == 0 ? 0 : ceil_div(i.y0 + w.pad, w.stride), i.y1 == ih ? oh : floor_div(i.y1 + w.pad - w.size, w.stride) + 1,
-        i.x0 == 0 ? 0 : ceil_div(i.x0 + w.pad, w.stride), i.x1 == iw ? ow : floor_div(i.x1 + w.pad - w.size, w.stride) + 1};
+  Box o{i.y0 == 0 ? 0 : ceil_div(i.y0 + w.pad, w.stride),
+        i.y1 == ih ? oh : floor_div(i.y1 + w.pad - w.size, w.stride) + 1,
+        i.x0 == 0 ? 0 : ceil_div(i.x0 + w.pad, w.stride),
+        i.x1 == iw ? ow : floor_div(i.x1 + w.pad - w.size, w.stride) + 1};
   o = intersect(o, full_box(oh, ow));
   return o.empty() ? Box{} : o;
 }
