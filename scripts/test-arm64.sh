@@ -63,7 +63,7 @@ done
 # Left out: TiledEquivalence.W1 and .HandPicked, Composite/GradCheck.* (too slow under
 # emulation); Cli.* (needs binfmt_misc: it execs the arm64 binary).
 OWN_TESTS='OwnConv*:*/OwnConv*:KernelTable.*'
-EXACT_TESTS='Paths/ConvBitIdentical.*:TiledEquivalenceRandom*:TiledEquivalence.Map97x131:LowMemory.*:NoAllocation.*'
+EXACT_TESTS='Paths/ConvBitIdentical.*:TiledEquivalenceRandom*:TiledEquivalence.Map97x131:LowMemory.*:NoAllocation.*:Overlap.*'
 FULL_TESTS="CfgErrors.*:CfgShapes.*:CfgRate.*:Geometry.*:HaloIndex.*:ShardPlan.*:WeightsIO.*"
 FULL_TESTS+=":Pointwise.*:DenseNaive.*:Channels/Pointwise.*:GradCheckLoss.*"
 FULL_TESTS+=":GradCheckDropout.*:Head/GradCheck.*:Random/ConvNaive.*:Darknet/MaxPoolNaive.*"
