@@ -8,7 +8,8 @@
 #   bench/planner/accuracy.sh --repredict DIR   (predictions again from DIR's cluster files
 #                                                 with the current binary; measurements kept)
 #   bench/planner/accuracy.sh --recalibrate DIR (calibrate again, here and on each emulated
-#                                                 cluster, into DIR's cluster files; then --repredict)
+#                                                 cluster (as --only says), into DIR's cluster
+#                                                 files; then --repredict)
 #
 #   local  this machine, ranks over shared memory (mpirun): W1 at batch 1 and 4, grids
 #          1x1 to 3x2, 1-4 ranks, several tiles per rank, groupings none/all/0,4,8,12 and
@@ -44,10 +45,13 @@ cfg=cfgs/yolov2-16.cfg
 if [ $recalibrate = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: --recalibrate needs root (cluster/edge.sh)" >&2; exit 1; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+  if want local; then
+    mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+  fi
+  want edge || want paper || links=""
   export EDGE_CLUSTER=planner
   trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-  for link in 30mbit 100mbit 1gbit; do
+  for link in ${links-30mbit 100mbit 1gbit}; do
     cluster/edge.sh down >/dev/null 2>&1 || true
     cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
     cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/edge-$link-cluster.json" >&2
