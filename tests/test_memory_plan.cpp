@@ -45,7 +45,7 @@ std::string describe(const std::string& net, int rows, int cols, int first, int 
                   std::to_string(first) + "," + std::to_string(last) + ") groups " + groups + " in_cb " +
                   std::to_string(in_cb) + " recompute " + std::to_string(recompute) + " need_input_delta " +
                   std::to_string(nid) + " local {";
-  for (int t : local) s += " " + std::to_string(t);
+  for (int t : local) s.append(" ").append(std::to_string(t));
   return s + " }";
 }
 
@@ -95,9 +95,10 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
             for (const std::vector<int>& local : local_sets(T)) {
               for (int variant = 0; variant < 4; ++variant) {
                 const bool recompute = variant & 1, nid = variant & 2;
-                SCOPED_TRACE(
-                    describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local) +
-                    ", backward features " + backward_features_name(features));
+                std::string what =
+                    describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local);
+                what.append(", backward features ").append(backward_features_name(features));
+                SCOPED_TRACE(what);
                 std::vector<int> tile_rank(size_t(T), 1);
                 for (int t : local) tile_rank[size_t(t)] = 0;
                 std::vector<bool> far;  // with recompute, overlap the halo from the other rank's tiles too

@@ -72,8 +72,9 @@ TEST(Overlap, PartsCoverTheForwardBoxAndTheInteriorNeedsNoHalo) {
                                      Box{parts[0].y0, parts[0].y1 + 1, parts[0].x0, parts[0].x1},
                                      Box{parts[0].y0, parts[0].y1, parts[0].x0 - 1, parts[0].x1},
                                      Box{parts[0].y0, parts[0].y1, parts[0].x0, parts[0].x1 + 1}})
-              if (contains(x.fwd, grown))
+              if (contains(x.fwd, grown)) {
                 EXPECT_FALSE(contains(mine, window_in(grown, s.win, s.in.h, s.in.w))) << grown.str();
+              }
           }
       }
   EXPECT_GT(split, 50);

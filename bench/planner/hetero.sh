@@ -14,11 +14,9 @@ cd "$root"
 out=$here/out
 [ "${1:-}" = --out ] && out=$2
 mkdir -p "$out"
-[ "$(id -u)" -eq 0 ] || { echo "hetero.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
-export EDGE_CLUSTER=hetero
-trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-cluster/edge.sh down >/dev/null 2>&1 || true
-cluster/edge.sh up --devices 2 --link 1gbit --cores 1 --device-speed 0.6 >&2
+# shellcheck source=edge_cluster.sh
+. "$here/edge_cluster.sh"
+edge_cluster hetero --devices 2 --link 1gbit --cores 1 --device-speed 0.6
 cluster/edge.sh speed dev1 0.3 >&2
 cfg=cfgs/yolov2-16.cfg
 : >"$out/hetero.jsonl"

@@ -16,11 +16,9 @@ devices=${2:?devices}
 out=$here/out
 [ "${3:-}" = --out ] && out=$4
 mkdir -p "$out"
-[ "$(id -u)" -eq 0 ] || { echo "optimizer_check.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
-export EDGE_CLUSTER=optcheck
-trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-cluster/edge.sh down >/dev/null 2>&1 || true
-cluster/edge.sh up --devices "$devices" --profile "$profile" >&2
+# shellcheck source=edge_cluster.sh
+. "$here/edge_cluster.sh"
+edge_cluster optcheck --devices "$devices" --profile "$profile"
 cfg=cfgs/yolov2-16.cfg
 c=$out/optimizer-$profile-cluster.json
 cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2

@@ -16,11 +16,9 @@ cd "$root"
 out=$here/out
 [ "${1:-}" = --out ] && out=$2
 mkdir -p "$out"
-[ "$(id -u)" -eq 0 ] || { echo "overlap.sh: needs root (cluster/edge.sh)" >&2; exit 1; }
-export EDGE_CLUSTER=overlap
-trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-cluster/edge.sh down >/dev/null 2>&1 || true
-cluster/edge.sh up --devices 4 --link 100mbit --cores 1 --device-speed 0.45 >&2
+# shellcheck source=edge_cluster.sh
+. "$here/edge_cluster.sh"
+edge_cluster overlap --devices 4 --link 100mbit --cores 1 --device-speed 0.45
 cfg=cfgs/yolov2-16.cfg
 : >"$out/overlap.jsonl"
 for round in 1 2; do

@@ -106,7 +106,7 @@ void MpiComm::allreduce_sum(float* data, size_t n) {
 namespace {
 // The cells `box` of t as an MPI datatype over t.data: [n][channel blocks][rows][columns][cb]
 // of `elem` (floats, or bytes laid out alike).
-MPI_Datatype box_type(const TensorView& t, const Box& box, MPI_Datatype elem = MPI_FLOAT) {
+MPI_Datatype box_type(const TensorView& t, const Box& box, MPI_Datatype elem) {
   const int sizes[5] = {t.n, t.cblocks(), t.box.h(), t.box.w(), t.cb};
   const int sub[5] = {t.n, t.cblocks(), box.h(), box.w(), t.cb};
   const int starts[5] = {0, 0, box.y0 - t.box.y0, box.x0 - t.box.x0, 0};
@@ -117,41 +117,33 @@ MPI_Datatype box_type(const TensorView& t, const Box& box, MPI_Datatype elem = M
 }
 }  // namespace
 
-// The datatype is freed right away: MPI keeps it until the message completes.
-void MpiComm::isend(const TensorView& t, const Box& box, int to, int tag) {
-  MPI_Datatype type = box_type(t, box);
+// One message of `box` of a map laid out like `shape`, at `data`. The datatype is freed
+// right away: MPI keeps it until the message completes.
+void MpiComm::post(bool send, void* data, const TensorView& shape, const Box& box, MPI_Datatype elem, int peer,
+                   int tag) {
+  MPI_Datatype type = box_type(shape, box, elem);
   requests_.emplace_back();
-  const int rc = MPI_Isend(t.data, 1, type, to, tag, MPI_COMM_WORLD, &requests_.back());
-  request_peers_.push_back(to);
+  const int rc = send ? MPI_Isend(data, 1, type, peer, tag, MPI_COMM_WORLD, &requests_.back())
+                      : MPI_Irecv(data, 1, type, peer, tag, MPI_COMM_WORLD, &requests_.back());
+  request_peers_.push_back(peer);
   MPI_Type_free(&type);
-  check(rc, "send");
+  check(rc, send ? "send" : "receive");
+}
+
+void MpiComm::isend(const TensorView& t, const Box& box, int to, int tag) {
+  post(true, t.data, t, box, MPI_FLOAT, to, tag);
 }
 
 void MpiComm::irecv(const TensorView& t, const Box& box, int from, int tag) {
-  MPI_Datatype type = box_type(t, box);
-  requests_.emplace_back();
-  const int rc = MPI_Irecv(t.data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
-  request_peers_.push_back(from);
-  MPI_Type_free(&type);
-  check(rc, "receive");
+  post(false, t.data, t, box, MPI_FLOAT, from, tag);
 }
 
 void MpiComm::isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) {
-  MPI_Datatype type = box_type(shape, box, MPI_BYTE);
-  requests_.emplace_back();
-  const int rc = MPI_Isend(data, 1, type, to, tag, MPI_COMM_WORLD, &requests_.back());
-  request_peers_.push_back(to);
-  MPI_Type_free(&type);
-  check(rc, "send");
+  post(true, const_cast<uint8_t*>(data), shape, box, MPI_BYTE, to, tag);  // MPI_Isend only reads it
 }
 
 void MpiComm::irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) {
-  MPI_Datatype type = box_type(shape, box, MPI_BYTE);
-  requests_.emplace_back();
-  const int rc = MPI_Irecv(data, 1, type, from, tag, MPI_COMM_WORLD, &requests_.back());
-  request_peers_.push_back(from);
-  MPI_Type_free(&type);
-  check(rc, "receive");
+  post(false, data, shape, box, MPI_BYTE, from, tag);
 }
 
 void MpiComm::wait_all() {

@@ -42,6 +42,7 @@ class MpiComm final : public Comm {
 
  private:
   void check(int rc, const char* what) const;
+  void post(bool send, void* data, const TensorView& shape, const Box& box, MPI_Datatype elem, int peer, int tag);
   std::vector<std::string> gather_hosts();
   // Completes reqs[0, n) watching `peers` (every other rank when empty).
   void complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers);

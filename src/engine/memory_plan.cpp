@@ -17,10 +17,6 @@ size_t TileMemoryPlan::map_bytes() const {
   return n;
 }
 
-bool conv_pointwise(const LayerSpec& s) {
-  return s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear);
-}
-
 bool input_aliases(const Plan& plan, int t, int l) {
   if (l == plan.first) return false;
   const TileLayer& x = plan.at(t, l);
@@ -54,13 +50,6 @@ bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::v
   if (reach == x.delta_in) return true;
   if (!contains(reach, x.delta_in)) return false;
   return l == plan.first || (plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles));
-}
-
-// A convolution that ends a group before the segment's last layer computed only its
-// owned cells in forward (see plan.hpp): its batch-norm/activation backward runs on the
-// owned cells before the halo exchange, which then carries dL/d(pre-activation).
-bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
-  return l + 1 < plan.last && plan.group_start(l + 1) && conv_pointwise(net.layers[l]);
 }
 
 std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far) {

@@ -74,8 +74,6 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
 
 // The decisions the plan is made of, which forward and backward follow too:
 
-// A convolution followed by batch-norm and/or a non-linear activation.
-bool conv_pointwise(const LayerSpec& s);
 // Layer l's input is the previous layer's output itself: it holds exactly the cells
 // needed (and, at a group start, no neighbour contributes).
 bool input_aliases(const Plan& plan, int t, int l);
@@ -85,8 +83,6 @@ bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l);
 bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles);
 // The input delta of layer l on tile t is used on the box backward-data writes.
 bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
-// Layer l's batch-norm/activation backward runs on owned cells before the halo exchange.
-bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
 // Tile t's forward box at group start l as [interior, border strips...]: the interior
 // needs only the tile's own cells of the previous output, so it is computed while the
 // halo from far tiles (far[from]) is in flight. Empty when nothing comes from a far tile

@@ -221,20 +221,21 @@ void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of)
   comm_.wait_all();
 }
 
-// Copies the pieces between local tiles and posts the messages; wait_all completes them.
+// Copies the pieces between local tiles and posts the messages, tagged tag0 + the
+// piece's index; wait_all completes them.
 template <class Src, class Dst>
-void Segment::post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of) {
+void Segment::post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of, int tag0) {
   const int me = comm_.rank();
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& pc = pieces[k];
-    const int from = tile_rank_[pc.from], to = tile_rank_[pc.to];
+    const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], tag = tag0 + int(k);
     if (from == me && to == me) {
       const TensorView a = src_of(pc.from), b = dst_of(pc.to);
       if (a.data != b.data) copy_region(a, b, pc.box);
     } else if (from == me) {
-      comm_.isend(src_of(pc.from), pc.box, to, int(k));
+      comm_.isend(src_of(pc.from), pc.box, to, tag);
     } else if (to == me) {
-      comm_.irecv(dst_of(pc.to), pc.box, from, int(k));
+      comm_.irecv(dst_of(pc.to), pc.box, from, tag);
     }
   }
 }
@@ -247,19 +248,17 @@ void Segment::exchange_features(int end) {
   for (int l = end;; --l) {
     const int i = l - plan_.first;
     const LayerSpec& s = net_.layers[l];
-    auto winners_shape = [&](int t) {
-      return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held};
-    };
-    for (const Piece& pc : plan_.feature_halo[i]) {
-      const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], k = tag++;
-      if (s.type == LayerType::Conv) {
-        if (from == me && to == me)
-          copy_region(tiles_[pc.from]->y[i], tiles_[pc.to]->y[i], pc.box);
-        else if (from == me)
-          comm_.isend(tiles_[pc.from]->y[i], pc.box, to, k);
-        else if (to == me)
-          comm_.irecv(tiles_[pc.to]->y[i], pc.box, from, k);
-      } else {
+    const std::vector<Piece>& pieces = plan_.feature_halo[i];
+    if (s.type == LayerType::Conv) {
+      auto y_of = [&](int t) { return tiles_[t]->y[i]; };
+      post(pieces, y_of, y_of, tag);
+    } else {  // max-pool winners: bytes
+      auto winners_shape = [&](int t) {
+        return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held};
+      };
+      for (size_t n = 0; n < pieces.size(); ++n) {
+        const Piece& pc = pieces[n];
+        const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], k = tag + int(n);
         const TensorView a = winners_shape(pc.from), b = winners_shape(pc.to);
         if (from == me && to == me)
           copy_winners(tiles_[pc.from]->argmax[i].data(), a.box, tiles_[pc.to]->argmax[i].data(), b.box, a, pc.box);
@@ -269,6 +268,7 @@ void Segment::exchange_features(int end) {
           comm_.irecv_bytes(tiles_[pc.to]->argmax[i].data(), b, pc.box, from, k);
       }
     }
+    tag += int(pieces.size());
     if (plan_.group_start(l)) break;
   }
   comm_.wait_all();

@@ -94,7 +94,7 @@ class Segment {
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
   template <class Src, class Dst>
-  void post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
+  void post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of, int tag0 = 0);
   template <class Src, class Dst>
   void exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
   template <class Box_, class Dst>

@@ -29,11 +29,17 @@ BackwardFeatures parse_backward_features(const std::string& s) {
   fail("--backward-features: '", s, "' is neither recompute nor exchange");
 }
 
+bool conv_pointwise(const LayerSpec& s) {
+  return s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear);
+}
+
+bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
+  return l + 1 < plan.last && plan.group_start(l + 1) && conv_pointwise(net.layers[size_t(l)]);
+}
+
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l) {
-  const LayerSpec& s = net.layers[size_t(l)];
-  if (s.type == LayerType::MaxPool) return true;
-  if (s.type != LayerType::Conv || !(s.batch_normalize || s.act != Act::Linear)) return false;
-  return !(l + 1 < plan.last && plan.group_start(l + 1));
+  if (net.layers[size_t(l)].type == LayerType::MaxPool) return true;
+  return conv_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l);
 }
 
 std::vector<int> parse_groups(const std::string& spec, int first, int last) {

@@ -87,9 +87,14 @@ struct TilingOptions {
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
                const TilingOptions& opt = {});
 
-// Backward reads layer l's forward values on its delta box (max-pool winners, or y of a
-// convolution with batch-norm/activation), except at a convolution ending a group before
-// the segment's last layer, whose batch-norm/activation backward runs on the owned cells.
+// A convolution followed by batch-norm and/or a non-linear activation.
+bool conv_pointwise(const LayerSpec& s);
+// Layer l's batch-norm/activation backward runs on owned cells before the halo exchange:
+// a convolution ending a group before the segment's last layer computes only its owned
+// cells in forward, and the exchange then carries dL/d(pre-activation).
+bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
+// Backward reads layer l's forward values on its delta box: max-pool winners, or y of a
+// convolution with batch-norm/activation whose backward does not run before the exchange.
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l);
 
 // Default and validated cut: how many leading layers are tiled.
