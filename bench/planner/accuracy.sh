@@ -48,10 +48,11 @@ if [ $recalibrate = 1 ]; then
   if want local; then
     mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
   fi
-  want edge || want paper || links=""
+  links=""
+  if want edge || want paper; then links="30mbit 100mbit 1gbit"; fi
   export EDGE_CLUSTER=planner
   trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-  for link in ${links-30mbit 100mbit 1gbit}; do
+  for link in $links; do
     cluster/edge.sh down >/dev/null 2>&1 || true
     cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
     cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/edge-$link-cluster.json" >&2
