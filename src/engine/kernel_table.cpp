@@ -7,7 +7,6 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
   int cb = 1;  // the input map is plain; every convolution writes the blocked layout
   const int n = net.micro_batch();
   for (const LayerSpec& s : net.layers) {
-    if (!s.spatial()) break;
     if (s.type != LayerType::Conv) continue;
     const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.win, full_box(s.out.h, s.out.w), s.in.h, s.in.w,
                                  ctx.config.block, cb, !s.batch_normalize);

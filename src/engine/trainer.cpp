@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstring>
 
-#include "layers/dense.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -35,11 +34,9 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
 
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
     : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels, opt.channel_block) {
-  const LayerType lt = net.layers.back().type;
-  if (lt != LayerType::Cost && lt != LayerType::Softmax)
-    fail(net.path, ": the net has no loss: end it with [cost] or [softmax]");
+  if (!net.layers.back().loss())
+    fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut);
-  dense_begin_ = net.first_untileable();
   grad_ = Buffer(params.values.size());
   momentum_ = Buffer(params.values.size());
 
@@ -79,63 +76,27 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far)});
-  int cb = tiled_->out_cb();
   if (!root()) return;  // the rest of the net lives on the root process
-  if (dense_begin_ > cut_) {
-    Plan p1 = make_plan(net, 1, 1, cut_, dense_begin_, {cut_});
-    untiled_ = std::make_unique<Segment>(
-        ctx_, net, params, grad_.data(), std::move(p1), local_comm_,
-        SegmentOptions{.batch = n_,
-                       .in_cb = cb,
-                       .bn = opt.bn,
-                       .need_input_delta = true,
-                       .tile_rank = {0},
-                       .shards = nullptr,
-                       .recompute = false,
-                       .far = {}});
-    cb = untiled_->out_cb();
-  }
-  // Whole maps at the cut and at the start of the dense head.
-  const Shape at_cut = net.layers[cut_ - 1].out;
-  const Shape at_dense = net.layers[dense_begin_ - 1].out;
-  const int cb_cut = tiled_->out_cb();
-  map_a_ = Buffer(size_t(tensor_floats(n_, at_cut.c, cb_cut, full_box(at_cut.h, at_cut.w))));
-  delta_map_a_ = Buffer(map_a_.size());
-  if (untiled_) {
-    map_b_ = Buffer(size_t(tensor_floats(n_, at_dense.c, cb, full_box(at_dense.h, at_dense.w))));
-    delta_map_b_ = Buffer(map_b_.size());
-  }
-  const size_t L = net.layers.size();
-  dense_out_.resize(L);
-  dense_pre_.resize(L);
-  dense_delta_.resize(L + 1);
-  dense_delta_[dense_begin_].assign(size_t(n_ * at_dense.size()), 0.f);    // delta at the head's input
-  dense_out_[dense_begin_ - 1].assign(size_t(n_ * at_dense.size()), 0.f);  // plain copy of the head's input
-  for (size_t l = dense_begin_; l < L; ++l) {
-    const LayerSpec& s = net.layers[l];
-    if (s.type == LayerType::Cost) continue;  // its output is its input, its delta the loss gradient
-    dense_out_[l].assign(size_t(n_ * s.out.size()), 0.f);
-    if (s.type == LayerType::Connected) dense_pre_[l].assign(size_t(n_ * s.out.size()), 0.f);
-    dense_delta_[l + 1].assign(size_t(n_ * s.out.size()), 0.f);
-  }
+  tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
+                                 TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed});
+  const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
+  cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))));
+  cut_delta_ = Buffer(cut_map_.size());
   if (opt.need_input_delta) input_delta_.assign(size_t(n_ * net.input().size()), 0.f);
 }
 
 Trainer::Memory Trainer::memory() const {
   Memory m;
-  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
-    if (!s) continue;
-    Segment::MemoryUse u = s->memory_use();
+  std::vector<Segment::MemoryUse> uses{tiled_->memory_use()};
+  if (tail_) uses.push_back(tail_->memory_use());
+  for (const Segment::MemoryUse& u : uses) {
     m.maps_mb += u.maps / 1048576.0;
     m.deltas_mb += u.deltas / 1048576.0;
     m.filters_mb += u.weight_copies / 1048576.0;
   }
   m.scratch_mb = ctx_.scratch_bytes() / 1048576.0;
-  m.maps_mb += (map_a_.size() + map_b_.size()) * 4 / 1048576.0;
-  m.deltas_mb += (delta_map_a_.size() + delta_map_b_.size()) * 4 / 1048576.0;
-  for (auto& v : dense_out_) m.maps_mb += v.size() * 4 / 1048576.0;
-  for (auto& v : dense_pre_) m.maps_mb += v.size() * 4 / 1048576.0;
-  for (auto& v : dense_delta_) m.deltas_mb += v.size() * 4 / 1048576.0;
+  m.maps_mb += cut_map_.size() * 4 / 1048576.0;
+  m.deltas_mb += cut_delta_.size() * 4 / 1048576.0;
   // Weights, gradients and momentum: all of them, or the replicated ones and this process's parts.
   double kept = 3. * double(params_.values.size());
   if (shards_) kept = 3. * double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned));
@@ -148,8 +109,8 @@ Trainer::~Trainer() = default;
 
 std::vector<KernelUse> Trainer::kernel_uses() const {
   std::vector<KernelUse> uses = tiled_->kernel_uses();
-  if (untiled_)
-    for (KernelUse& u : untiled_->kernel_uses()) uses.push_back(std::move(u));
+  if (tail_)
+    for (KernelUse& u : tail_->kernel_uses()) uses.push_back(std::move(u));
   return uses;
 }
 
@@ -166,44 +127,40 @@ void Trainer::gather_weights() {
 
 void Trainer::reload_weights() {
   tiled_->refresh_weights();
-  if (untiled_) untiled_->refresh_weights();
+  if (tail_) tail_->refresh_weights();
 }
 
 StepTimes Trainer::times() const {
   StepTimes t = times_;
-  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
-    if (!s) continue;
-    t.fwd += s->times.fwd;
-    t.bwd += s->times.bwd;
-    t.halo += s->times.halo;
-    t.io += s->times.io;
-    t.weights += s->times.weights;
-    t.halo_exchange += s->times.halo_exchange;
-    t.halo_exchange_fwd += s->times.halo_exchange_fwd;
-    t.halo_overlap += s->times.halo_overlap;
+  std::vector<SegmentTimes> parts{tiled_->times};
+  if (tail_) parts.push_back(tail_->total_times());
+  for (const SegmentTimes& s : parts) {
+    t.fwd += s.fwd;
+    t.bwd += s.bwd;
+    t.halo += s.halo;
+    t.io += s.io;
+    t.weights += s.weights;
+    t.halo_exchange += s.halo_exchange;
+    t.halo_exchange_fwd += s.halo_exchange_fwd;
+    t.halo_overlap += s.halo_overlap;
   }
   return t;
 }
 
 std::vector<LayerTimes> Trainer::layer_times() const {
   std::vector<LayerTimes> v(net_.layers.size());
-  for (const Segment* s : {tiled_.get(), untiled_.get()}) {
-    if (!s) continue;
-    const int first = s == tiled_.get() ? 0 : cut_;
-    std::copy(s->layer_times.begin(), s->layer_times.end(), v.begin() + first);
-  }
-  v[size_t(dense_begin_)].fwd = head_fwd_;
-  v[size_t(dense_begin_)].bwd_data = head_bwd_;
+  std::copy(tiled_->layer_times.begin(), tiled_->layer_times.end(), v.begin());
+  if (tail_) tail_->collect_layer_times(v);
   return v;
 }
 
 void Trainer::reset_times() {
-  head_fwd_ = head_bwd_ = 0;
   times_ = {};
-  for (Segment* s : {tiled_.get(), untiled_.get()}) {
-    if (!s) continue;
-    s->times = {};
-    std::fill(s->layer_times.begin(), s->layer_times.end(), LayerTimes{});
+  tiled_->times = {};
+  std::fill(tiled_->layer_times.begin(), tiled_->layer_times.end(), LayerTimes{});
+  if (tail_) {
+    tail_->reset_times();
+    tail_->detector_loss = {};
   }
 }
 
@@ -211,55 +168,12 @@ void Trainer::forward(const float* input, bool training) {
   const Shape in = net_.input();
   const TensorView input_view{const_cast<float*>(input), n_, in.c, 1, full_box(in.h, in.w)};
   tiled_->forward(input_view, training);
-  const Shape at_cut = net_.layers[cut_ - 1].out;
-  TensorView cut_map{map_a_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
-  tiled_->gather_output(&cut_map);
+  const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
+  TensorView cut_map{cut_map_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
+  tiled_->gather_output(root() ? &cut_map : nullptr);
   if (!root()) return;
-  TensorView head_in = cut_map;
-  if (untiled_) {
-    untiled_->forward(cut_map, training);
-    const Shape s = net_.layers[dense_begin_ - 1].out;
-    head_in = TensorView{map_b_.data(), n_, s.c, untiled_->out_cb(), full_box(s.h, s.w)};
-    untiled_->gather_output(&head_in);
-  }
-  // Dense head on plain [n][c*h*w].
-  const double d0 = now_s();
-  std::vector<float>& x0 = dense_out_[dense_begin_ - 1];
-  copy_region(head_in, TensorView{x0.data(), n_, head_in.c, 1, head_in.box}, head_in.box);
-  const float* x = x0.data();
-  for (size_t l = dense_begin_; l < net_.layers.size(); ++l) {
-    const LayerSpec& s = net_.layers[l];
-    float* y = dense_out_[l].data();
-    switch (s.type) {
-      case LayerType::AvgPool:
-        avgpool_forward(x, y, n_, s.in.c, s.in.h * s.in.w);
-        break;
-      case LayerType::Connected: {
-        const ParamSlice& ps = params_.slices[l];
-        connected_forward(x, params_.values.data() + ps.weights, params_.values.data() + ps.biases,
-                          dense_pre_[l].data(), y, n_, int(s.in.size()), s.outputs, s.act);
-        break;
-      }
-      case LayerType::Softmax:
-        softmax_forward(x, y, n_, int(s.in.size()));
-        break;
-      case LayerType::Dropout:
-        if (training)
-          dropout_apply(x, y, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_);
-        else
-          std::memcpy(y, x, size_t(n_ * s.in.size()) * 4);
-        break;
-      case LayerType::Cost:  // the last layer: its output is its input
-        y = const_cast<float*>(x);
-        break;
-      default:
-        fail("internal: layer ", l, " in the dense head");
-    }
-    x = y;
-  }
-  out_ = x;
-  head_fwd_ += now_s() - d0;
-  times_.fwd += now_s() - d0;
+  tail_->forward(cut_map, training, step_);
+  out_ = tail_->output();
 }
 
 const float* Trainer::predict(const float* input) {
@@ -270,70 +184,24 @@ const float* Trainer::predict(const float* input) {
 double Trainer::loss_and_backward(const float* truth) {
   const Shape in = net_.input();
   TensorView din{input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
-  if (!root()) {  // the root computes the head and sends each tile its delta
+  if (!root()) {  // the root computes the tail and sends each tile its delta
     tiled_->backward(TensorView{}, &din);
     return 0;
   }
-  const double d0 = now_s();
-  const size_t L = net_.layers.size();
-  const int64_t count = n_ * net_.output().size();
-  double loss;
-  // dense_delta_[l + 1] is dL/d(output of layer l); the loss writes the last one (a
-  // [cost] layer passes it through unchanged: the loss writes its input's delta).
-  const bool cost = net_.layers.back().type == LayerType::Cost;
-  float* g = dense_delta_[cost ? L - 1 : L].data();
-  if (cost)
-    loss = sse(out_, truth, g, count);
-  else
-    loss = softmax_cross_entropy(out_, truth, g, count);
-  for (size_t l = cost ? L - 1 : L; l-- > size_t(dense_begin_);) {
-    const LayerSpec& s = net_.layers[l];
-    float* gin = dense_delta_[l].data();
-    const float* x = dense_out_[l - 1].data();
-    g = dense_delta_[l + 1].data();
-    const int64_t nin = n_ * s.in.size();
-    switch (s.type) {
-      case LayerType::AvgPool:
-        avgpool_backward(g, gin, n_, s.in.c, s.in.h * s.in.w);
-        break;
-      case LayerType::Connected: {
-        const ParamSlice& ps = params_.slices[l];
-        connected_backward(g, x, params_.values.data() + ps.weights, dense_pre_[l].data(), grad_.data() + ps.weights,
-                           grad_.data() + ps.biases, gin, n_, int(s.in.size()), s.outputs, s.act);
-        break;
-      }
-      case LayerType::Softmax:  // Darknet: the delta passes through (softmax + cross-entropy)
-      case LayerType::Cost:
-        std::memcpy(gin, g, size_t(nin) * 4);
-        break;
-      case LayerType::Dropout:
-        dropout_apply(g, gin, s.in.size(), n_, s.probability, opt_.seed + uint64_t(l), step_);
-        break;
-      default:
-        fail("internal: layer ", l, " in the dense head");
-    }
-  }
-  head_bwd_ += now_s() - d0;
-  times_.bwd += now_s() - d0;
-  // Back into the spatial segments.
-  const Shape sd = net_.layers[dense_begin_ - 1].out;
-  const Shape sc = net_.layers[cut_ - 1].out;
-  TensorView cut_delta{delta_map_a_.data(), n_, sc.c, tiled_->out_cb(), full_box(sc.h, sc.w)};
-  const TensorView plain{dense_delta_[dense_begin_].data(), n_, sd.c, 1, full_box(sd.h, sd.w)};
-  if (untiled_) {
-    TensorView head_delta{delta_map_b_.data(), n_, sd.c, untiled_->out_cb(), full_box(sd.h, sd.w)};
-    copy_region(plain, head_delta, head_delta.box);
-    untiled_->backward(head_delta, &cut_delta);
-  } else {
-    copy_region(plain, cut_delta, cut_delta.box);
-  }
+  // Darknet counts a micro-batch's images before its forward ([region]'s early prior).
+  const int64_t seen = params_.seen + int64_t(micro_ + 1) * n_;
+  const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
+  TensorView cut_delta{cut_delta_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
+  const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
   tiled_->backward(cut_delta, &din);
   return loss;
 }
 
 double Trainer::forward_backward(const float* input, const float* truth) {
   forward(input, true);
-  return loss_and_backward(truth);
+  const double loss = loss_and_backward(truth);
+  ++micro_;
+  return loss;
 }
 
 void Trainer::update() {
@@ -404,6 +272,7 @@ void Trainer::update() {
     times_.weights += gather_s;
   }
   ++step_;
+  micro_ = 0;
   const double r0 = now_s();
   reload_weights();
   times_.reload += now_s() - r0;
@@ -419,7 +288,7 @@ void Trainer::update() {
 
 double Trainer::train_step(const float* input, const float* truth) {
   const double t0 = now_s();
-  const int64_t in_size = net_.input().size() * n_, out_size = net_.output().size() * n_;
+  const int64_t in_size = net_.input().size() * n_, out_size = net_.truth_size() * n_;
   double loss = 0;
   for (int sub = 0; sub < net_.subdivisions; ++sub)
     loss +=

@@ -1,7 +1,7 @@
-// A whole training step: the tiled segment (layers before the cut, R x C tiles), an
-// untiled segment for spatial layers after the cut, then the dense head (avgpool,
-// connected, softmax, dropout, cost) on the gathered map; loss; backward the same way
-// in reverse; gradient reduction once per batch; Darknet's SGD update.
+// A whole training step: the tiled segment (layers before the cut, R x C tiles), then the
+// tail (every layer after the cut, on the root process, see tail.hpp) on the gathered map;
+// loss; backward the same way in reverse; gradient reduction once per batch; Darknet's SGD
+// update.
 #pragma once
 #include <memory>
 #include <span>
@@ -11,6 +11,7 @@
 #include "comm/comm.hpp"
 #include "engine/segment.hpp"
 #include "engine/shards.hpp"
+#include "engine/tail.hpp"
 #include "model/params.hpp"
 
 namespace tt {
@@ -56,7 +57,7 @@ class Trainer {
   ~Trainer();
 
   // Forward + backward of one micro-batch (net.micro_batch() samples, plain NCHW input,
-  // truth shaped like the output); gradients accumulate. Returns the loss (summed).
+  // net.truth_size() floats of truth per sample); gradients accumulate. Returns the loss (summed).
   // Input and truth are read on the root process only (elsewhere they may be null).
   double forward_backward(const float* input, const float* truth);
   // Forward only in inference mode (batch-norm running statistics, no dropout).
@@ -71,7 +72,11 @@ class Trainer {
   std::span<const float> grad() const { return {grad_.data(), grad_.size()}; }
   // With need_input_delta (verify): the whole summed gradient the last update() applied.
   const std::vector<float>& last_grad() const { return last_grad_; }
-  const float* output() const { return out_; }                      // [micro_batch][output size]
+  const float* output() const { return out_; }  // [micro_batch][output size]
+  // Root: the plain output of layer l >= cut() of the last forward (e.g. each [yolo] layer's).
+  const float* output_of(int l) const { return tail_->output_of(l); }
+  // Root: the detector layers' losses and statistics since reset_times().
+  DetectorLoss detector_loss() const { return tail_ ? tail_->detector_loss : DetectorLoss{}; }
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
   // Sharded: completes Params::values on every process (before saving weights).
@@ -82,8 +87,8 @@ class Trainer {
   void set_momentum(std::span<const float> v);
   StepTimes times() const;  // accumulated since reset_times(), all parts
   // Per net layer, accumulated since reset_times(): the spatial layers' compute (see
-  // segment.hpp); the dense head and the loss, as a whole, at the head's first layer
-  // (forward in `fwd`, backward in `bwd_data`).
+  // segment.hpp); each other layer's forward in `fwd`, backward in `bwd_data` (the loss's
+  // in backward).
   std::vector<LayerTimes> layer_times() const;
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, scratch_mb = 0;
@@ -103,9 +108,8 @@ class Trainer {
   Params& params_;
   TrainOptions opt_;
   Comm& comm_;
-  int n_, cut_, dense_begin_;
+  int n_, cut_;
   DnnlContext ctx_;
-  LocalComm local_comm_;    // for the untiled layers after the cut, which run on the root only
   Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
   std::vector<float> last_grad_;
   std::unique_ptr<ShardPlan> shards_;
@@ -115,15 +119,14 @@ class Trainer {
   // update is split and only that part of the momentum is ever touched.
   std::vector<int> split_counts_, split_displs_;
   Buffer split_tmp_;
-  std::unique_ptr<Segment> tiled_, untiled_;
-  Buffer map_a_, map_b_, delta_map_a_, delta_map_b_;
-  // dense head: per layer output (and pre-activation for connected), per layer delta
-  std::vector<std::vector<float>> dense_out_, dense_pre_, dense_delta_;
+  std::unique_ptr<Segment> tiled_;
+  std::unique_ptr<Tail> tail_;   // root only
+  Buffer cut_map_, cut_delta_;   // whole map at the cut and its delta (root only)
   std::vector<float> input_delta_;
   const float* out_ = nullptr;
   int64_t step_ = 0;
+  int micro_ = 0;  // micro-batches since the last update
   StepTimes times_;
-  double head_fwd_ = 0, head_bwd_ = 0;  // dense head and loss
 };
 
 }  // namespace tt

@@ -1,5 +1,6 @@
 #include "model/net_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -26,6 +27,16 @@ const char* layer_type_name(LayerType t) {
       return "dropout";
     case LayerType::Cost:
       return "cost";
+    case LayerType::Route:
+      return "route";
+    case LayerType::Reorg:
+      return "reorg";
+    case LayerType::Upsample:
+      return "upsample";
+    case LayerType::Region:
+      return "region";
+    case LayerType::Yolo:
+      return "yolo";
   }
   return "?";
 }
@@ -63,6 +74,10 @@ double LayerSpec::forward_flops() const {
       return 2.0 * double(outputs) * in.size();
     case LayerType::MaxPool:
       return double(out.size()) * win.size * win.size;
+    case LayerType::Route:
+    case LayerType::Reorg:
+    case LayerType::Upsample:
+      return 0;
     default:
       return double(in.size());
   }
@@ -83,6 +98,33 @@ int NetSpec::first_untileable() const {
   for (const auto& l : layers)
     if (!l.spatial()) return l.index;
   return int(layers.size());
+}
+
+int NetSpec::max_cut() const {
+  int cut = first_untileable();
+  for (const auto& l : layers)
+    if (l.type == LayerType::Route)
+      for (int r : l.route) cut = std::min(cut, r + 1);
+  return cut;
+}
+
+std::vector<int> NetSpec::inputs_of(int l) const {
+  if (layers[size_t(l)].type == LayerType::Route) return layers[size_t(l)].route;
+  if (l == 0) return {};
+  return {l - 1};
+}
+
+bool NetSpec::detector() const {
+  for (const auto& l : layers)
+    if (l.detector()) return true;
+  return false;
+}
+
+int64_t NetSpec::truth_size() const {
+  int64_t n = 0;
+  for (const auto& l : layers)
+    if (l.detector()) n = std::max<int64_t>(n, l.det.truth_floats());
+  return n > 0 ? n : output().size();
 }
 
 namespace {
@@ -214,6 +256,7 @@ int out_len(int in, int size, int stride, int pad_total) { return (in + pad_tota
 void resolve_shapes(NetSpec& net) {
   Shape cur = net.input();
   for (auto& l : net.layers) {
+    if (l.type == LayerType::Route) cur = net.layers[size_t(l.route[0])].out;
     auto where = [&] {
       return net.path + ":" + std::to_string(l.line) + ": [" + layer_type_name(l.type) + "] (layer " +
              std::to_string(l.index) + ")";
@@ -241,6 +284,52 @@ void resolve_shapes(NetSpec& net) {
       case LayerType::Cost:
         l.out = cur;
         break;
+      case LayerType::Route:  // channels concatenated: every input must have the first's height and width
+        l.out = cur;
+        for (size_t i = 1; i < l.route.size(); ++i) {
+          const LayerSpec& r = net.layers[size_t(l.route[i])];
+          if (r.out.h != cur.h || r.out.w != cur.w)
+            fail(where(), ": layer ", r.index, "'s output is ", r.out.h, "x", r.out.w, " but layer ", l.route[0],
+                 "'s is ", cur.h, "x", cur.w, ": a route concatenates maps of one size");
+          l.out.c += r.out.c;
+        }
+        l.in = l.out;
+        break;
+      case LayerType::Reorg: {
+        const int s = l.stride;
+        if (l.reverse) {
+          if (cur.c % (s * s) != 0)
+            fail(where(), ": reverse reorg needs channels divisible by stride^2 = ", s * s, ", got ", cur.c);
+          l.out = {cur.c / (s * s), cur.h * s, cur.w * s};
+        } else {
+          if (cur.h % s != 0 || cur.w % s != 0)
+            fail(where(), ": a ", cur.h, "x", cur.w, " map does not reorganise by stride ", s,
+                 " (height and width must be multiples of it)");
+          l.out = {cur.c * s * s, cur.h / s, cur.w / s};
+        }
+        break;
+      }
+      case LayerType::Upsample:
+        if (l.reverse) {
+          if (cur.h % l.stride != 0 || cur.w % l.stride != 0)
+            fail(where(), ": a ", cur.h, "x", cur.w, " map does not downsample by ", l.stride);
+          l.out = {cur.c, cur.h / l.stride, cur.w / l.stride};
+        } else {
+          l.out = {cur.c, cur.h * l.stride, cur.w * l.stride};
+        }
+        break;
+      case LayerType::Region:
+      case LayerType::Yolo: {
+        const DetectorSpec& d = l.det;
+        const int per_box = d.coords + 1 + d.classes;
+        const int boxes = d.boxes_per_cell(l.type == LayerType::Yolo);
+        if (cur.c != boxes * per_box)
+          fail(where(), ": its input has ", cur.c, " channels but ", boxes, " boxes per cell x (", d.coords,
+               " coords + 1 + ", d.classes, " classes) = ", boxes * per_box,
+               " are needed (the convolution before it needs filters=", boxes * per_box, ")");
+        l.out = cur;
+        break;
+      }
     }
     cur = l.out;
   }
@@ -313,6 +402,87 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     std::string t = r.str("type", "sse");
     if (t != "sse") fail(r.where(r.line_of("type")), ": cost type '", t, "' is not supported (sse)");
     r.reject_unused({"scale", "ratio", "noobject_scale", "thresh"});
+  } else if (n == "route") {
+    l.type = LayerType::Route;
+    if (!r.has("layers")) fail(r.where(s.line), ": [route] needs 'layers='");
+    for (double v : r.list("layers")) {
+      const int idx = v < 0 ? index + int(v) : int(v);
+      if (v != std::floor(v) || idx < 0 || idx >= index)
+        fail(r.where(r.line_of("layers")), ": route input ", v, " is not an earlier layer (this is layer ", index,
+             "; negative values count back from it)");
+      l.route.push_back(idx);
+    }
+    r.reject_unused({});
+  } else if (n == "reorg") {
+    l.type = LayerType::Reorg;
+    l.stride = r.integer("stride", 1);
+    r.positive("stride", l.stride);
+    l.reverse = r.integer("reverse", 0) != 0;
+    if (r.integer("flatten", 0) || r.integer("extra", 0))
+      fail(r.where(s.line), ": [reorg] with flatten= or extra= is not supported");
+    r.reject_unused({});
+  } else if (n == "upsample") {
+    l.type = LayerType::Upsample;
+    l.stride = r.integer("stride", 2);
+    if (l.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
+    l.reverse = l.stride < 0;  // Darknet: a negative stride downsamples (sums)
+    l.stride = std::abs(l.stride);
+    l.scale = float(r.num("scale", 1));
+    r.reject_unused({});
+  } else if (n == "region" || n == "yolo") {
+    const bool yolo = n == "yolo";
+    l.type = yolo ? LayerType::Yolo : LayerType::Region;
+    DetectorSpec& d = l.det;
+    d.classes = r.integer("classes", 20);
+    r.positive("classes", d.classes);
+    d.num = r.integer("num", 1);
+    r.positive("num", d.num);
+    d.jitter = float(r.num("jitter", 0.2));
+    if (!(d.jitter >= 0 && d.jitter < 1)) fail(r.where(r.line_of("jitter")), ": jitter must be in [0, 1)");
+    d.random = r.integer("random", 0) != 0;
+    if (r.has("map") || r.has("tree"))
+      fail(r.where(r.line_of(r.has("map") ? "map" : "tree")), ": class maps and trees (YOLO9000) are not supported");
+    if (yolo) {
+      d.max_boxes = r.integer("max", 90);
+      d.ignore_thresh = float(r.num("ignore_thresh", 0.5));
+      d.truth_thresh = float(r.num("truth_thresh", 1));
+      if (r.has("mask")) {
+        for (double v : r.list("mask")) {
+          if (v != std::floor(v) || v < 0 || v >= d.num)
+            fail(r.where(r.line_of("mask")), ": mask entry ", v, " is not an anchor index in [0, ", d.num, ")");
+          d.mask.push_back(int(v));
+        }
+      } else {
+        for (int i = 0; i < d.num; ++i) d.mask.push_back(i);
+      }
+    } else {
+      d.coords = r.integer("coords", 4);
+      if (d.coords != 4) fail(r.where(r.line_of("coords")), ": coords=", d.coords, " is not supported (4)");
+      d.softmax = r.integer("softmax", 0) != 0;
+      d.background = r.integer("background", 0) != 0;
+      if (d.background) fail(r.where(r.line_of("background")), ": background=1 is not supported");
+      r.integer("max", 30);  // read by Darknet, but its [region] always reads 30 truths
+      d.max_boxes = 30;
+      d.rescore = r.integer("rescore", 0) != 0;
+      d.thresh = float(r.num("thresh", 0.5));
+      d.coord_scale = float(r.num("coord_scale", 1));
+      d.object_scale = float(r.num("object_scale", 1));
+      d.noobject_scale = float(r.num("noobject_scale", 1));
+      d.class_scale = float(r.num("class_scale", 1));
+      d.bias_match = r.integer("bias_match", 0) != 0;
+    }
+    r.positive("max", d.max_boxes);
+    const std::vector<double> a = r.list("anchors");
+    if (r.has("anchors") && a.size() != size_t(2 * d.num))
+      fail(r.where(r.line_of("anchors")), ": ", a.size(), " anchor values for num=", d.num, " (needs ", 2 * d.num,
+           ": a width and a height per anchor)");
+    d.anchors.assign(size_t(2 * d.num), 0.5f);  // Darknet's default bias
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!(a[i] > 0)) fail(r.where(r.line_of("anchors")), ": anchor values must be > 0, got ", a[i]);
+      d.anchors[i] = float(a[i]);
+    }
+    // Read by Darknet but without effect on training or inference there either.
+    r.reject_unused({"absolute", "log", "sqrt", "classfix", "mask_scale"});
   } else if (n == "net" || n == "network") {
     fail(file, ":", s.line, ": a second [", n, "] section");
   } else {
@@ -354,9 +524,15 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
   } else {
     fail(r.where(r.line_of("policy")), ": unsupported policy '", policy, "' (constant, steps)");
   }
-  // Data augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
-  r.reject_unused({"angle", "saturation", "exposure", "hue", "jitter", "aspect", "min_crop", "max_crop", "center",
-                   "random", "max_crop", "time_steps", "notruth", "inputs"});
+  net.hue = float(r.num("hue", 0));
+  net.saturation = float(r.num("saturation", 1));
+  net.exposure = float(r.num("exposure", 1));
+  if (!(net.hue >= 0 && net.hue <= 1)) fail(r.where(r.line_of("hue")), ": hue must be in [0, 1]");
+  if (!(net.saturation >= 1)) fail(r.where(r.line_of("saturation")), ": saturation must be >= 1 (a range 1/s..s)");
+  if (!(net.exposure >= 1)) fail(r.where(r.line_of("exposure")), ": exposure must be >= 1 (a range 1/e..e)");
+  // Classifier augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
+  r.reject_unused({"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth",
+                   "inputs"});
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace tt {
 
-enum class LayerType { Conv, MaxPool, AvgPool, Connected, Softmax, Dropout, Cost };
+enum class LayerType { Conv, MaxPool, AvgPool, Connected, Softmax, Dropout, Cost, Route, Reorg, Upsample, Region, Yolo };
 enum class Act { Linear, Leaky, Relu, Logistic };
 enum class Policy { Constant, Steps };
 
@@ -23,6 +23,23 @@ struct Shape {
 // A sliding window along one axis: output i reads input [i*stride - pad, i*stride - pad + size).
 struct Window {
   int size = 1, stride = 1, pad = 0;
+};
+
+// [region] (YOLOv2) and [yolo] (YOLOv3): the detection loss on the layer's input map,
+// Darknet's options and defaults (parser.c parse_region / parse_yolo).
+struct DetectorSpec {
+  int classes = 20, coords = 4;
+  int num = 1;                 // [region]: boxes per cell; [yolo]: anchors in total
+  std::vector<float> anchors;  // 2 per anchor (w, h): [region] in cells, [yolo] in input pixels
+  std::vector<int> mask;       // [yolo]: the anchors this layer predicts (its boxes per cell)
+  bool softmax = false, background = false, rescore = false, bias_match = false;
+  int max_boxes = 30;  // truths read per sample: [region] 30, [yolo] `max` (90)
+  float jitter = 0.2f, thresh = 0.5f;
+  float object_scale = 1, noobject_scale = 1, class_scale = 1, coord_scale = 1;
+  float ignore_thresh = 0.5f, truth_thresh = 1;  // [yolo]
+  bool random = false;                           // multi-scale training: accepted, not done (warned)
+  int boxes_per_cell(bool yolo) const { return yolo ? int(mask.size()) : num; }
+  int truth_floats() const { return max_boxes * 5; }  // Darknet's l.truths: x, y, w, h, class per box
 };
 
 struct LayerSpec {
@@ -40,9 +57,19 @@ struct LayerSpec {
   int outputs = 0;
   // [dropout]
   float probability = 0.5f;
+  // [route]: the layers whose outputs are concatenated (absolute indices, in order)
+  std::vector<int> route;
+  // [reorg] / [upsample]
+  int stride = 1;
+  bool reverse = false;
+  float scale = 1;  // [upsample]
+  // [region] / [yolo]
+  DetectorSpec det;
 
   bool spatial() const { return type == LayerType::Conv || type == LayerType::MaxPool; }
   bool has_params() const { return type == LayerType::Conv || type == LayerType::Connected; }
+  bool detector() const { return type == LayerType::Region || type == LayerType::Yolo; }
+  bool loss() const { return detector() || type == LayerType::Cost || type == LayerType::Softmax; }
   int64_t weight_count() const;  // conv: filters*c*size*size, connected: outputs*inputs
   int64_t param_count() const;   // weights + biases (+ scales when batch-normalized)
   double forward_flops() const;  // multiply-adds counted as 2 FLOPs, per sample
@@ -60,6 +87,9 @@ struct NetSpec {
   int burn_in = 0;
   float power = 4.f;
   int max_batches = 0;
+  // data augmentation of detection training ([net] hue, saturation, exposure; jitter of the
+  // last detector layer)
+  float hue = 0, saturation = 1, exposure = 1;
 
   std::vector<LayerSpec> layers;
 
@@ -70,6 +100,15 @@ struct NetSpec {
   float rate_at(int64_t batch_num) const;
   // Index of the first layer that cannot be tiled (not conv/maxpool); layers.size() if none.
   int first_untileable() const;
+  // The largest cut the net allows: no later than first_untileable(), and every layer whose
+  // output a [route] reads lies at or after the cut's last tiled layer (only the map at the
+  // cut is gathered whole).
+  int max_cut() const;
+  // Layers whose output layer l reads: [route] its list, the others l - 1 (none for layer 0).
+  std::vector<int> inputs_of(int l) const;
+  bool detector() const;  // ends in [region] / [yolo] losses (truth = boxes)
+  // Floats of truth per sample: boxes (Darknet's net.truths) or the output's size.
+  int64_t truth_size() const;
 };
 
 // Parses and validates a .cfg. Throws tt::Error naming file and line on any problem.

@@ -130,9 +130,15 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
     trainer.train_step(input.data(), truth.data());
     steps.push_back(trainer.layer_times());
     const StepTimes t = trainer.times();
-    const LayerTimes& head = steps.back()[size_t(net.first_untileable())];
-    head_fwd.push_back(head.fwd);
-    head_bwd.push_back(head.bwd_data);
+    // Everything from the first layer that cannot be tiled is the head, on the root.
+    double hf = 0, hb = 0;
+    for (size_t l = size_t(net.first_untileable()); l < net.layers.size(); ++l) {
+      const LayerTimes& h = steps.back()[l];
+      hf += h.fwd + h.fwd_pointwise;
+      hb += h.bwd_pointwise + h.bwd_data + h.bwd_weights;
+    }
+    head_fwd.push_back(hf);
+    head_bwd.push_back(hb);
     update.push_back(t.update - t.reload);
     reload.push_back(t.reload);
     total.push_back(t.total);

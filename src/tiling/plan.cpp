@@ -65,12 +65,16 @@ std::vector<int> parse_groups(const std::string& spec, int first, int last) {
 }
 
 int resolve_cut(const NetSpec& net, int requested) {
-  const int limit = net.first_untileable();
+  const int limit = net.max_cut();
   if (requested < 0) {
     if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", layer_type_name(net.layers[0].type), "])");
     return limit;
   }
   if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
+  if (requested > limit && limit < net.first_untileable()) {
+    fail("--cut ", requested, ": a [route] reads the output of layer ", limit - 1,
+         ", which must then be whole on the root: the cut must be at most ", limit);
+  }
   if (requested > limit) {
     const LayerSpec& l = net.layers[limit];
     fail("--cut ", requested, ": layer ", limit, " ([", layer_type_name(l.type), "] at ", net.path, ":", l.line,

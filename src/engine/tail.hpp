@@ -1,0 +1,70 @@
+// The layers after the cut, on the root process, on whole maps: each run of consecutive
+// convolution/max-pool layers as an untiled Segment (the same kernels as the tiles), the
+// layers that rearrange maps ([route], [reorg], [upsample]), the dense layers ([avgpool],
+// [connected], [dropout], [softmax]) and the losses ([cost], [softmax], [region], [yolo]).
+// Every layer's output and delta live here as plain NCHW ([batch][c][h][w]) arrays; a
+// delta is the sum over the layers that read that output.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engine/segment.hpp"
+#include "layers/detector.hpp"
+
+namespace tt {
+
+struct TailOptions {
+  int batch = 1;  // samples per micro-batch
+  int in_cb = 1;  // layout of the map at the cut
+  BnMode bn = BnMode::Sync;
+  uint64_t seed = 1;  // dropout masks
+};
+
+class Tail {
+ public:
+  Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, int cut, const TailOptions& opt);
+  ~Tail();
+
+  // `cut_map`: the whole output of layer cut - 1. `step` numbers dropout masks.
+  void forward(const TensorView& cut_map, bool training, int64_t step);
+  // Loss of the last forward against `truth` (per sample net.truth_size() floats: boxes for
+  // detectors, else shaped like the output), then backward down to `cut_delta` (written).
+  // `seen`: images seen before this micro-batch, as Darknet counts them ([region]'s prior).
+  double loss_and_backward(const float* truth, int64_t step, int64_t seen, const TensorView& cut_delta);
+
+  const float* output() const { return out_.back().data(); }            // the last layer's, plain
+  const float* output_of(int l) const { return out_[slot(l)].data(); }  // layer l >= cut's
+  DetectorLoss detector_loss;  // summed over the detector layers of the losses since reset
+
+  std::vector<KernelUse> kernel_uses() const;
+  SegmentTimes total_times() const;  // all layers, the runs' Segments included
+  // Writes the entries of layers [cut, L) of a per-net-layer vector (see LayerTimes): a
+  // run's from its Segment, the others' compute as fwd and bwd_data.
+  void collect_layer_times(std::vector<LayerTimes>& v) const;
+  void reset_times();
+  Segment::MemoryUse memory_use() const;
+  void refresh_weights();
+
+ private:
+  struct Run;                                                // a Segment over [first, last)
+  size_t slot(int l) const { return size_t(l - cut_ + 1); }  // out_/delta_ index; slot 0: the cut map
+  void forward_layer(int l, bool training, int64_t step);
+  void backward_layer(int l, int64_t step);
+
+  DnnlContext& ctx_;
+  const NetSpec& net_;
+  Params& params_;
+  float* grad_;
+  int cut_;
+  TailOptions opt_;
+  LocalComm comm_;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::vector<int> run_of_;                            // per layer from the cut: its run, or -1
+  std::vector<std::vector<float>> out_, delta_, pre_;  // pre_: [connected]'s output before activation
+  std::vector<float> run_delta_in_;                    // a run's input delta, before it is added
+  SegmentTimes times;                                  // of the layers outside runs
+  std::vector<LayerTimes> layer_times;                 // per layer from the cut, outside runs
+};
+
+}  // namespace tt

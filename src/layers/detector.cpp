@@ -1,0 +1,317 @@
+#include "layers/detector.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+namespace tt {
+
+DetectorLoss& DetectorLoss::operator+=(const DetectorLoss& o) {
+  cost += o.cost;
+  coord += o.coord;
+  obj += o.obj;
+  noobj += o.noobj;
+  cls += o.cls;
+  iou += o.iou;
+  recall += o.recall;
+  count += o.count;
+  return *this;
+}
+
+namespace {
+
+// Darknet's float arithmetic, operation for operation (box.c, activations.h, blas.c).
+struct Box {
+  float x = 0, y = 0, w = 0, h = 0;
+};
+
+float overlap(float x1, float w1, float x2, float w2) {
+  const float l1 = x1 - w1 / 2, l2 = x2 - w2 / 2;
+  const float left = l1 > l2 ? l1 : l2;
+  const float r1 = x1 + w1 / 2, r2 = x2 + w2 / 2;
+  const float right = r1 < r2 ? r1 : r2;
+  return right - left;
+}
+
+float iou(const Box& a, const Box& b) {
+  const float w = overlap(a.x, a.w, b.x, b.w), h = overlap(a.y, a.h, b.y, b.h);
+  const float inter = w < 0 || h < 0 ? 0.f : w * h;
+  return inter / (a.w * a.h + b.w * b.h - inter);
+}
+
+float logistic(float x) { return float(1. / (1. + std::exp(double(-x)))); }
+
+void softmax(const float* in, int n, int stride, float* out) {
+  float largest = -FLT_MAX, sum = 0;
+  for (int i = 0; i < n; ++i) largest = std::max(largest, in[i * stride]);
+  for (int i = 0; i < n; ++i) {
+    const float e = float(std::exp(double(in[i * stride] - largest)));
+    sum += e;
+    out[i * stride] = e;
+  }
+  for (int i = 0; i < n; ++i) out[i * stride] /= sum;
+}
+
+// One layer's view of a micro-batch in Darknet's terms.
+struct Geometry {
+  int w, h, n, classes, coords;
+  int64_t outputs;
+  Geometry(const LayerSpec& l)
+      : w(l.out.w),
+        h(l.out.h),
+        n(l.det.boxes_per_cell(l.type == LayerType::Yolo)),
+        classes(l.det.classes),
+        coords(l.det.coords),
+        outputs(l.out.size()) {}
+  int64_t entry(int b, int box, int loc, int e) const {
+    return b * outputs + int64_t(box) * w * h * (coords + classes + 1) + int64_t(e) * w * h + loc;
+  }
+};
+
+Box truth_box(const float* t) { return {t[0], t[1], t[2], t[3]}; }
+
+// get_region_box (anchors in cells) and get_yolo_box (anchors in input pixels).
+Box predicted(const float* x, const float* anchor, int64_t index, int i, int j, int lw, int lh, double aw_div,
+              double ah_div, int stride) {
+  Box b;
+  b.x = (i + x[index]) / float(lw);
+  b.y = (j + x[index + stride]) / float(lh);
+  b.w = float(std::exp(double(x[index + 2 * stride])) * anchor[0] / aw_div);
+  b.h = float(std::exp(double(x[index + 3 * stride])) * anchor[1] / ah_div);
+  return b;
+}
+
+float delta_box(const Box& truth, const float* x, const float* anchor, int64_t index, int i, int j, int lw, int lh,
+                double aw_div, double ah_div, float* delta, float scale, int stride) {
+  const Box pred = predicted(x, anchor, index, i, j, lw, lh, aw_div, ah_div, stride);
+  const float v = iou(pred, truth);
+  const float tx = truth.x * lw - i, ty = truth.y * lh - j;
+  const float tw = float(std::log(double(truth.w * float(aw_div)) / anchor[0]));
+  const float th = float(std::log(double(truth.h * float(ah_div)) / anchor[1]));
+  delta[index] = scale * (tx - x[index]);
+  delta[index + stride] = scale * (ty - x[index + stride]);
+  delta[index + 2 * stride] = scale * (tw - x[index + 2 * stride]);
+  delta[index + 3 * stride] = scale * (th - x[index + 3 * stride]);
+  return v;
+}
+
+// A truth's cell; Darknet's int cast can reach w for x == 1, which it would index out of
+// the map: clamped to the last cell.
+int cell(float v, int n) { return std::min(int(v * n), n - 1); }
+
+DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
+                          float* delta, std::vector<char>& matched) {
+  const DetectorSpec& d = l.det;
+  const Geometry g(l);
+  const int wh = g.w * g.h;
+  const float* anchors = d.anchors.data();
+  DetectorLoss loss;
+  for (int b = 0; b < batch; ++b) {
+    const float* tb = truth + int64_t(b) * d.truth_floats();
+    for (int j = 0; j < g.h; ++j)
+      for (int i = 0; i < g.w; ++i)
+        for (int n = 0; n < g.n; ++n) {
+          const int loc = j * g.w + i;
+          const int64_t box_index = g.entry(b, n, loc, 0);
+          const Box pred = predicted(out, anchors + 2 * n, box_index, i, j, g.w, g.h, g.w, g.h, wh);
+          float best_iou = 0;
+          for (int t = 0; t < d.max_boxes; ++t) {
+            const Box tr = truth_box(tb + t * 5);
+            if (!tr.x) break;
+            best_iou = std::max(best_iou, iou(pred, tr));
+          }
+          const int64_t obj_index = g.entry(b, n, loc, g.coords);
+          delta[obj_index] = d.noobject_scale * (0 - out[obj_index]);
+          if (best_iou > d.thresh) delta[obj_index] = 0;
+          if (a.seen < 12800) {  // pull every box towards its anchor at the cell's centre early on
+            const Box prior{(i + .5f) / g.w, (j + .5f) / g.h, anchors[2 * n] / g.w, anchors[2 * n + 1] / g.h};
+            delta_box(prior, out, anchors + 2 * n, box_index, i, j, g.w, g.h, g.w, g.h, delta, .01f, wh);
+          }
+        }
+    for (int t = 0; t < d.max_boxes; ++t) {
+      const Box tr = truth_box(tb + t * 5);
+      if (!tr.x) break;
+      const int i = cell(tr.x, g.w), j = cell(tr.y, g.h), loc = j * g.w + i;
+      float best_iou = 0;
+      int best_n = 0;
+      const Box shift{0, 0, tr.w, tr.h};
+      for (int n = 0; n < g.n; ++n) {
+        Box pred = predicted(out, anchors + 2 * n, g.entry(b, n, loc, 0), i, j, g.w, g.h, g.w, g.h, wh);
+        if (d.bias_match) {
+          pred.w = anchors[2 * n] / g.w;
+          pred.h = anchors[2 * n + 1] / g.h;
+        }
+        pred.x = pred.y = 0;
+        const float v = iou(pred, shift);
+        if (v > best_iou) {
+          best_iou = v;
+          best_n = n;
+        }
+      }
+      const int64_t box_index = g.entry(b, best_n, loc, 0);
+      const float v = delta_box(tr, out, anchors + 2 * best_n, box_index, i, j, g.w, g.h, g.w, g.h, delta,
+                                d.coord_scale * (2 - tr.w * tr.h), wh);
+      if (v > .5f) loss.recall += 1;
+      loss.iou += v;
+      const int64_t obj_index = g.entry(b, best_n, loc, g.coords);
+      delta[obj_index] = d.object_scale * ((d.rescore ? v : 1.f) - out[obj_index]);
+      matched[size_t(obj_index)] = 1;
+      const int cls = int(tb[t * 5 + 4]);
+      const int64_t class_index = g.entry(b, best_n, loc, g.coords + 1);
+      if (delta[class_index] != 0 && !d.softmax) {  // delta_region_class with tag = !softmax
+        delta[class_index + int64_t(wh) * cls] = d.class_scale * (1 - out[class_index + int64_t(wh) * cls]);
+      } else {
+        for (int c = 0; c < g.classes; ++c)
+          delta[class_index + int64_t(wh) * c] =
+              d.class_scale * ((c == cls ? 1.f : 0.f) - out[class_index + int64_t(wh) * c]);
+      }
+      ++loss.count;
+    }
+  }
+  return loss;
+}
+
+DetectorLoss yolo_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
+                        float* delta, std::vector<char>& matched) {
+  const DetectorSpec& d = l.det;
+  const Geometry g(l);
+  const int wh = g.w * g.h;
+  const float* anchors = d.anchors.data();
+  auto class_delta = [&](int64_t index, int cls) {  // delta_yolo_class
+    if (delta[index] != 0) {
+      delta[index + int64_t(wh) * cls] = 1 - out[index + int64_t(wh) * cls];
+      return;
+    }
+    for (int c = 0; c < g.classes; ++c)
+      delta[index + int64_t(wh) * c] = (c == cls ? 1.f : 0.f) - out[index + int64_t(wh) * c];
+  };
+  DetectorLoss loss;
+  for (int b = 0; b < batch; ++b) {
+    const float* tb = truth + int64_t(b) * d.truth_floats();
+    for (int j = 0; j < g.h; ++j)
+      for (int i = 0; i < g.w; ++i)
+        for (int n = 0; n < g.n; ++n) {
+          const int loc = j * g.w + i;
+          const float* anchor = anchors + 2 * d.mask[size_t(n)];
+          const int64_t box_index = g.entry(b, n, loc, 0);
+          const Box pred = predicted(out, anchor, box_index, i, j, g.w, g.h, a.net_w, a.net_h, wh);
+          float best_iou = 0;
+          int best_t = 0;
+          for (int t = 0; t < d.max_boxes; ++t) {
+            const Box tr = truth_box(tb + t * 5);
+            if (!tr.x) break;
+            const float v = iou(pred, tr);
+            if (v > best_iou) {
+              best_iou = v;
+              best_t = t;
+            }
+          }
+          const int64_t obj_index = g.entry(b, n, loc, 4);
+          delta[obj_index] = 0 - out[obj_index];
+          if (best_iou > d.ignore_thresh) delta[obj_index] = 0;
+          if (best_iou > d.truth_thresh) {
+            delta[obj_index] = 1 - out[obj_index];
+            matched[size_t(obj_index)] = 1;
+            class_delta(g.entry(b, n, loc, 5), int(tb[best_t * 5 + 4]));
+            const Box tr = truth_box(tb + best_t * 5);
+            delta_box(tr, out, anchor, box_index, i, j, g.w, g.h, a.net_w, a.net_h, delta, 2 - tr.w * tr.h, wh);
+          }
+        }
+    for (int t = 0; t < d.max_boxes; ++t) {
+      const Box tr = truth_box(tb + t * 5);
+      if (!tr.x) break;
+      const int i = cell(tr.x, g.w), j = cell(tr.y, g.h), loc = j * g.w + i;
+      float best_iou = 0;
+      int best_n = 0;
+      const Box shift{0, 0, tr.w, tr.h};
+      for (int n = 0; n < d.num; ++n) {
+        const Box pred{0, 0, anchors[2 * n] / float(a.net_w), anchors[2 * n + 1] / float(a.net_h)};
+        const float v = iou(pred, shift);
+        if (v > best_iou) {
+          best_iou = v;
+          best_n = n;
+        }
+      }
+      const auto m = std::find(d.mask.begin(), d.mask.end(), best_n);
+      if (m == d.mask.end()) continue;  // another [yolo] layer predicts this anchor
+      const int mask_n = int(m - d.mask.begin());
+      const int64_t box_index = g.entry(b, mask_n, loc, 0);
+      const float v = delta_box(tr, out, anchors + 2 * best_n, box_index, i, j, g.w, g.h, a.net_w, a.net_h, delta,
+                                2 - tr.w * tr.h, wh);
+      const int64_t obj_index = g.entry(b, mask_n, loc, 4);
+      delta[obj_index] = 1 - out[obj_index];
+      matched[size_t(obj_index)] = 1;
+      class_delta(g.entry(b, mask_n, loc, 5), int(tb[t * 5 + 4]));
+      ++loss.count;
+      if (v > .5f) loss.recall += 1;
+      loss.iou += v;
+    }
+  }
+  return loss;
+}
+
+}  // namespace
+
+void detector_forward(const LayerSpec& l, const float* in, float* out, int batch) {
+  const Geometry g(l);
+  const int wh = g.w * g.h;
+  std::copy_n(in, batch * g.outputs, out);
+  const bool yolo = l.type == LayerType::Yolo;
+  for (int b = 0; b < batch; ++b)
+    for (int n = 0; n < g.n; ++n) {
+      float* xy = out + g.entry(b, n, 0, 0);
+      for (int i = 0; i < 2 * wh; ++i) xy[i] = logistic(xy[i]);
+      float* obj = out + g.entry(b, n, 0, g.coords);
+      const int logistic_entries = yolo || !l.det.softmax ? 1 + g.classes : 1;
+      for (int i = 0; i < logistic_entries * wh; ++i) obj[i] = logistic(obj[i]);
+      if (!yolo && l.det.softmax)  // over the classes of each cell, Darknet's softmax_cpu
+        for (int loc = 0; loc < wh; ++loc)
+          softmax(in + g.entry(b, n, loc, g.coords + 1), g.classes, wh, out + g.entry(b, n, loc, g.coords + 1));
+    }
+}
+
+DetectorLoss detector_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
+                            float* delta) {
+  const Geometry g(l);
+  const int64_t total = batch * g.outputs;
+  std::fill_n(delta, total, 0.f);
+  std::vector<char> matched(size_t(total), 0);
+  DetectorLoss loss = l.type == LayerType::Yolo ? yolo_delta(l, a, out, truth, batch, delta, matched)
+                                                : region_delta(l, a, out, truth, batch, delta, matched);
+  const int wh = g.w * g.h;
+  for (int64_t k = 0; k < total; ++k) {
+    const double d2 = double(delta[k]) * delta[k];
+    const int e = int((k % g.outputs) / wh % (g.coords + 1 + g.classes));
+    if (e < g.coords)
+      loss.coord += d2;
+    else if (e == g.coords)
+      (matched[size_t(k)] ? loss.obj : loss.noobj) += d2;
+    else
+      loss.cls += d2;
+  }
+  // Darknet: pow(mag_array(delta), 2), a float sum of squares, its float square root, squared.
+  float sum = 0;
+  for (int64_t k = 0; k < total; ++k) sum += delta[k] * delta[k];
+  loss.cost = std::pow(double(float(std::sqrt(sum))), 2);
+  return loss;
+}
+
+void detector_backward(const LayerSpec& l, const float* out, const float* delta, float* grad_in, int batch) {
+  const Geometry g(l);
+  const int wh = g.w * g.h;
+  const int64_t total = batch * g.outputs;
+  if (l.type == LayerType::Yolo) {
+    for (int64_t k = 0; k < total; ++k) grad_in[k] -= delta[k];
+    return;
+  }
+  for (int64_t k = 0; k < total; ++k) {
+    const int e = int((k % g.outputs) / wh % (g.coords + 1 + g.classes));
+    // Darknet's GPU backward applies the logistic gradient to x, y and objectness only
+    // (with softmax=0 the classes go through a logistic in forward but not in backward).
+    const bool darknet_gradient = e < 2 || e == g.coords;
+    grad_in[k] -= darknet_gradient ? delta[k] * ((1 - out[k]) * out[k]) : delta[k];
+  }
+}
+
+}  // namespace tt
