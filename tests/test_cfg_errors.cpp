@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -360,6 +361,49 @@ TEST(CfgRate, BurnIn) {
   NetSpec p2 = parse_net(kNet + "burn_in=10\npower=2\n[convolutional]\n" + kConvTail, "test.cfg");
   EXPECT_FLOAT_EQ(p2.rate_at(5), 0.01f * 0.25f);
   EXPECT_FLOAT_EQ(p2.rate_at(10), 0.01f);
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+// The YOLO layers: each bad value is named with its line.
+TEST(CfgErrors, YoloLayers) {
+  const std::string conv = "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n";
+  expect_error_at(kNet + conv + "[route]\nlayers=3\n[cost]\n", "layers=3", {"route input", "earlier layer"});
+  expect_error_at(kNet + conv + "[route]\nlayers=-2\n[cost]\n", "layers=-2", {"route input", "earlier layer"});
+  expect_error_at(kNet + conv + "[route]\n[cost]\n", "[route]", {"layers="});
+  // 13x11 does not reorganise by 2
+  expect_error_at(kNet + conv + "[reorg]\nstride=2\n[cost]\n", "[reorg]", {"stride 2", "multiples"});
+  expect_error_at(kNet + conv + "[reorg]\nstride=2\nextra=1\n[cost]\n", "[reorg]", {"not supported"});
+  expect_error_at(kNet + conv + "[yolo]\nmask=0,5\nnum=4\nclasses=2\n", "mask=0,5", {"mask entry 5", "[0, 4)"});
+  expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\nanchors=1,2,3\n", "anchors=", {"3 anchor values", "8"});
+  expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=3\n", "[yolo]", {"14 channels", "filters=16"});
+  expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ncoords=4\nanchors=1,1,0,1\n", "anchors=", {"> 0"});
+  expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ncoords=5\n", "coords=5", {"coords=5", "not supported"});
+  expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ntree=data/9k.tree\n", "tree=", {"not supported"});
+  expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\nbogus=1\n", "bogus=1", {"unknown key", "bogus"});
+  // a route of maps of different sizes
+  expect_error_at(kNet + conv + "[maxpool]\nsize=2\nstride=2\n[route]\nlayers=-1,-2\n[cost]\n", "[route]",
+                  {"route concatenates maps of one size"});
+}
+
+// The five detector cfgs Debian's darknet ships load unchanged, and the default cut keeps
+// every routed output whole.
+TEST(CfgErrors, DarknetYoloCfgsLoad) {
+  for (const char* name : {"yolov2", "yolov2-voc", "yolov2-tiny", "yolov2-tiny-voc", "yolov3-tiny"}) {
+    const std::string path = std::string("/usr/share/darknet/cfg/") + name + ".cfg";
+    if (!std::ifstream(path)) GTEST_SKIP() << path << " missing (package darknet)";
+    SCOPED_TRACE(path);
+    const NetSpec net = load_net(path);
+    EXPECT_TRUE(net.detector());
+    for (const LayerSpec& l : net.layers)
+      for (int r : l.route) EXPECT_GE(r, net.max_cut() - 1) << "layer " << l.index << " routes from inside the tiles";
+  }
+  EXPECT_EQ(load_net("/usr/share/darknet/cfg/yolov2.cfg").max_cut(), 17);
+  EXPECT_EQ(load_net("/usr/share/darknet/cfg/yolov3-tiny.cfg").max_cut(), 9);
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ struct Case {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 const std::string kTrainKeys = "learning_rate=0.02\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=100\n";
+// Detection losses sum over every cell and box unnormalised: YOLO trains at 1e-3.
+const std::string kDetectorTrainKeys =
+    "learning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=100\n";
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -77,6 +80,41 @@ std::vector<Case> cases() {
                {{1, 1}, {2, 1}}});
   // 5x5 conv (pad=1 -> padding 2), stride-2 conv to an even/odd map, avgpool,
   // connected logistic, softmax.
+  // YOLOv2's shape in small: a passthrough (route to an earlier layer, reorg, route of two)
+  // and the region layer's activations (test mode: no loss).
+  c.push_back({"yolov2_like",
+               "[net]\nbatch=2\nwidth=32\nheight=32\nchannels=3\n" + kDetectorTrainKeys +
+                   "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                   "[route]\nlayers=-3\n"
+                   "[convolutional]\nfilters=4\nsize=1\nactivation=leaky\n"
+                   "[reorg]\nstride=2\n"
+                   "[route]\nlayers=-1,-4\n"
+                   "[convolutional]\nfilters=21\nsize=1\nactivation=linear\n"
+                   "[region]\nanchors=1,1, 2,2, 3,1.5\nnum=3\nclasses=2\nsoftmax=1\n",
+               false,
+               {{1, 1}, {2, 2}}});
+  // YOLOv3-tiny's shape in small: two [yolo] heads, an upsample and a route across scales.
+  c.push_back({"yolov3_tiny_like",
+               "[net]\nbatch=2\nwidth=32\nheight=32\nchannels=3\n" + kDetectorTrainKeys +
+                   "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                   "[maxpool]\nsize=2\nstride=2\n"
+                   "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                   "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                   "[yolo]\nmask=2,3\nanchors=4,5, 8,10, 14,12, 20,24\nnum=4\nclasses=2\n"
+                   "[route]\nlayers=-3\n"
+                   "[convolutional]\nfilters=8\nsize=1\nactivation=leaky\n"
+                   "[upsample]\nstride=2\n"
+                   "[route]\nlayers=-1,2\n"
+                   "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                   "[yolo]\nmask=0,1\nanchors=4,5, 8,10, 14,12, 20,24\nnum=4\nclasses=2\n",
+               false,
+               {{1, 1}, {2, 2}}});
   c.push_back({"avgpool_head",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=12\nheight=9\nchannels=3\n" + kTrainKeys +
                    "[convolutional]\nfilters=7\nsize=5\nstride=1\npad=1\nactivation=logistic\n"
@@ -142,8 +180,13 @@ void fill_batch(const NetSpec& net, int n, std::mt19937_64& rng, std::vector<flo
   input.resize(size_t(n * net.input().size()));
   for (auto& v : input) v = d(rng);
   const int64_t k = net.output().size();
-  truth.assign(size_t(n * k), 0.f);
-  if (net.layers.back().type == LayerType::Softmax) {
+  truth.assign(size_t(n * net.truth_size()), 0.f);
+  if (net.detector()) {  // two boxes per sample
+    std::uniform_real_distribution<float> u(0.1f, 0.9f);
+    for (int s = 0; s < n; ++s)
+      for (int b = 0; b < 2; ++b)
+        for (int i = 0; i < 5; ++i) truth[size_t(s * net.truth_size() + b * 5 + i)] = i < 4 ? u(rng) * (i < 2 ? 1 : .5f) : 1;
+  } else if (net.layers.back().type == LayerType::Softmax) {
     for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
   } else {
     for (auto& v : truth) v = 0.5f * d(rng);

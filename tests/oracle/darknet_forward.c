@@ -507,6 +507,104 @@ static void check_weights_file(network *net, const cfg_sections *cs, const char 
     free(b.data);
 }
 
+/* ------------------------------------------------------------ train mode */
+
+static void write_layer_tensor(const char *dir, const char *what, int index, const float *data, size_t numel)
+{
+    char path[4096];
+    uint32_t dims[1];
+    if (index >= 0)
+        snprintf(path, sizeof path, "%s/%s_%d.bin", dir, what, index);
+    else
+        snprintf(path, sizeof path, "%s/%s.bin", dir, what);
+    dims[0] = (uint32_t)numel;
+    write_output(path, dims, 1, data, numel);
+}
+
+/* darknet_forward --train CFG WEIGHTS INPUT.bin TRUTH.bin|- DELTA.bin|- SEEN OUTDIR
+ *
+ * One training forward and backward the way train_network_datum() runs them (without the
+ * update): *net->seen = SEEN, net->train = 1, forward_network, then DELTA (if given) is
+ * added to the last layer's delta, then backward_network. Writes to OUTDIR, each a tensor
+ * "output" of one dimension: output_I.bin (layer I's output), loss_delta_I.bin (its delta
+ * after forward: what a loss layer computed), delta_I.bin (after backward), cost_I.bin
+ * (loss layers), input_delta.bin. The batch is INPUT's first dimension and must not exceed
+ * the cfg's. */
+static int run_train(int argc, char **argv)
+{
+    const char *cfg_path, *weights_path, *dir;
+    cfg_sections cs;
+    network *net = NULL;
+    tensor in, truth, dout;
+    int i, B;
+    long seen;
+    float *input_delta;
+    if (argc != 9) {
+        fprintf(stderr, "usage: %s --train CFG WEIGHTS INPUT.bin TRUTH.bin|- DELTA.bin|- SEEN OUTDIR\n", argv[0]);
+        return 1;
+    }
+    cfg_path = argv[2];
+    weights_path = argv[3];
+    seen = strtol(argv[7], NULL, 10);
+    dir = argv[8];
+    install_handlers();
+    gpu_index = -1;
+    g_stage = "reading cfg";
+    cs = prescan_cfg(cfg_path);
+    g_stage = "reading input";
+    in = read_first_tensor(argv[4]);
+    memset(&truth, 0, sizeof truth);
+    memset(&dout, 0, sizeof dout);
+    if (strcmp(argv[5], "-") != 0) truth = read_first_tensor(argv[5]);
+    if (strcmp(argv[6], "-") != 0) dout = read_first_tensor(argv[6]);
+    DARKNET_CALL("parse_network_cfg", net = parse_network_cfg((char *)cfg_path));
+    if (!net || net->n != cs.n - 1) die("parse_network_cfg did not parse '%s' as expected", cfg_path);
+    g_stage = "checking weights";
+    check_weights_file(net, &cs, weights_path);
+    DARKNET_CALL("load_weights", load_weights(net, (char *)weights_path));
+    B = (int)in.dims[0];
+    if (B < 1 || B > net->batch) die("input batch %d must be in [1, %d] (the cfg's)", B, net->batch);
+    if (in.numel != (size_t)B * net->inputs)
+        die("input has %zu values, the network needs %d x %d", in.numel, B, net->inputs);
+    DARKNET_CALL("set_batch_network", set_batch_network(net, B));
+    if (truth.data) {
+        if (truth.numel != (size_t)B * net->truths)
+            die("truth has %zu values, the network reads %d x %d", truth.numel, B, net->truths);
+        net->truth = truth.data;
+    } else {
+        net->truth = calloc((size_t)B * net->truths + 1, sizeof(float));
+    }
+    input_delta = calloc((size_t)B * net->inputs, sizeof(float));
+    if (!input_delta) die("out of memory");
+    net->input = in.data;
+    net->delta = input_delta;
+    net->train = 1;
+    *net->seen = (size_t)seen;
+    DARKNET_CALL("forward_network", forward_network(net));
+    g_stage = "writing forward results";
+    for (i = 0; i < net->n; ++i) {
+        layer l = net->layers[i];
+        write_layer_tensor(dir, "output", i, l.output, (size_t)B * l.outputs);
+        if (l.delta) write_layer_tensor(dir, "loss_delta", i, l.delta, (size_t)B * l.outputs);
+        if (l.cost) write_layer_tensor(dir, "cost", i, l.cost, 1);
+    }
+    if (dout.data) {
+        layer last = net->layers[net->n - 1];
+        size_t k;
+        if (dout.numel != (size_t)B * last.outputs)
+            die("delta has %zu values, the last layer has %d x %d", dout.numel, B, last.outputs);
+        for (k = 0; k < dout.numel; ++k) last.delta[k] += dout.data[k];
+    }
+    DARKNET_CALL("backward_network", backward_network(net));
+    g_stage = "writing backward results";
+    for (i = 0; i < net->n; ++i) {
+        layer l = net->layers[i];
+        if (l.delta) write_layer_tensor(dir, "delta", i, l.delta, (size_t)B * l.outputs);
+    }
+    write_layer_tensor(dir, "input_delta", -1, input_delta, (size_t)B * net->inputs);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -523,6 +621,7 @@ int main(int argc, char **argv)
     uint32_t odims[4];
     uint32_t ondim;
 
+    if (argc > 1 && strcmp(argv[1], "--train") == 0) return run_train(argc, argv);
     if (argc != 5 && argc != 6) {
         fprintf(stderr,
                 "usage: %s CFG WEIGHTS INPUT.bin OUTPUT.bin [RESAVED.weights]\n"

@@ -1,0 +1,214 @@
+// The YOLO layers against Darknet's own library (tests/oracle: darknet_forward --train runs
+// one training forward and backward in libdarknet and writes every layer's output, the
+// deltas a loss layer computed, the deltas after backward and the costs). Each case builds
+// a small net around the layer under test, trains one micro-batch in tiletrain (no update)
+// and compares, on the same input and truth:
+// - the output of the layer under test and the loss;
+// - dL/d(input) of the whole net, which went through the layer's backward (Darknet's delta
+//   is -dL/d, so tiletrain's input delta must be minus Darknet's).
+// [region]: libdarknet's CPU backward_region_layer is commented out (it passes no delta at
+// all); tiletrain follows Darknet's GPU backward, which multiplies x, y and objectness by the
+// logistic's derivative. So for [region] the expected input delta is computed here from the
+// delta Darknet's forward wrote, with that formula written out independently.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/trainer.hpp"
+#include "model/params.hpp"
+#include "test_util.hpp"
+#include "util/dump.hpp"
+
+namespace tt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kTol = 1e-4;
+
+struct Case {
+  std::string name;
+  std::string cfg;
+  int64_t seen = 0;
+  std::vector<std::pair<int, int>> grids = {{1, 1}, {2, 2}};
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+const std::string kNet = "learning_rate=0.001\nmomentum=0.9\ndecay=0.0005\n";
+
+// 3 anchors, 4 classes: 27 channels, on a 7x5 grid (odd, not square).
+std::string region_cfg(const std::string& opts) {
+  return "[net]\nbatch=2\nwidth=5\nheight=7\nchannels=27\n" + kNet +
+         "[maxpool]\nsize=1\nstride=1\n"
+         "[region]\nanchors=0.8,1.2, 2.0,1.5, 3.1,3.3\nnum=3\nclasses=4\ncoords=4\n" +
+         opts;
+}
+
+// 4 anchors in input pixels, this layer predicts anchors 1 and 3: 2 x (5 + 3) = 16
+// channels, on a 7x5 grid of a 56x40 input (the max-pool routes deltas to its winners).
+std::string yolo_cfg(const std::string& opts) {
+  return "[net]\nbatch=2\nwidth=40\nheight=56\nchannels=16\n" + kNet +
+         "[maxpool]\nsize=8\nstride=8\n"
+         "[yolo]\nanchors=6,9, 12,20, 25,14, 30,40\nnum=4\nmask=1,3\nclasses=3\n" +
+         opts;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  // YOLOv2's own settings (yolov2.cfg), early (the anchor prior is on) and late.
+  const std::string v2 =
+      "softmax=1\nrescore=1\nbias_match=1\nobject_scale=5\nnoobject_scale=1\nclass_scale=1\ncoord_scale=1\n"
+      "thresh=.6\njitter=.3\nabsolute=1\nrandom=1\n";
+  c.push_back({"region_yolov2_early", region_cfg(v2), 0, {{1, 1}}});
+  c.push_back({"region_yolov2_late", region_cfg(v2), 20000, {{1, 1}, {2, 2}}});
+  // Logistic classes, no rescore, no bias match, other scales and threshold.
+  c.push_back({"region_logistic",
+               region_cfg("softmax=0\nobject_scale=2\nnoobject_scale=0.5\nclass_scale=1.5\ncoord_scale=2\nthresh=.3\n"),
+               13000,
+               {{1, 1}}});
+  c.push_back({"yolo_v3", yolo_cfg("ignore_thresh=.5\ntruth_thresh=1\njitter=.3\nrandom=1\n"), 0});
+  c.push_back({"yolo_truth_thresh", yolo_cfg("ignore_thresh=.2\ntruth_thresh=.3\n"), 0, {{1, 1}}});
+  // Route (two inputs and one), reorg, upsample and a downsample, a convolution between
+  // them, SSE cost: everything reaches the input delta through every backward.
+  c.push_back({"route_reorg_upsample",
+               "[net]\nbatch=2\nwidth=8\nheight=12\nchannels=4\n" + kNet +
+                   "[maxpool]\nsize=1\nstride=1\n"                                            // 0: 4x12x8
+                   "[reorg]\nstride=2\n"                                                      // 1: 16x6x4
+                   "[upsample]\nstride=2\n"                                                   // 2: 16x12x8
+                   "[route]\nlayers=-1,-3\n"                                                  // 3: 20x12x8
+                   "[convolutional]\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n"  // 4
+                   "[upsample]\nstride=-2\n"                                                  // 5: 6x6x4 (sums)
+                   "[route]\nlayers=-5\n"                                                     // 6: = layer 1, 16x6x4
+                   "[reorg]\nstride=2\nreverse=1\n"                                           // 7: 4x12x8
+                   "[upsample]\nstride=2\nscale=0.5\n"                                        // 8: 4x24x16
+                   "[cost]\ntype=sse\n",
+               0,
+               {{1, 1}, {2, 2}}});
+  return c;
+}
+
+class YoloOracle : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built (libdarknet missing)";
+    dir_ = fs::temp_directory_path() / ("tt_yolo_oracle_" + std::to_string(getpid()) + "_" + GetParam().name);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+  std::vector<float> tensor(const std::string& file) const {
+    const Dump d = read_dump(path(file));
+    return d.at("output").data;
+  }
+  fs::path dir_;
+};
+
+// Boxes on distinct cells, some sharing a cell's neighbourhood; class ids in range.
+std::vector<float> make_truth(const NetSpec& net, int n, std::mt19937_64& rng) {
+  std::vector<float> t(size_t(n * net.truth_size()), 0.f);
+  if (!net.detector()) {
+    std::normal_distribution<float> d(0.f, 0.5f);
+    for (auto& v : t) v = d(rng);
+    return t;
+  }
+  int classes = 1;
+  for (const auto& l : net.layers)
+    if (l.detector()) classes = l.det.classes;
+  std::uniform_real_distribution<float> c(0.03f, 0.97f), s(0.05f, 0.9f);
+  for (int b = 0; b < n; ++b)
+    for (int k = 0; k < 4 + b; ++k) {
+      float* box = t.data() + b * net.truth_size() + k * 5;
+      box[0] = c(rng);
+      box[1] = c(rng);
+      box[2] = s(rng);
+      box[3] = s(rng);
+      box[4] = float(rng() % uint64_t(classes));
+    }
+  return t;
+}
+
+TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
+  const Case& c = GetParam();
+  const std::string cfg = path("net.cfg");
+  std::ofstream(cfg) << c.cfg;
+  const NetSpec net = load_net(cfg);
+  Params params(net);
+  test::random_params(params, net, 5);
+  save_weights(params, net, path("net.weights"));
+  const int n = net.micro_batch();
+  std::mt19937_64 rng(99);
+  std::vector<float> x(size_t(n * net.input().size()));
+  std::normal_distribution<float> d(0.f, 1.5f);
+  for (auto& v : x) v = d(rng);
+  const std::vector<float> truth = make_truth(net, n, rng);
+  const Shape in = net.input();
+  write_dump(path("input.bin"), {{"input", {{n, in.c, in.h, in.w}, x}}});
+  write_dump(path("truth.bin"), {{"truth", {{n, int(net.truth_size())}, truth}}});
+
+  const std::string cmd = std::string("'") + DARKNET_FORWARD + "' --train '" + cfg + "' '" + path("net.weights") +
+                          "' '" + path("input.bin") + "' '" + path("truth.bin") + "' - " + std::to_string(c.seen) +
+                          " '" + dir_.string() + "' >/dev/null 2>'" + path("stderr") + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "darknet_forward --train failed, see " << path("stderr");
+
+  // Darknet's results: the last layer under test (the one before [cost], or the detector).
+  const int L = int(net.layers.size());
+  const int probe = net.layers.back().type == LayerType::Cost ? L - 2 : L - 1;
+  const std::vector<float> ref_out = tensor("output_" + std::to_string(probe) + ".bin");
+  double ref_cost = 0;
+  for (int l = 0; l < L; ++l)
+    if (fs::exists(path("cost_" + std::to_string(l) + ".bin")))
+      ref_cost += tensor("cost_" + std::to_string(l) + ".bin")[0];
+  std::vector<float> ref_din = tensor("input_delta.bin");
+  const LayerSpec& last = net.layers.back();
+  if (last.type == LayerType::Region) {  // Darknet's GPU backward, through the identity max-pool
+    const std::vector<float> delta = tensor("loss_delta_" + std::to_string(L - 1) + ".bin");
+    const std::vector<float> out = tensor("output_" + std::to_string(L - 1) + ".bin");
+    const int wh = last.out.h * last.out.w, per_box = 5 + last.det.classes;
+    for (size_t k = 0; k < delta.size(); ++k) {
+      const int entry = int(k / size_t(wh)) % per_box;
+      const double g = entry == 0 || entry == 1 || entry == 4 ? double(out[k]) * (1 - out[k]) : 1.;
+      ref_din[k] = float(delta[k] * g);
+    }
+  }
+  // The check must be able to fail: Darknet's input delta and output are not trivial.
+  double mag = 0;
+  for (float v : ref_din) mag = std::max(mag, double(std::fabs(v)));
+  ASSERT_GT(mag, 1e-3) << "Darknet's input delta is (nearly) zero: the comparison would prove nothing";
+
+  for (auto [rows, cols] : c.grids) {
+    SCOPED_TRACE("grid " + std::to_string(rows) + "x" + std::to_string(cols));
+    Params p(net);
+    load_weights(p, net, path("net.weights"));
+    p.seen = c.seen - n;  // the trainer adds this micro-batch, as Darknet does before forward
+    TrainOptions opt;
+    opt.rows = rows;
+    opt.cols = cols;
+    opt.need_input_delta = true;
+    LocalComm comm;
+    Trainer tr(net, p, opt, comm);
+    const double loss = tr.forward_backward(x.data(), truth.data());
+    const float* got = tr.output_of(probe);
+    ASSERT_EQ(ref_out.size(), size_t(n * net.layers[size_t(probe)].out.size()));
+    EXPECT_LE(test::rel_diff(got, ref_out.data(), ref_out.size()), kTol) << "output of layer " << probe;
+    EXPECT_NEAR(loss, ref_cost, kTol * std::max(1.0, ref_cost)) << "loss";
+    std::vector<float> neg(ref_din.size());
+    for (size_t i = 0; i < neg.size(); ++i) neg[i] = -ref_din[i];
+    EXPECT_LE(test::rel_diff(tr.input_delta(), neg.data(), neg.size()), kTol) << "dL/d(input)";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, YoloOracle, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tt
