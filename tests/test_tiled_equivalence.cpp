@@ -311,7 +311,12 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         out = in;
         break;
       case LayerType::Dropout:
-        ADD_FAILURE() << "dropout in the float64 reference";
+      case LayerType::Route:
+      case LayerType::Reorg:
+      case LayerType::Upsample:
+      case LayerType::Region:
+      case LayerType::Yolo:
+        ADD_FAILURE() << layer_type_name(l.type) << " in the float64 reference";
         out = in;
     }
     jig(pre[li]);

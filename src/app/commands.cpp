@@ -14,6 +14,7 @@
 
 #include "data/idx.hpp"
 #include "data/synthetic.hpp"
+#include "engine/checkpoint.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
 #include "layers/own_conv.hpp"
@@ -84,6 +85,42 @@ Params start_params(const NetSpec& net, const RunOptions& o, const std::string& 
   else
     load_weights(params, net, weights_in);
   return params;
+}
+
+// A run's starting point: the newest checkpoint of --resume (weights, momentum, step,
+// seed), a .weights file, or a fresh initialisation.
+struct Start {
+  Params params;
+  int64_t step = 0;
+  std::vector<float> momentum;  // empty: zero
+};
+
+Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f) {
+  if (f.resume.empty()) return {start_params(net, o, f.weights_in), 0, {}};
+  if (!f.weights_in.empty()) fail("--weights and --resume exclude each other (a checkpoint has its own weights)");
+  Start s{Params(net), 0, {}};
+  Checkpoint c = load_checkpoint(f.resume, net, s.params);
+  s.step = c.meta.step;
+  s.momentum = std::move(c.momentum);
+  o.seed = c.meta.seed;  // data order, augmentation and dropout continue as they were
+  return s;
+}
+
+void apply_start(Trainer& tr, const Start& s) {
+  if (!s.momentum.empty()) tr.restore_momentum(s.momentum);
+  tr.set_step(s.step);
+  if (tr.root() && s.step > 0) std::printf("resumed at step %lld\n", (long long)s.step);
+}
+
+// After `done` steps: a checkpoint if one is due (every N steps, and at the end). Collective.
+void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
+                       int64_t done, bool last) {
+  if (f.checkpoint_dir.empty() || (done % f.checkpoint_every != 0 && !last)) return;
+  tr.gather_weights();
+  const std::vector<float> m = tr.gather_momentum();
+  if (!tr.root()) return;
+  save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
+                  CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
 }
 
 std::string shape_str(const Shape& s) {
@@ -352,28 +389,31 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   return 0;
 }
 
-int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
-              const std::string& weights_out) {
-  if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
+int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
+  if (!f.weights_out.empty() && comm.rank() == 0) check_can_write(f.weights_out);
+  RunOptions o = run;
   NetSpec net = load_run_net(o);
-  Params params = start_params(net, o, weights_in);
+  Start start = start_run(net, o, f);
+  Params& params = start.params;
   Trainer trainer(net, params, train_options(o), comm);
+  apply_start(trainer, start);
   print_kernel_warnings(trainer);
   std::vector<float> input, truth;
-  for (int i = 0; i < steps; ++i) {
+  for (int64_t i = start.step; i < steps; ++i) {  // --steps counts from the start of the run
     if (trainer.root()) synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
     trainer.reset_times();
     const double loss = trainer.train_step(input.data(), truth.data());
     if (trainer.root()) {
-      std::printf("step %d: loss %.6g (%.3f s), %lld images seen\n", i, loss / net.batch, trainer.times().total,
-                  (long long)params.seen);
+      std::printf("step %lld: loss %.6g (%.3f s), %lld images seen\n", (long long)i, loss / net.batch,
+                  trainer.times().total, (long long)params.seen);
       std::fflush(stdout);
     }
+    checkpoint_if_due(trainer, net, params, o, f, i + 1, i + 1 == steps);
   }
-  if (!weights_out.empty()) trainer.gather_weights();
-  if (!weights_out.empty() && trainer.root()) {
-    save_weights(params, net, weights_out);
-    std::printf("saved %s\n", weights_out.c_str());
+  if (!f.weights_out.empty()) trainer.gather_weights();
+  if (!f.weights_out.empty() && trainer.root()) {
+    save_weights(params, net, f.weights_out);
+    std::printf("saved %s\n", f.weights_out.c_str());
   }
   return 0;
 }
@@ -492,12 +532,15 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   return verdict == 0 ? 0 : 1;
 }
 
-int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
-                   const std::string& weights_out) {
+int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
+  const std::string& weights_out = f.weights_out;
   if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
+  RunOptions o = run;
   NetSpec net = load_run_net(o);
-  Params params = start_params(net, o, weights_in);
+  Start start = start_run(net, o, f);
+  Params& params = start.params;
   Trainer trainer(net, params, train_options(o), comm);
+  apply_start(trainer, start);
   print_kernel_warnings(trainer);
   const bool root = trainer.root();
   const std::string dir = d.data == "fashion-mnist" ? kFashionMnistDir : d.data;
@@ -539,15 +582,16 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
   trainer.reset_times();
   const double t_start = now_s();
   double window = 0;
-  for (int step = 0; step < total; ++step) {
+  for (int step = int(start.step); step < total; ++step) {  // --steps counts from the start of the run
     const int epoch = step / per_epoch, pos = step % per_epoch;
-    if (pos == 0 && root) {
+    if ((pos == 0 || step == start.step) && root) {  // this epoch's order, also when resuming inside it
       for (int i = 0; i < n_train; ++i) order[size_t(i)] = i;
       std::mt19937_64 rng(o.seed * 1315423911ULL + uint64_t(epoch));
       std::shuffle(order.begin(), order.end(), rng);
     }
     if (root) fill(train_set, order.data() + int64_t(pos) * B, B, input.data(), truth.data());
     const double loss = trainer.train_step(input.data(), truth.data()) / B;
+    checkpoint_if_due(trainer, net, params, o, f, step + 1, step + 1 == total);
     if (!root) continue;
     losses.push_back(loss);
     window += loss;
@@ -555,13 +599,14 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
       const int k = (step + 1) % d.log_every == 0 ? d.log_every : (step + 1) % d.log_every;
       const double el = now_s() - t_start;
       std::printf("epoch %d step %d/%d: loss %.4f (mean of last %d), %.0f images/s\n", epoch, step + 1, total,
-                  window / k, k, (step + 1) * double(B) / el);
+                  window / k, k, (step + 1 - start.step) * double(B) / el);
       std::fflush(stdout);
       window = 0;
     }
   }
   const double train_s = now_s() - t_start;
   const StepTimes t = trainer.times();
+  const int ran = std::max(1, total - int(start.step));  // steps this process ran
   // Test accuracy: every rank runs the tiled forward, the root scores.
   const int n = net.micro_batch();
   std::vector<int> idx(static_cast<size_t>(n));
@@ -592,8 +637,8 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
   std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
               "weights", "io", "peak MB");
   for (size_t r = 0; r < all_fwd.size(); ++r)
-    std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, all_fwd[r] / total,
-                all_bwd[r] / total, all_halo[r] / total, all_w[r] / total, all_io[r] / total, all_rss[r]);
+    std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, all_fwd[r] / ran,
+                all_bwd[r] / ran, all_halo[r] / ran, all_w[r] / ran, all_io[r] / ran, all_rss[r]);
   if (!d.loss_log.empty())
     write_file_atomically(d.loss_log, [&](std::ostream& out) {
       out.precision(9);

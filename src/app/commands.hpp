@@ -55,8 +55,16 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po);
 // model and the measured links (planner/device_model.hpp, planner/cluster.hpp).
 int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int steps);
 int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
-int cmd_train(const RunOptions& o, Comm& comm, int steps, const std::string& weights_in,
-              const std::string& weights_out);
+// Where a training run starts and what it leaves behind.
+struct RunFiles {
+  std::string weights_in;   // Darknet .weights to start from
+  std::string weights_out;  // written at the end (atomically)
+  std::string checkpoint_dir;  // empty: no checkpoints (engine/checkpoint.hpp)
+  int checkpoint_every = 100;  // steps between checkpoints (and one at the end)
+  int keep_checkpoints = 3;
+  std::string resume;  // a checkpoint folder: continue its newest checkpoint
+};
+int cmd_train(const RunOptions& o, Comm& comm, int steps, const RunFiles& f);
 int cmd_verify(const RunOptions& o, Comm& comm, int steps);
 
 struct DataOptions {
@@ -66,7 +74,6 @@ struct DataOptions {
   int log_every = 50;
   std::string loss_log;  // one loss per line, written at the end
 };
-int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const std::string& weights_in,
-                   const std::string& weights_out);
+int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
 
 }  // namespace tt

@@ -13,7 +13,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   RunOptions o;
   int steps = 10, warmup = 2;
-  std::string weights_in, weights_out;
   int peer_timeout_s = 10;
 
   auto common = [&](CLI::App* c, bool tiling) {
@@ -106,8 +105,19 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   train->add_option("--loss-log", data.loss_log, "with --data: write every step's loss and the accuracy here");
-  train->add_option("--weights", weights_in, "Darknet .weights to start from");
-  train->add_option("--save-weights", weights_out, "write Darknet .weights here at the end (atomically)");
+  RunFiles files;
+  train->add_option("--weights", files.weights_in, "Darknet .weights to start from");
+  train->add_option("--save-weights", files.weights_out, "write Darknet .weights here at the end (atomically)");
+  train->add_option("--checkpoint", files.checkpoint_dir,
+                    "write checkpoints (weights, momentum, step) into this folder, atomically");
+  train->add_option("--checkpoint-every", files.checkpoint_every, "steps between checkpoints (and one at the end)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--keep-checkpoints", files.keep_checkpoints, "checkpoints kept (the newest)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--resume", files.resume,
+                    "continue from the newest checkpoint in this folder (--steps counts from the run's start)");
   auto* verify = app.add_subcommand("verify", "train tiled and untiled from the same start and compare every tensor");
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
@@ -143,11 +153,11 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(o, *comm, steps, warmup);
     if (*train && !data.data.empty()) {
       data.max_steps = train->count("--steps") ? steps : 0;
-      return cmd_train_data(o, *comm, data, weights_in, weights_out);
+      return cmd_train_data(o, *comm, data, files);
     }
     if (*train) {
       if (!train->count("--steps")) throw tt::Error("train: --steps is required without --data");
-      return cmd_train(o, *comm, steps, weights_in, weights_out);
+      return cmd_train(o, *comm, steps, files);
     }
     if (*verify) return cmd_verify(o, *comm, steps);
   } catch (const tt::Error& e) {

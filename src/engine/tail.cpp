@@ -16,60 +16,77 @@ struct Tail::Run {
   std::unique_ptr<Segment> seg;
 };
 
-Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, int cut, const TailOptions& opt)
-    : ctx_(ctx), net_(net), params_(params), grad_(grad), cut_(cut), opt_(opt) {
+TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   const int L = int(net.layers.size());
-  const int n = opt.batch;
   std::set<int> routed;  // layers whose output a [route] reads
   for (const LayerSpec& s : net.layers)
     for (int r : s.route) routed.insert(r);
+  TailLayout t;
+  t.out.assign(size_t(L - cut + 1), 0);
+  t.pre.assign(t.out.size(), 0);
+  t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
+  for (int l = cut; l < L;) {
+    const LayerSpec& s = net.layers[size_t(l)];
+    t.scratch = std::max(t.scratch, batch * s.in.size());
+    if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a route reads
+      int e = l + 1;
+      while (e < L && net.layers[size_t(e)].spatial() && !routed.count(e - 1)) ++e;
+      t.runs.push_back({l, e});
+      t.out[size_t(e - cut)] = batch * net.layers[size_t(e - 1)].out.size();
+      l = e;
+      continue;
+    }
+    t.out[size_t(l - cut + 1)] = batch * s.out.size();
+    if (s.type == LayerType::Connected) t.pre[size_t(l - cut + 1)] = t.out[size_t(l - cut + 1)];
+    ++l;
+  }
+  return t;
+}
+
+double TailLayout::maps_bytes() const {
+  double b = 0;
+  for (size_t i = 0; i < out.size(); ++i) b += 4. * (out[i] + pre[i]);
+  return b;
+}
+
+double TailLayout::deltas_bytes() const {
+  double b = 4. * scratch;
+  for (int64_t v : out) b += 4. * v;
+  return b;
+}
+
+Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, int cut, const TailOptions& opt)
+    : ctx_(ctx), net_(net), params_(params), grad_(grad), cut_(cut), opt_(opt) {
+  const int L = int(net.layers.size());
   for (const LayerSpec& s : net.layers)
     for (int r : net.inputs_of(s.index))
       if (net.layers[size_t(r)].detector())
         fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [",
              layer_type_name(net.layers[size_t(r)].type), "] layer ", r, ", which is a loss");
+  const TailLayout t = plan_tail(net, cut, opt.batch);
   run_of_.assign(size_t(L - cut), -1);
-  out_.resize(size_t(L - cut + 1));
-  delta_.resize(out_.size());
-  pre_.resize(out_.size());
-  const Shape at_cut = net.layers[size_t(cut - 1)].out;
-  out_[0].assign(size_t(n * at_cut.size()), 0.f);
-  delta_[0].assign(out_[0].size(), 0.f);
-  size_t scratch = 0;
-  for (int l = cut; l < L;) {
-    const LayerSpec& s = net.layers[size_t(l)];
-    if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a route reads
-      int e = l + 1;
-      while (e < L && net.layers[size_t(e)].spatial() && !routed.count(e - 1)) ++e;
-      Plan p = make_plan(net, 1, 1, l, e, {l});
-      auto run = std::make_unique<Run>();
-      run->first = l;
-      run->last = e;
-      run->seg = std::make_unique<Segment>(ctx, net, params, grad, std::move(p), comm_,
-                                           SegmentOptions{.batch = n,
-                                                          .in_cb = ctx.config.block,
-                                                          .bn = opt.bn,
-                                                          .need_input_delta = true,
-                                                          .tile_rank = {0},
-                                                          .shards = nullptr,
-                                                          .recompute = false,
-                                                          .far = {}});
-      for (int k = l; k < e; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
-      runs_.push_back(std::move(run));
-      scratch = std::max(scratch, size_t(n * net.layers[size_t(l)].in.size()));
-      const size_t last = slot(e - 1);
-      out_[last].assign(size_t(n * net.layers[size_t(e - 1)].out.size()), 0.f);
-      delta_[last].assign(out_[last].size(), 0.f);
-      l = e;
-      continue;
-    }
-    out_[slot(l)].assign(size_t(n * s.out.size()), 0.f);
-    delta_[slot(l)].assign(out_[slot(l)].size(), 0.f);
-    if (s.type == LayerType::Connected) pre_[slot(l)].assign(out_[slot(l)].size(), 0.f);
-    scratch = std::max(scratch, size_t(n * s.in.size()));
-    ++l;
+  for (auto [first, last] : t.runs) {
+    auto run = std::make_unique<Run>();
+    run->first = first;
+    run->last = last;
+    run->seg = std::make_unique<Segment>(ctx, net, params, grad, make_plan(net, 1, 1, first, last, {first}), comm_,
+                                         SegmentOptions{.batch = opt.batch,
+                                                        .in_cb = ctx.config.block,
+                                                        .bn = opt.bn,
+                                                        .need_input_delta = true,
+                                                        .tile_rank = {0},
+                                                        .shards = nullptr,
+                                                        .recompute = false,
+                                                        .far = {}});
+    for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
+    runs_.push_back(std::move(run));
   }
-  run_delta_in_.assign(scratch, 0.f);
+  for (size_t i = 0; i < t.out.size(); ++i) {
+    out_.emplace_back(size_t(t.out[i]), 0.f);
+    delta_.emplace_back(size_t(t.out[i]), 0.f);
+    pre_.emplace_back(size_t(t.pre[i]), 0.f);
+  }
+  run_delta_in_.assign(size_t(t.scratch), 0.f);
   layer_times.assign(size_t(L - cut), LayerTimes{});
 }
 

@@ -14,6 +14,18 @@
 
 namespace tt {
 
+// What the tail allocates, computed once from the net: its runs and the floats of every
+// layer's plain output (and delta, the same size), read by the Tail and the cost model.
+struct TailLayout {
+  std::vector<std::pair<int, int>> runs;  // [first, last) of each run of spatial layers
+  std::vector<int64_t> out;               // per slot (0: the cut map; l - cut + 1: layer l), 0 inside runs
+  std::vector<int64_t> pre;               // [connected]'s output before activation
+  int64_t scratch = 0;                    // an input delta before it is added (the largest layer input)
+  double maps_bytes() const;
+  double deltas_bytes() const;
+};
+TailLayout plan_tail(const NetSpec& net, int cut, int batch);
+
 struct TailOptions {
   int batch = 1;  // samples per micro-batch
   int in_cb = 1;  // layout of the map at the cut

@@ -119,6 +119,30 @@ void Trainer::set_momentum(std::span<const float> v) {
   std::copy(v.begin(), v.end(), momentum_.data());
 }
 
+std::vector<float> Trainer::gather_momentum() {
+  std::vector<float> m(momentum_.data(), momentum_.data() + momentum_.size());
+  if (!split_counts_.empty()) comm_.all_gather_v(m.data(), split_counts_, split_displs_);
+  if (shards_)
+    for (const ShardPlan::Layer& L : shards_->layers)
+      if (L.n > 0) comm_.all_gather_v(m.data() + L.offset, L.counts, L.displs);
+  return m;
+}
+
+void Trainer::restore_momentum(std::span<const float> whole) {
+  if (whole.size() != momentum_.size())
+    fail("internal: momentum of ", whole.size(), " values for ", momentum_.size());
+  auto take = [&](int64_t b, int64_t e) { std::copy(whole.begin() + b, whole.begin() + e, momentum_.data() + b); };
+  if (!split_counts_.empty()) {
+    const int64_t lo = split_displs_[size_t(comm_.rank())];
+    take(lo, lo + split_counts_[size_t(comm_.rank())]);
+  } else if (shards_) {  // only this process's pages: the others stay unmapped
+    for (const auto& [b, e] : shards_->replicated) take(b, e);
+    for (const auto& [b, e] : shards_->owned) take(b, e);
+  } else {
+    take(0, int64_t(whole.size()));
+  }
+}
+
 void Trainer::gather_weights() {
   if (!shards_) return;
   for (const ShardPlan::Layer& L : shards_->layers)

@@ -85,6 +85,12 @@ class Trainer {
   // state; with several processes, whole only with need_input_delta.
   std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
   void set_momentum(std::span<const float> v);
+  // Checkpoints: the whole momentum on every process (collective), and a whole momentum
+  // from which each process takes the parts it updates.
+  std::vector<float> gather_momentum();
+  void restore_momentum(std::span<const float> whole);
+  int64_t step() const { return step_; }  // updates done (numbers dropout masks)
+  void set_step(int64_t s) { step_ = s; }
   StepTimes times() const;  // accumulated since reset_times(), all parts
   // Per net layer, accumulated since reset_times(): the spatial layers' compute (see
   // segment.hpp); each other layer's forward in `fwd`, backward in `bwd_data` (the loss's

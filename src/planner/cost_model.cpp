@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "engine/memory_plan.hpp"
+#include "engine/tail.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
 #include "tiling/plan.hpp"
@@ -609,25 +610,16 @@ struct Replay {
         extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
         a.maps_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
         a.deltas_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
-        if (dense_begin > cut) {
-          const Plan p1 = make_plan(net, 1, 1, cut, dense_begin, {cut});
-          const SegmentMemoryPlan u =
-              plan_segment_memory(net, p1, batch, layout().out_cb[size_t(cut - 1)], m.channel_block, false, true, {0});
+        // The tail (engine/tail.hpp): its runs' Segments and its plain buffers.
+        const TailLayout t = plan_tail(net, cut, batch);
+        for (auto [first, last] : t.runs) {
+          const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, first, last, {first}), batch,
+                                                          m.channel_block, m.channel_block, false, true, {0});
           a.maps_mb += u.maps_bytes / kMB;
           a.deltas_mb += u.deltas_bytes / kMB;
         }
-        // The dense head (as the Trainer allocates it): a plain copy of its input and that
-        // input's delta, then per layer its output (and pre-activation) and its delta.
-        const double head_in = 4. * batch * net.layers[size_t(dense_begin - 1)].out.size() / kMB;
-        a.maps_mb += head_in;
-        a.deltas_mb += head_in;
-        for (size_t l = size_t(dense_begin); l < net.layers.size(); ++l) {
-          const LayerSpec& s = net.layers[l];
-          if (s.type == LayerType::Cost) continue;
-          const double mb = 4. * batch * s.out.size() / kMB;
-          a.maps_mb += s.type == LayerType::Connected ? 2 * mb : mb;
-          a.deltas_mb += mb;
-        }
+        a.maps_mb += t.maps_bytes() / kMB;
+        a.deltas_mb += t.deltas_bytes() / kMB;
       }
       a.peak_rss_mb = m.base_mb + m.scratch_mb + a.maps_mb + a.deltas_mb + a.filters_mb + extra;
     }

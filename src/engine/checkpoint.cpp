@@ -1,0 +1,105 @@
+#include "engine/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMomentumMagic[8] = {'T', 'T', 'M', 'O', 'M', '1', '\n', '\0'};
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", (long long)step);
+  return buf;
+}
+
+// Complete checkpoints in `dir` (folders step-N with meta.json), oldest first.
+std::vector<fs::path> checkpoints(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
+                     std::span<const float> momentum, const CheckpointMeta& meta) {
+  if (keep < 1) fail("--keep-checkpoints must be at least 1");
+  if (momentum.size() != params.values.size())
+    fail("internal: momentum of ", momentum.size(), " values for ", params.values.size(), " parameters");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint folder '", dir, "': ", ec.message());
+  const fs::path final_dir = fs::path(dir) / step_name(meta.step);
+  const fs::path tmp = fs::path(dir) / (".tmp-" + step_name(meta.step));
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("cannot create '", tmp.string(), "': ", ec.message());
+  save_weights(params, net, (tmp / "weights").string());
+  write_file_atomically((tmp / "momentum").string(), [&](std::ostream& out) {
+    const uint64_t n = momentum.size();
+    out.write(kMomentumMagic, sizeof kMomentumMagic);
+    out.write(reinterpret_cast<const char*>(&n), sizeof n);
+    out.write(reinterpret_cast<const char*>(momentum.data()), std::streamsize(n * sizeof(float)));
+  });
+  const nlohmann::json j = {{"step", meta.step}, {"seed", meta.seed}, {"cfg", meta.cfg}, {"params", meta.params}};
+  write_file_atomically((tmp / "meta.json").string(), [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) fail("cannot rename '", tmp.string(), "' to '", final_dir.string(), "': ", ec.message());
+  std::vector<fs::path> all = checkpoints(dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
+}
+
+Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& params) {
+  if (!fs::is_directory(dir)) fail("--resume: '", dir, "' is not a folder");
+  const std::vector<fs::path> all = checkpoints(dir);
+  if (all.empty()) fail("--resume: no checkpoint in '", dir, "' (expected folders step-N with meta.json)");
+  Checkpoint c;
+  c.path = all.back().string();
+  const std::string meta_path = (all.back() / "meta.json").string();
+  try {
+    std::ifstream in(meta_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    c.meta.step = j.at("step").get<int64_t>();
+    c.meta.seed = j.at("seed").get<uint64_t>();
+    c.meta.cfg = j.at("cfg").get<std::string>();
+    c.meta.params = j.at("params").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(meta_path, ": not a checkpoint's meta.json (", e.what(), ")");
+  }
+  if (c.meta.params != params.size())
+    fail(c.path, ": a checkpoint of '", c.meta.cfg, "' with ", c.meta.params, " parameters; '", net.path, "' has ",
+         params.size());
+  load_weights(params, net, (all.back() / "weights").string());
+  const std::string mpath = (all.back() / "momentum").string();
+  std::ifstream in(mpath, std::ios::binary);
+  char magic[sizeof kMomentumMagic];
+  uint64_t n = 0;
+  if (!in.read(magic, sizeof magic) || std::memcmp(magic, kMomentumMagic, sizeof magic) != 0 ||
+      !in.read(reinterpret_cast<char*>(&n), sizeof n))
+    fail(mpath, ": not a momentum file");
+  if (n != uint64_t(params.size())) fail(mpath, ": ", n, " momentum values for ", params.size(), " parameters");
+  c.momentum.resize(n);
+  if (!in.read(reinterpret_cast<char*>(c.momentum.data()), std::streamsize(n * sizeof(float))))
+    fail(mpath, ": truncated (", n, " values expected)");
+  return c;
+}
+
+}  // namespace tt
