@@ -285,6 +285,7 @@ INSTANTIATE_TEST_SUITE_P(Cfgs, DarknetOracle, ::testing::ValuesIn(cases()),
 // so a matching run above is not an accident of lenient loading.
 TEST(DarknetOracleSanity, RefusesWeightsOfAnotherCfg) {
   if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built";
+  ASSERT_TRUE(fs::exists(DARKNET_FORWARD)) << "the oracle is configured but not built: " << DARKNET_FORWARD;
   const fs::path dir = fs::temp_directory_path() / ("tt_darknet_oracle_sanity_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string head = "[net]\nbatch=1\nwidth=5\nheight=5\nchannels=1\n";

@@ -94,6 +94,21 @@ float box_iou(const BoxF& a, const BoxF& b) {
   return i / u;
 }
 
+DetectionHead detection_head(const LayerSpec& l) {
+  if (!l.detector()) fail("layer ", l.index, " ([", layer_type_name(l.type), "]) is not a detection head");
+  const bool yolo = l.type == LayerType::Yolo;
+  return DetectionHead{.yolo = yolo,
+                       .w = l.out.w,
+                       .h = l.out.h,
+                       .n = l.det.boxes_per_cell(yolo),
+                       .classes = l.det.classes,
+                       .coords = l.det.coords,
+                       .background = l.det.background,
+                       .softmax = l.det.softmax,
+                       .biases = l.det.anchors,
+                       .mask = yolo ? l.det.mask : std::vector<int>{}};
+}
+
 void check_head(const DetectionHead& h) {
   const char* kind = h.yolo ? "[yolo]" : "[region]";
   if (h.w < 1 || h.h < 1) fail(kind, " head: grid ", h.w, "x", h.h, " is empty");

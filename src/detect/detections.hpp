@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/net_spec.hpp"
+
 namespace tt {
 
 // The thresholds Darknet's own programs use (examples/detector.c, src/image.c).
@@ -53,6 +55,9 @@ struct Detection {
   std::vector<float> prob;  // one per class, 0 below the threshold or after suppression
   int sort_class = 0;
 };
+
+// The head of a [region] or [yolo] layer of a parsed net.
+DetectionHead detection_head(const LayerSpec& l);
 
 // Checks a head for consistency (grid, n, coords, anchors, mask) and throws tt::Error if not.
 void check_head(const DetectionHead& h);

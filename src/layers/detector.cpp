@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "detect/detections.hpp"
+
 namespace tt {
 
 DetectorLoss& DetectorLoss::operator+=(const DetectorLoss& o) {
@@ -22,23 +24,8 @@ DetectorLoss& DetectorLoss::operator+=(const DetectorLoss& o) {
 namespace {
 
 // Darknet's float arithmetic, operation for operation (box.c, activations.h, blas.c).
-struct Box {
-  float x = 0, y = 0, w = 0, h = 0;
-};
-
-float overlap(float x1, float w1, float x2, float w2) {
-  const float l1 = x1 - w1 / 2, l2 = x2 - w2 / 2;
-  const float left = l1 > l2 ? l1 : l2;
-  const float r1 = x1 + w1 / 2, r2 = x2 + w2 / 2;
-  const float right = r1 < r2 ? r1 : r2;
-  return right - left;
-}
-
-float iou(const Box& a, const Box& b) {
-  const float w = overlap(a.x, a.w, b.x, b.w), h = overlap(a.y, a.h, b.y, b.h);
-  const float inter = w < 0 || h < 0 ? 0.f : w * h;
-  return inter / (a.w * a.h + b.w * b.h - inter);
-}
+using Box = BoxF;
+float iou(const Box& a, const Box& b) { return box_iou(a, b); }
 
 float logistic(float x) { return float(1. / (1. + std::exp(double(-x)))); }
 
