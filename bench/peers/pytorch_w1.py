@@ -85,12 +85,109 @@ def build_w1(in_ch=3, hw=416):
     return nn.Sequential(*mods), flop, (c, s, s)
 
 
+def read_cfg(path):
+    """Darknet cfg sections as (name, {key: value}) in order."""
+    sections = []
+    for raw in open(path):
+        line = raw.split("#")[0].strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            sections.append((line.strip("[]"), {}))
+        else:
+            k, v = line.split("=", 1)
+            sections[-1][1][k.strip()] = v.strip()
+    return sections
+
+
+class DarknetNet(nn.Module):
+    """A Darknet detector cfg as a PyTorch graph, for timing: [convolutional] (+BN, leaky or
+    linear), [maxpool] (Darknet's padding), [route], [reorg] (a space-to-depth reshape of
+    the same cost; Darknet's index order differs), [upsample]; a [region]/[yolo] head is
+    replaced by the MSE loss on its input (the issue's timing rule)."""
+
+    def __init__(self, cfg, size):
+        super().__init__()
+        secs = read_cfg(cfg)
+        c, h, w = int(secs[0][1].get("channels", 3)), size, size
+        self.specs, self.mods, shapes, self.flop = [], nn.ModuleList(), [], 0
+        for name, kv in secs[1:]:
+            mod = None
+            if name in ("convolutional", "conv"):
+                f, k, st = int(kv["filters"]), int(kv.get("size", 1)), int(kv.get("stride", 1))
+                pad = k // 2 if int(kv.get("pad", 0)) else 0
+                bn = int(kv.get("batch_normalize", 0))
+                layers = [nn.Conv2d(c, f, k, stride=st, padding=pad, bias=not bn)]
+                if bn:
+                    layers.append(nn.BatchNorm2d(f))
+                if kv.get("activation", "logistic") == "leaky":
+                    layers.append(nn.LeakyReLU(0.1, inplace=True))
+                mod = nn.Sequential(*layers)
+                h, w = (h + 2 * pad - k) // st + 1, (w + 2 * pad - k) // st + 1
+                self.flop += 2 * h * w * f * c * k * k
+                c = f
+                spec = ("seq",)
+            elif name in ("maxpool", "max"):
+                k, st = int(kv.get("size", 1)), int(kv.get("stride", 1))
+                padding = int(kv.get("padding", k - 1))
+                spec = ("max", k, st, padding)
+                h, w = (h + padding - k) // st + 1, (w + padding - k) // st + 1
+            elif name == "route":
+                idx = [int(v) for v in kv["layers"].split(",")]
+                idx = [i if i >= 0 else len(shapes) + i for i in idx]
+                spec = ("route", idx)
+                c = sum(shapes[i][0] for i in idx)
+                h, w = shapes[idx[0]][1], shapes[idx[0]][2]
+            elif name == "reorg":
+                st = int(kv.get("stride", 1))
+                spec = ("reorg", st)
+                c, h, w = c * st * st, h // st, w // st
+            elif name == "upsample":
+                st = int(kv.get("stride", 2))
+                spec = ("up", st)
+                h, w = h * st, w * st
+            elif name in ("region", "yolo"):
+                spec = ("head",)
+            else:
+                raise SystemExit(f"{cfg}: [{name}] is not supported by this peer")
+            self.specs.append(spec)
+            self.mods.append(mod if mod is not None else nn.Identity())
+            shapes.append((c, h, w))
+        self.heads = [i for i, s in enumerate(self.specs) if s[0] == "head"]
+        self.head_shapes = [shapes[i] for i in self.heads]
+
+    def forward(self, x):
+        outs, heads = [], []
+        for spec, mod in zip(self.specs, self.mods):
+            kind = spec[0]
+            if kind == "seq":
+                x = mod(x)
+            elif kind == "max":
+                _, k, st, padding = spec
+                if padding:
+                    x = nn.functional.pad(x, (padding // 2, padding - padding // 2, padding // 2, padding - padding // 2),
+                                          value=float("-inf"))
+                x = nn.functional.max_pool2d(x, k, st)
+            elif kind == "route":
+                x = torch.cat([outs[i] for i in spec[1]], 1)
+            elif kind == "reorg":
+                x = nn.functional.pixel_unshuffle(x, spec[1])
+            elif kind == "up":
+                x = nn.functional.interpolate(x, scale_factor=spec[1], mode="nearest")
+            elif kind == "head":
+                heads.append(x)
+            outs.append(x)
+        return heads
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     ap.add_argument("--steps", type=int, default=3, help="timed training steps (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed warm-up steps (default 1)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cfg", help="a Darknet detector cfg instead of W1 (region/yolo heads timed as an MSE loss)")
+    ap.add_argument("--size", type=int, default=416, help="input width and height with --cfg (default 416)")
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
         ap.error("need --steps >= 1, --warmup >= 0, --threads >= 1")
@@ -98,23 +195,30 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    model, fwd_flop, out_shape = build_w1()
+    if args.cfg:
+        model = DarknetNet(args.cfg, args.size)
+        fwd_flop, hw = model.flop, args.size
+        targets = [torch.rand(1, *s) for s in model.head_shapes]
+    else:
+        model, fwd_flop, out_shape = build_w1()
+        hw = 416
+        targets = [torch.rand(1, *out_shape)]
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() == 4]      # conv weights
     no_decay = [p for n, p in model.named_parameters() if p.dim() != 4]   # BN gamma/beta
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 0.0005},
                            {"params": no_decay, "weight_decay": 0.0}],
                           lr=0.001, momentum=0.9)
-    x = torch.rand(1, 3, 416, 416)
-    target = torch.rand(1, *out_shape)
+    x = torch.rand(1, 3, hw, hw)
 
     t_step, t_fwd, t_bwd, t_upd, t_warm, losses = [], [], [], [], [], []
     for i in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         t1 = time.perf_counter()
-        out = model(x)
-        loss = 0.5 * (out - target).pow(2).sum()
+        outs = model(x)
+        outs = outs if isinstance(outs, list) else [outs]
+        loss = sum(0.5 * (o - t).pow(2).sum() for o, t in zip(outs, targets))
         t2 = time.perf_counter()
         loss.backward()
         t3 = time.perf_counter()
