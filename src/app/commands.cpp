@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "app/progress.hpp"
 #include "data/idx.hpp"
 #include "data/synthetic.hpp"
 #include "engine/checkpoint.hpp"
@@ -582,6 +583,9 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
   trainer.reset_times();
   const double t_start = now_s();
   double window = 0;
+  int in_window = 0;
+  std::unique_ptr<Progress> progress;
+  if (root) progress = std::make_unique<Progress>(d.metrics, start.step, total, B);
   for (int step = int(start.step); step < total; ++step) {  // --steps counts from the start of the run
     const int epoch = step / per_epoch, pos = step % per_epoch;
     if ((pos == 0 || step == start.step) && root) {  // this epoch's order, also when resuming inside it
@@ -595,13 +599,11 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
     if (!root) continue;
     losses.push_back(loss);
     window += loss;
+    ++in_window;
     if ((step + 1) % d.log_every == 0 || step + 1 == total) {
-      const int k = (step + 1) % d.log_every == 0 ? d.log_every : (step + 1) % d.log_every;
-      const double el = now_s() - t_start;
-      std::printf("epoch %d step %d/%d: loss %.4f (mean of last %d), %.0f images/s\n", epoch, step + 1, total,
-                  window / k, k, (step + 1 - start.step) * double(B) / el);
-      std::fflush(stdout);
+      progress->log(step + 1, epoch, window / in_window, in_window, net.rate_at(params.seen / net.batch), {});
       window = 0;
+      in_window = 0;
     }
   }
   const double train_s = now_s() - t_start;
@@ -634,6 +636,7 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
   if (!root) return 0;
   std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
               train_s);
+  progress->record(total, {{"accuracy", acc / 100}, {"test_images", n_test}});
   std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
               "weights", "io", "peak MB");
   for (size_t r = 0; r < all_fwd.size(); ++r)

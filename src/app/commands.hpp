@@ -73,6 +73,7 @@ struct DataOptions {
   int max_steps = 0;  // 0: whole epochs
   int log_every = 50;
   std::string loss_log;  // one loss per line, written at the end
+  std::string metrics;   // one JSON object per logged step (app/progress.hpp)
 };
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
 

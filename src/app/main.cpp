@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   train->add_option("--loss-log", data.loss_log, "with --data: write every step's loss and the accuracy here");
+  train->add_option("--metrics", data.metrics,
+                    "with --data: one JSON object per logged step (step, epoch, loss, lr, images/s, ETA) and the "
+                    "final accuracy, appended when resuming (scripts/plot_metrics.py draws it)");
   RunFiles files;
   train->add_option("--weights", files.weights_in, "Darknet .weights to start from");
   train->add_option("--save-weights", files.weights_out, "write Darknet .weights here at the end (atomically)");
