@@ -85,7 +85,7 @@ MPIRUN_ARGS=(--oversubscribe --mca btl self,vader --mca btl_vader_single_copy_me
 # Packages. Host side (amd64): cross compiler, emulator, build tools, header-only libraries,
 # the amd64 mpirun. arm64 multiarch (Multi-Arch: same, co-install with their amd64 twins).
 HOST_PKGS=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static cmake ninja-build
-           pkg-config nlohmann-json3-dev libcli11-dev openmpi-bin)
+           pkg-config nlohmann-json3-dev libcli11-dev libstb-dev openmpi-bin)
 A64_MULTIARCH_PKGS=(libc6:arm64 libstdc++6:arm64 libgomp1:arm64 zlib1g-dev:arm64 libgtest-dev:arm64
                     libhwy-dev:arm64)
 # arm64 packages that cannot be co-installed (libdnnl-dev: dnnl_config.h differs from amd64's;

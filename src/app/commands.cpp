@@ -48,7 +48,7 @@ NetSpec load_run_net(const RunOptions& o) {
   return net;
 }
 
-namespace {
+// Shared by the training subcommands (commands.hpp).
 
 TrainOptions train_options(const RunOptions& o) {
   TrainOptions t;
@@ -88,14 +88,6 @@ Params start_params(const NetSpec& net, const RunOptions& o, const std::string& 
   return params;
 }
 
-// A run's starting point: the newest checkpoint of --resume (weights, momentum, step,
-// seed), a .weights file, or a fresh initialisation.
-struct Start {
-  Params params;
-  int64_t step = 0;
-  std::vector<float> momentum;  // empty: zero
-};
-
 Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f) {
   if (f.resume.empty()) return {start_params(net, o, f.weights_in), 0, {}};
   if (!f.weights_in.empty()) fail("--weights and --resume exclude each other (a checkpoint has its own weights)");
@@ -113,7 +105,6 @@ void apply_start(Trainer& tr, const Start& s) {
   if (tr.root() && s.step > 0) std::printf("resumed at step %lld\n", (long long)s.step);
 }
 
-// After `done` steps: a checkpoint if one is due (every N steps, and at the end). Collective.
 void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
                        int64_t done, bool last) {
   if (f.checkpoint_dir.empty() || (done % f.checkpoint_every != 0 && !last)) return;
@@ -123,6 +114,8 @@ void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const Ru
   save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
                   CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
 }
+
+namespace {
 
 std::string shape_str(const Shape& s) {
   return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);

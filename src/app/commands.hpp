@@ -3,8 +3,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/trainer.hpp"
 #include "model/net_spec.hpp"
 #include "planner/cost_model.hpp"
 
@@ -23,17 +25,17 @@ struct RunOptions {
   bool json = false;
   int tiles_per_rank = 1;
   bool low_memory = false;
-  std::string kernels = "auto";  // auto | onednn | own (layers/backend.hpp)
-  std::string row_weights, col_weights;  // uneven split: a weight per grid row / column
+  std::string kernels = "auto";                 // auto | onednn | own (layers/backend.hpp)
+  std::string row_weights, col_weights;         // uneven split: a weight per grid row / column
   std::string backward_features = "recompute";  // recompute | exchange (tiling/plan.hpp)
-  std::string overlap = "auto";                  // auto | on | off (engine/trainer.hpp)
+  std::string overlap = "auto";                 // auto | on | off (engine/trainer.hpp)
 };
 
 // plan with a cluster: predicted time and memory (planner/cost_model.hpp), or a search.
 struct PlanOptions {
-  std::string cluster;        // cluster file; empty: geometry only
-  std::string model;          // device model for devices with only a profile
-  int ranks_per_device = 0;   // 0: as few devices as the ranks fit on, spread evenly
+  std::string cluster;       // cluster file; empty: geometry only
+  std::string model;         // device model for devices with only a profile
+  int ranks_per_device = 0;  // 0: as few devices as the ranks fit on, spread evenly
   bool optimize = false;
   int top = 5;
 };
@@ -57,8 +59,8 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
 int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
 // Where a training run starts and what it leaves behind.
 struct RunFiles {
-  std::string weights_in;   // Darknet .weights to start from
-  std::string weights_out;  // written at the end (atomically)
+  std::string weights_in;      // Darknet .weights to start from
+  std::string weights_out;     // written at the end (atomically)
   std::string checkpoint_dir;  // empty: no checkpoints (engine/checkpoint.hpp)
   int checkpoint_every = 100;  // steps between checkpoints (and one at the end)
   int keep_checkpoints = 3;
@@ -72,9 +74,40 @@ struct DataOptions {
   int epochs = 1;
   int max_steps = 0;  // 0: whole epochs
   int log_every = 50;
-  std::string loss_log;  // one loss per line, written at the end
-  std::string metrics;   // one JSON object per logged step (app/progress.hpp)
+  std::string loss_log;          // one loss per line, written at the end
+  std::string metrics;           // one JSON object per logged step (app/progress.hpp)
+  bool skip_bad_images = false;  // detection data: warn and go on instead of stopping
+  int loader_threads = 1;        // detection data: threads preparing batches ahead
 };
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
+
+// Shared by the training subcommands.
+TrainOptions train_options(const RunOptions& o);
+void print_kernel_warnings(const Trainer& t);
+// A run's starting point: the newest checkpoint of --resume (weights, momentum, step,
+// seed, which replaces o.seed), a .weights file, or a fresh initialisation.
+struct Start {
+  Params params;
+  int64_t step = 0;
+  std::vector<float> momentum;  // empty: zero
+};
+Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f);
+void apply_start(Trainer& tr, const Start& s);
+// After `done` steps: a checkpoint if one is due (every N steps, and at the end). Collective.
+void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
+                       int64_t done, bool last);
+
+// Detectors (detect_commands.cpp): training on a Darknet .data file, detection on pictures,
+// and VOC mAP on a list of labelled pictures.
+int cmd_train_detection(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
+struct DetectOptions {
+  std::string weights;
+  std::vector<std::string> images;
+  std::string out;    // folder for the pictures with boxes; empty: print only
+  std::string names;  // class names (a .names file, or a .data file's names=)
+  float thresh = 0.5f;
+};
+int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d);
+int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data);
 
 }  // namespace tt

@@ -63,8 +63,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "layer table: shapes, parameters, GFLOPs, activation memory");
   common(info, false);
   auto* plan = app.add_subcommand(
-      "plan", "print the tile partition: boxes, halos, redundant FLOPs; with --cluster the predicted step time and "
-              "memory per rank, or (--optimize) the best partitions for the cluster");
+      "plan",
+      "print the tile partition: boxes, halos, redundant FLOPs; with --cluster the predicted step time and "
+      "memory per rank, or (--optimize) the best partitions for the cluster");
   common(plan, true);
   PlanOptions po;
   plan->add_flag("--json", o.json, "machine-readable output");
@@ -76,15 +77,21 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   plan->add_flag("--optimize", po.optimize,
                  "search grids, groupings, cuts, tiles per rank and --low-memory for the fastest partitions that fit");
-  plan->add_option("--top", po.top, "with --optimize: how many to print")->capture_default_str()->check(CLI::PositiveNumber);
+  plan->add_option("--top", po.top, "with --optimize: how many to print")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   auto* calibrate = app.add_subcommand(
-      "calibrate", "measure this device's kernels for a cfg (and, under mpirun, every device and link) for plan --cluster");
+      "calibrate",
+      "measure this device's kernels for a cfg (and, under mpirun, every device and link) for plan --cluster");
   common(calibrate, false);
   std::string calibrate_out;
-  calibrate->add_option("--out", calibrate_out,
-                        "write the device model here (one process) or, under mpirun, the cluster file")
+  calibrate
+      ->add_option("--out", calibrate_out,
+                   "write the device model here (one process) or, under mpirun, the cluster file")
       ->required();
-  calibrate->add_option("--steps", steps, "timed steps per map size")->capture_default_str()->check(CLI::PositiveNumber);
+  calibrate->add_option("--steps", steps, "timed steps per map size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   auto* bench = app.add_subcommand("bench", "time training steps on synthetic data");
   common(bench, true);
   bench->add_option("--steps", steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
@@ -96,7 +103,8 @@ int main(int argc, char** argv) {
   train->add_option("--steps", steps, "training steps (batches); with --data: at most this many")
       ->check(CLI::PositiveNumber);
   train->add_option("--data", data.data,
-                    "train on a data set: fashion-mnist, or a folder with its four IDX files "
+                    "train on a data set: fashion-mnist, a folder with its four IDX files, or a Darknet detection "
+                    ".data file "
                     "(default: synthetic data)");
   train->add_option("--epochs", data.epochs, "with --data: passes over the training set")
       ->capture_default_str()
@@ -121,6 +129,27 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   train->add_option("--resume", files.resume,
                     "continue from the newest checkpoint in this folder (--steps counts from the run's start)");
+  train->add_flag(
+      "--skip-bad-images", data.skip_bad_images,
+      "with a detection .data: warn about an unreadable picture and take the next one, instead of stopping");
+  train
+      ->add_option("--loader-threads", data.loader_threads,
+                   "with a detection .data: threads that prepare the next batches while one trains")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* detect = app.add_subcommand("detect", "detect objects on pictures with a trained [region]/[yolo] net");
+  common(detect, true);
+  DetectOptions det;
+  detect->add_option("--weights", det.weights, "Darknet .weights")->required();
+  detect->add_option("images", det.images, "pictures (JPEG, PNG, ...)")->required();
+  detect->add_option("--out", det.out, "write each picture with its boxes and class names here (PNG)");
+  detect->add_option("--names", det.names, "class names: a .names file, or a .data file (its names=)");
+  detect->add_option("--thresh", det.thresh, "probability threshold")->capture_default_str();
+  auto* map = app.add_subcommand("map", "VOC mAP@0.5 of a detector on the valid= pictures of a .data file");
+  common(map, true);
+  std::string map_weights, map_data;
+  map->add_option("--weights", map_weights, "Darknet .weights")->required();
+  map->add_option("--data", map_data, "Darknet .data file (valid=, names=, classes=)")->required();
   auto* verify = app.add_subcommand("verify", "train tiled and untiled from the same start and compare every tensor");
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
@@ -156,8 +185,11 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(o, *comm, steps, warmup);
     if (*train && !data.data.empty()) {
       data.max_steps = train->count("--steps") ? steps : 0;
-      return cmd_train_data(o, *comm, data, files);
+      const bool detection = data.data.size() > 5 && data.data.substr(data.data.size() - 5) == ".data";
+      return detection ? cmd_train_detection(o, *comm, data, files) : cmd_train_data(o, *comm, data, files);
     }
+    if (*detect) return cmd_detect(o, *comm, det);
+    if (*map) return cmd_map(o, *comm, map_weights, map_data);
     if (*train) {
       if (!train->count("--steps")) throw tt::Error("train: --steps is required without --data");
       return cmd_train(o, *comm, steps, files);

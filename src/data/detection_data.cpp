@@ -1,0 +1,299 @@
+#include "data/detection_data.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.hpp"
+#include "util/sys.hpp"
+
+namespace tt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// A path from a .data file: as given if it exists (Darknet: relative to the current
+// folder), else relative to the .data file's folder.
+std::string resolve(const std::string& p, const std::string& data_file) {
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  const fs::path alt = fs::path(data_file).parent_path() / p;
+  return fs::exists(alt) ? alt.string() : p;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The random draws of one sample, in place of Darknet's rand().
+struct Rng {
+  uint64_t s;
+  uint64_t next() { return mix(s++); }
+  float uniform(float lo, float hi) {  // rand_uniform
+    if (hi < lo) std::swap(lo, hi);
+    return float(next() >> 40) * 0x1.0p-24f * (hi - lo) + lo;
+  }
+  float scale(float s) {  // rand_scale
+    const float v = uniform(1, s);
+    return next() % 2 ? v : float(1. / v);
+  }
+};
+
+// find_replace: the first occurrence only, as Darknet.
+std::string replace_first(const std::string& s, const std::string& from, const std::string& to) {
+  const size_t p = s.find(from);
+  return p == std::string::npos ? s : s.substr(0, p) + to + s.substr(p + from.size());
+}
+
+}  // namespace
+
+DataConfig load_data_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open data file '", path, "'");
+  DataConfig d;
+  d.path = path;
+  std::string line;
+  bool have_classes = false;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string s = trim(line);
+    if (s.empty() || s[0] == '#') continue;
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos) fail(path, ":", n, ": expected key=value, got '", s, "'");
+    const std::string k = trim(s.substr(0, eq)), v = trim(s.substr(eq + 1));
+    if (k == "classes") {
+      char* end = nullptr;
+      const long c = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || c < 1 || c > 100000)
+        fail(path, ":", n, ": classes must be a positive whole number, got '", v, "'");
+      d.classes = int(c);
+      have_classes = true;
+    } else if (k == "train") {
+      d.train = resolve(v, path);
+    } else if (k == "valid") {
+      d.valid = resolve(v, path);
+    } else if (k == "names") {
+      d.names = resolve(v, path);
+    }  // backup=, eval=, results=, ...: Darknet's, not used here
+  }
+  if (!have_classes) fail(path, ": no classes= line");
+  if (d.train.empty()) fail(path, ": no train= line");
+  if (d.names.empty()) fail(path, ": no names= line");
+  std::ifstream nf(d.names);
+  if (!nf) fail(path, ": cannot open its names file '", d.names, "'");
+  while (std::getline(nf, line))
+    if (!trim(line).empty()) d.class_names.push_back(trim(line));
+  if (int(d.class_names.size()) != d.classes)
+    fail(d.names, ": ", d.class_names.size(), " class names, but ", path, " says classes=", d.classes);
+  return d;
+}
+
+std::vector<std::string> read_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open image list '", path, "'");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line))
+    if (!trim(line).empty()) out.push_back(trim(line));
+  if (out.empty()) fail("image list '", path, "' is empty");
+  return out;
+}
+
+std::string label_path(const std::string& image_path) {
+  std::string p = replace_first(image_path, "images", "labels");
+  p = replace_first(p, "JPEGImages", "labels");
+  p = replace_first(p, "raw", "labels");
+  for (const char* ext : {".jpg", ".png", ".JPG", ".JPEG"}) p = replace_first(p, ext, ".txt");
+  return p;
+}
+
+std::vector<TruthBox> read_labels(const std::string& file, int classes) {
+  std::ifstream in(file);
+  if (!in) fail("missing label file '", file, "'");
+  std::vector<TruthBox> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream ss(line);
+    std::vector<std::string> f;
+    for (std::string w; ss >> w;) f.push_back(w);
+    if (f.empty()) continue;
+    if (f.size() != 5) fail(file, ":", n, ": expected 'class x y w h', got ", f.size(), " fields");
+    double v[5];
+    for (int i = 0; i < 5; ++i) {
+      char* end = nullptr;
+      v[i] = std::strtod(f[size_t(i)].c_str(), &end);
+      if (*end != '\0' || !std::isfinite(v[i])) fail(file, ":", n, ": '", f[size_t(i)], "' is not a number");
+    }
+    if (v[0] != std::floor(v[0]) || v[0] < 0 || v[0] >= classes)
+      fail(file, ":", n, ": class ", f[0], " is not a class id in [0, ", classes, ")");
+    for (int i = 1; i < 5; ++i)
+      if (v[i] < 0 || v[i] > 1)
+        fail(file, ":", n, ": ", f[size_t(i)], " is outside [0, 1] (coordinates are normalised)");
+    if (v[3] == 0 || v[4] == 0) fail(file, ":", n, ": a box of zero width or height");
+    out.push_back({float(v[1]), float(v[2]), float(v[3]), float(v[4]), int(v[0])});
+  }
+  return out;
+}
+
+void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
+                           float* image, float* truth) {
+  const Image orig = load_image(image_path, 3);
+  std::vector<TruthBox> boxes = read_labels(label_path(image_path), classes);
+  Rng rng{mix(seed)};
+  const int w = a.width, h = a.height;
+  Image sized(w, h, 3, .5f);
+  const float dw = a.jitter * float(orig.w), dh = a.jitter * float(orig.h);
+  const float new_ar = (float(orig.w) + rng.uniform(-dw, dw)) / (float(orig.h) + rng.uniform(-dh, dh));
+  float nw, nh;
+  if (new_ar < 1) {
+    nh = float(h);
+    nw = nh * new_ar;
+  } else {
+    nw = float(w);
+    nh = nw / new_ar;
+  }
+  const float dx = rng.uniform(0, float(w) - nw), dy = rng.uniform(0, float(h) - nh);
+  place_image(orig, int(nw), int(nh), int(dx), int(dy), sized);
+  const float dhue = rng.uniform(-a.hue, a.hue);
+  const float dsat = rng.scale(a.saturation), dexp = rng.scale(a.exposure);
+  distort_image(sized, dhue, dsat, dexp);
+  const bool flip = a.flip && rng.next() % 2;
+  if (flip) flip_image(sized);
+  std::copy(sized.data.begin(), sized.data.end(), image);
+
+  // fill_truth_detection: shuffle, move into the placed image, flip, clip, drop slivers.
+  const size_t n = boxes.size();
+  for (size_t i = 0; i < n; ++i) std::swap(boxes[i], boxes[size_t(rng.next() % n)]);
+  const float sx = nw / float(w), sy = nh / float(h), ox = -dx / float(w), oy = -dy / float(h);
+  std::fill_n(truth, max_boxes * 5, 0.f);
+  int k = 0;
+  for (size_t i = 0; i < std::min(n, size_t(max_boxes)); ++i) {
+    const TruthBox& b = boxes[i];
+    float left = (b.x - b.w / 2) * sx - ox, right = (b.x + b.w / 2) * sx - ox;
+    float top = (b.y - b.h / 2) * sy - oy, bottom = (b.y + b.h / 2) * sy - oy;
+    if (flip) {
+      const float l = left;
+      left = 1.f - right;
+      right = 1.f - l;
+    }
+    left = std::clamp(left, 0.f, 1.f), right = std::clamp(right, 0.f, 1.f);
+    top = std::clamp(top, 0.f, 1.f), bottom = std::clamp(bottom, 0.f, 1.f);
+    const float bw = std::clamp(right - left, 0.f, 1.f), bh = std::clamp(bottom - top, 0.f, 1.f);
+    if (bw < .001f || bh < .001f) continue;
+    float* t = truth + 5 * k++;
+    t[0] = (left + right) / 2;
+    t[1] = (top + bottom) / 2;
+    t[2] = bw;
+    t[3] = bh;
+    t[4] = float(b.cls);
+  }
+}
+
+DetectionLoader::DetectionLoader(Options o) : o_(std::move(o)) {
+  if (o_.paths.empty()) fail("no training images");
+  if (o_.batch < 1 || o_.threads < 1 || o_.prefetch < 1) fail("internal: loader batch, threads and prefetch >= 1");
+  for (int i = 0; i < o_.threads; ++i) workers_.emplace_back([this] { work(); });
+}
+
+DetectionLoader::~DetectionLoader() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+const std::vector<uint32_t>& DetectionLoader::permutation(int64_t epoch) {
+  std::lock_guard<std::mutex> lk(perm_m_);
+  auto it = perms_.find(epoch);
+  if (it != perms_.end()) return it->second;
+  while (perms_.size() > 4) perms_.erase(perms_.begin());  // only the epochs in flight
+  std::vector<uint32_t> p(o_.paths.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = uint32_t(i);
+  Rng rng{mix(o_.seed * 0x2545f4914f6cdd1dULL ^ mix(uint64_t(epoch)))};
+  for (size_t i = p.size(); i > 1; --i) std::swap(p[i - 1], p[size_t(rng.next() % i)]);  // Fisher-Yates
+  return perms_.emplace(epoch, std::move(p)).first->second;
+}
+
+void DetectionLoader::make(int64_t step, Batch& b) {
+  const int64_t N = int64_t(o_.paths.size());
+  const int64_t px = 3LL * o_.augment.width * o_.augment.height, tr = 5LL * o_.max_boxes;
+  b.images.resize(size_t(o_.batch * px));
+  b.truth.resize(size_t(o_.batch * tr));
+  for (int k = 0; k < o_.batch; ++k) {
+    const int64_t g = step * o_.batch + k;
+    const std::vector<uint32_t> perm = permutation(g / N);
+    for (int64_t attempt = 0;; ++attempt) {
+      const std::string& path = o_.paths[perm[size_t((g + attempt) % N)]];
+      try {
+        load_detection_sample(path, o_.classes, o_.augment, mix(o_.seed) ^ mix(uint64_t(g)), o_.max_boxes,
+                              b.images.data() + k * px, b.truth.data() + k * tr);
+        break;
+      } catch (const Error& e) {
+        if (!o_.skip_bad_images) throw;
+        if (o_.warn) o_.warn(std::string("skipping a bad image: ") + e.what());
+        if (attempt + 1 >= N) fail("no readable image in the list (the last: ", e.what(), ")");
+      }
+    }
+  }
+}
+
+void DetectionLoader::work() {
+  for (;;) {
+    int64_t step;
+    {
+      std::unique_lock<std::mutex> lk(m_);
+      cv_.wait(lk, [&] { return stop_ || next_ < wanted_ + o_.prefetch; });
+      if (stop_) return;
+      step = next_++;
+      batches_[step];
+    }
+    Batch b;
+    try {
+      make(step, b);
+    } catch (...) {
+      b.error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      b.ready = true;
+      if (step >= wanted_)
+        batches_[step] = std::move(b);  // else: nobody wants it any more
+      else
+        batches_.erase(step);
+    }
+    cv_.notify_all();
+  }
+}
+
+void DetectionLoader::get(int64_t step, float* images, float* truth) {
+  const double t0 = now_s();
+  std::unique_lock<std::mutex> lk(m_);
+  wanted_ = step;
+  for (auto it = batches_.begin(); it != batches_.end() && it->first < step;)
+    it = it->second.ready ? batches_.erase(it) : std::next(it);
+  if (!batches_.count(step) && (next_ > step || next_ < step)) next_ = step;  // a jump (resume, evaluation)
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return batches_.count(step) && batches_[step].ready; });
+  Batch b = std::move(batches_[step]);
+  batches_.erase(step);
+  wanted_ = step + 1;
+  lk.unlock();
+  cv_.notify_all();
+  wait_s_ += now_s() - t0;
+  if (b.error) std::rethrow_exception(b.error);
+  std::copy(b.images.begin(), b.images.end(), images);
+  std::copy(b.truth.begin(), b.truth.end(), truth);
+}
+
+}  // namespace tt

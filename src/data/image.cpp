@@ -1,0 +1,229 @@
+#include "data/image.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "util/error.hpp"
+
+// The stb implementations, compiled here from Debian's headers (static: private to this file).
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_FAILURE_USERMSG
+#include <stb/stb_image.h>
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_easy_font.h>
+#include <stb/stb_image_write.h>
+
+namespace tt {
+
+Image load_image(const std::string& path, int channels) {
+  int w = 0, h = 0, c = 0;
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &c, channels);
+  if (!px) fail("cannot read image '", path, "': ", stbi_failure_reason());
+  Image im(w, h, channels);
+  for (int k = 0; k < channels; ++k)  // load_image_stb: interleaved bytes to planar floats
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) im.at(x, y, k) = float(px[k + channels * (x + w * y)]) / 255.f;
+  stbi_image_free(px);
+  return im;
+}
+
+void save_png(const Image& im, const std::string& path) {
+  if (im.c != 1 && im.c != 3) fail("save_png: ", im.c, " channels (1 or 3)");
+  std::vector<unsigned char> px(size_t(im.w) * im.h * im.c);
+  for (int k = 0; k < im.c; ++k)
+    for (int y = 0; y < im.h; ++y)
+      for (int x = 0; x < im.w; ++x)
+        px[size_t(k + im.c * (x + im.w * y))] =
+            (unsigned char)std::lround(255.f * std::clamp(im.at(x, y, k), 0.f, 1.f));
+  const std::string tmp = path + ".tmp";
+  if (!stbi_write_png(tmp.c_str(), im.w, im.h, im.c, px.data(), im.w * im.c)) {
+    std::remove(tmp.c_str());
+    fail("cannot write PNG '", path, "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot rename '", tmp, "' to '", path, "'");
+  }
+}
+
+Image resize_image(const Image& im, int w, int h) {
+  Image resized(w, h, im.c), part(w, im.h, im.c);
+  const float w_scale = float(im.w - 1) / float(w - 1), h_scale = float(im.h - 1) / float(h - 1);
+  for (int k = 0; k < im.c; ++k)
+    for (int r = 0; r < im.h; ++r)
+      for (int c = 0; c < w; ++c) {
+        float val;
+        if (c == w - 1 || im.w == 1) {
+          val = im.at(im.w - 1, r, k);
+        } else {
+          const float sx = float(c) * w_scale;
+          const int ix = int(sx);
+          const float dx = sx - float(ix);
+          val = (1 - dx) * im.at(ix, r, k) + dx * im.at(ix + 1, r, k);
+        }
+        part.at(c, r, k) = val;
+      }
+  for (int k = 0; k < im.c; ++k)
+    for (int r = 0; r < h; ++r) {
+      const float sy = float(r) * h_scale;
+      const int iy = int(sy);
+      const float dy = sy - float(iy);
+      for (int c = 0; c < w; ++c) resized.at(c, r, k) = (1 - dy) * part.at(c, iy, k);
+      if (r == h - 1 || im.h == 1) continue;
+      for (int c = 0; c < w; ++c) resized.at(c, r, k) += dy * part.at(c, iy + 1, k);
+    }
+  return resized;
+}
+
+Image letterbox_image(const Image& im, int w, int h) {
+  int new_w = im.w, new_h = im.h;
+  if (float(w) / float(im.w) < float(h) / float(im.h)) {
+    new_w = w;
+    new_h = (im.h * w) / im.w;
+  } else {
+    new_h = h;
+    new_w = (im.w * h) / im.h;
+  }
+  const Image resized = resize_image(im, new_w, new_h);
+  Image boxed(w, h, im.c, .5f);
+  const int dx = (w - new_w) / 2, dy = (h - new_h) / 2;
+  for (int k = 0; k < im.c; ++k)
+    for (int y = 0; y < new_h; ++y)
+      for (int x = 0; x < new_w; ++x) boxed.at(dx + x, dy + y, k) = resized.at(x, y, k);
+  return boxed;
+}
+
+static float pixel_extend(const Image& m, int x, int y, int c) {
+  if (x < 0 || x >= m.w || y < 0 || y >= m.h) return 0;
+  return m.at(x, y, c);
+}
+
+void place_image(const Image& im, int w, int h, int dx, int dy, Image& canvas) {
+  for (int c = 0; c < im.c; ++c)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const float rx = (float(x) / float(w)) * float(im.w), ry = (float(y) / float(h)) * float(im.h);
+        const int ix = int(std::floor(rx)), iy = int(std::floor(ry));
+        const float fx = rx - float(ix), fy = ry - float(iy);
+        const float val =
+            (1 - fy) * (1 - fx) * pixel_extend(im, ix, iy, c) + fy * (1 - fx) * pixel_extend(im, ix, iy + 1, c) +
+            (1 - fy) * fx * pixel_extend(im, ix + 1, iy, c) + fy * fx * pixel_extend(im, ix + 1, iy + 1, c);
+        const int X = x + dx, Y = y + dy;  // Darknet's set_pixel ignores cells outside
+        if (X >= 0 && X < canvas.w && Y >= 0 && Y < canvas.h && c < canvas.c) canvas.at(X, Y, c) = val;
+      }
+}
+
+void distort_image(Image& im, float hue, float sat, float val) {
+  if (im.c != 3) fail("distort_image: ", im.c, " channels (3)");
+  const size_t n = size_t(im.w) * im.h;
+  float* R = im.data.data();
+  float* G = R + n;
+  float* B = G + n;
+  for (size_t i = 0; i < n; ++i) {
+    // rgb_to_hsv
+    const float r = R[i], g = G[i], b = B[i];
+    const float mx = std::max(std::max(r, g), b), mn = std::min(std::min(r, g), b), delta = mx - mn;
+    float h = 0, s = 0, v = mx;
+    if (mx != 0) {
+      s = delta / mx;
+      if (r == mx)
+        h = (g - b) / delta;
+      else if (g == mx)
+        h = 2 + (b - r) / delta;
+      else
+        h = 4 + (r - g) / delta;
+      if (h < 0) h += 6;
+      h = float(h / 6.);
+    }
+    // scale_image_channel (saturation, value), hue shift with wrap
+    s *= sat;
+    v *= val;
+    h += hue;
+    if (h > 1) h -= 1;
+    if (h < 0) h += 1;
+    // hsv_to_rgb
+    float rr, gg, bb;
+    const float H = 6 * h;
+    if (s == 0) {
+      rr = gg = bb = v;
+    } else {
+      const int index = int(std::floor(H));
+      const float f = H - float(index), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+      switch (index) {
+        case 0:
+          rr = v, gg = t, bb = p;
+          break;
+        case 1:
+          rr = q, gg = v, bb = p;
+          break;
+        case 2:
+          rr = p, gg = v, bb = t;
+          break;
+        case 3:
+          rr = p, gg = q, bb = v;
+          break;
+        case 4:
+          rr = t, gg = p, bb = v;
+          break;
+        default:
+          rr = v, gg = p, bb = q;
+      }
+    }
+    R[i] = std::clamp(rr, 0.f, 1.f);  // constrain_image
+    G[i] = std::clamp(gg, 0.f, 1.f);
+    B[i] = std::clamp(bb, 0.f, 1.f);
+  }
+}
+
+void flip_image(Image& im) {
+  for (int k = 0; k < im.c; ++k)
+    for (int y = 0; y < im.h; ++y)
+      for (int x = 0; x < im.w / 2; ++x) std::swap(im.at(x, y, k), im.at(im.w - x - 1, y, k));
+}
+
+static void fill_rect(Image& im, int x1, int y1, int x2, int y2, const float rgb[3]) {
+  x1 = std::max(x1, 0), y1 = std::max(y1, 0), x2 = std::min(x2, im.w - 1), y2 = std::min(y2, im.h - 1);
+  for (int k = 0; k < std::min(im.c, 3); ++k)
+    for (int y = y1; y <= y2; ++y)
+      for (int x = x1; x <= x2; ++x) im.at(x, y, k) = rgb[k];
+}
+
+void draw_box(Image& im, int x1, int y1, int x2, int y2, int thickness, float r, float g, float b) {
+  const float rgb[3] = {r, g, b};
+  for (int t = 0; t < thickness; ++t) {
+    fill_rect(im, x1 + t, y1 + t, x2 - t, y1 + t, rgb);
+    fill_rect(im, x1 + t, y2 - t, x2 - t, y2 - t, rgb);
+    fill_rect(im, x1 + t, y1 + t, x1 + t, y2 - t, rgb);
+    fill_rect(im, x2 - t, y1 + t, x2 - t, y2 - t, rgb);
+  }
+}
+
+void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b) {
+  constexpr int kScale = 2;  // stb_easy_font's glyphs are about 7 pixels high
+  std::vector<char> s(text.begin(), text.end());
+  s.push_back('\0');
+  const int tw = stb_easy_font_width(s.data()) * kScale, th = stb_easy_font_height(s.data()) * kScale;
+  const float bg[3] = {r, g, b};
+  fill_rect(im, x, y, x + tw + 3, y + th + 1, bg);
+  // Black or white text, whichever stands out from the background.
+  const float ink = 0.299f * r + 0.587f * g + 0.114f * b > 0.5f ? 0.f : 1.f;
+  const float fg[3] = {ink, ink, ink};
+  std::vector<char> buf(s.size() * 270 * 4);  // vertices: x, y, z floats and 4 colour bytes
+  const int quads = stb_easy_font_print(0, 0, s.data(), nullptr, buf.data(), int(buf.size()));
+  for (int q = 0; q < quads; ++q) {
+    float qx0 = 1e9f, qy0 = 1e9f, qx1 = -1e9f, qy1 = -1e9f;
+    for (int v = 0; v < 4; ++v) {
+      float p[2];
+      std::memcpy(p, buf.data() + (q * 4 + v) * 16, sizeof p);
+      qx0 = std::min(qx0, p[0]), qx1 = std::max(qx1, p[0]), qy0 = std::min(qy0, p[1]), qy1 = std::max(qy1, p[1]);
+    }
+    fill_rect(im, x + 2 + int(qx0 * kScale), y + 1 + int(qy0 * kScale), x + 1 + int(qx1 * kScale),
+              y + int(qy1 * kScale), fg);
+  }
+}
+
+}  // namespace tt
