@@ -605,6 +605,43 @@ static int run_train(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------ image mode */
+
+/* darknet_forward --image IMAGE W H OUTDIR
+ * Darknet's own picture handling: OUTDIR/loaded.bin (load_image_color, planar [3,h,w]),
+ * resized.bin (resize_image to W x H) and letterboxed.bin (letterbox_image into W x H). */
+static int run_image(int argc, char **argv)
+{
+    char path[4096];
+    image im, rs, lb;
+    uint32_t dims[3];
+    int w, h;
+    if (argc != 6) {
+        fprintf(stderr, "usage: %s --image IMAGE W H OUTDIR\n", argv[0]);
+        return 1;
+    }
+    install_handlers();
+    w = atoi(argv[3]);
+    h = atoi(argv[4]);
+    if (w < 1 || h < 1) die("bad size %s x %s", argv[3], argv[4]);
+    DARKNET_CALL("load_image_color", im = load_image_color(argv[2], 0, 0));
+    DARKNET_CALL("resize_image", rs = resize_image(im, w, h));
+    DARKNET_CALL("letterbox_image", lb = letterbox_image(im, w, h));
+    g_stage = "writing images";
+    dims[0] = 3;
+    dims[1] = (uint32_t)im.h;
+    dims[2] = (uint32_t)im.w;
+    snprintf(path, sizeof path, "%s/loaded.bin", argv[5]);
+    write_output(path, dims, 3, im.data, (size_t)3 * im.w * im.h);
+    dims[1] = (uint32_t)h;
+    dims[2] = (uint32_t)w;
+    snprintf(path, sizeof path, "%s/resized.bin", argv[5]);
+    write_output(path, dims, 3, rs.data, (size_t)3 * w * h);
+    snprintf(path, sizeof path, "%s/letterboxed.bin", argv[5]);
+    write_output(path, dims, 3, lb.data, (size_t)3 * w * h);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -622,6 +659,7 @@ int main(int argc, char **argv)
     uint32_t ondim;
 
     if (argc > 1 && strcmp(argv[1], "--train") == 0) return run_train(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--image") == 0) return run_image(argc, argv);
     if (argc != 5 && argc != 6) {
         fprintf(stderr,
                 "usage: %s CFG WEIGHTS INPUT.bin OUTPUT.bin [RESAVED.weights]\n"
