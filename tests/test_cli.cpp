@@ -356,7 +356,8 @@ TEST_F(Cli, CalibratePlanAndOptimize) {
   const Result cal = run("calibrate --cfg '" + cfg + "' --steps 1 --out model.json");
   ASSERT_EQ(cal.code, 0) << cal.err;
   EXPECT_CONTAINS(cal.out, "wrote model.json");
-  const std::string cluster = write("c.json", R"({"devices": [{"name": "a", "profile": "pi3"}, {"name": "b", "profile": "pi4"}],
+  const std::string cluster =
+      write("c.json", R"({"devices": [{"name": "a", "profile": "pi3"}, {"name": "b", "profile": "pi4"}],
                                                  "links": {"bandwidth_mbit": 100, "latency_us": 200}})");
   const Result plan = run("plan --json --grid 2x1 --cfg '" + cfg + "' --cluster c.json --model model.json");
   ASSERT_EQ(plan.code, 0) << plan.err;
@@ -377,7 +378,8 @@ TEST_F(Cli, CalibratePlanAndOptimize) {
   EXPECT_CONTAINS(none.out, "nothing fits");
   EXPECT_CONTAINS(none.out, "device a is");
   // Bad input.
-  write("zero.json", R"({"devices": [{"name": "a", "profile": "pi3"}], "links": {"bandwidth_mbit": 0, "latency_us": 1}})");
+  write("zero.json",
+        R"({"devices": [{"name": "a", "profile": "pi3"}], "links": {"bandwidth_mbit": 0, "latency_us": 1}})");
   const Result zero = run("plan --cfg '" + cfg + "' --cluster zero.json --model model.json");
   EXPECT_EQ(zero.code, 2);
   EXPECT_CONTAINS(zero.err, "zero.json: links.bandwidth_mbit");
@@ -390,6 +392,89 @@ TEST_F(Cli, CalibratePlanAndOptimize) {
   const Result badout = run("calibrate --cfg '" + cfg + "' --out no/such/dir/m.json");
   EXPECT_EQ(badout.code, 2);
   EXPECT_CONTAINS(badout.err, "does not exist");
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+// A detector end to end on a few generated pictures: train --data X.data (2 steps, a
+// checkpoint, metrics), detect (PNGs with boxes), map; and the errors a user meets.
+class CliDetection : public Cli {
+ protected:
+  std::string shapes() {
+    const std::string cmd = "/usr/bin/python3 '" + test::source_dir() + "/scripts/make_shapes_dataset.py' '" +
+                            path("shapes") + "' --train 8 --valid 4 >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) return "";
+    return path("shapes/shapes.data");
+  }
+  const std::string cfg = test::source_dir() + "/cfgs/yolov2-tiny-shapes.cfg";
+};
+
+TEST_F(CliDetection, TrainDetectMap) {
+  const std::string data = shapes();
+  if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";
+  Result r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 4 --steps 2 --log-every 1 --grid 2x2" +
+                 " --metrics m.jsonl --checkpoint ck --save-weights w.weights");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("coord"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VOC mAP@0.5 on 4 pictures"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("waiting for data"), std::string::npos);
+  const std::string metrics = slurp(path("m.jsonl"));
+  EXPECT_NE(metrics.find("\"loss_obj\""), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"map\""), std::string::npos) << metrics;
+  EXPECT_TRUE(fs::exists(path("ck/step-00000002/weights")));
+  r = run("detect --cfg '" + cfg + "' --weights w.weights --names '" + data + "' --thresh 0.001 --out pics '" +
+          path("shapes/images/valid/00000.jpg") + "' '" + path("shapes/images/valid/00001.jpg") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* p : {"pics/00000.png", "pics/00001.png"}) {
+    const std::string png = slurp(path(p));
+    ASSERT_GT(png.size(), 100u) << p;
+    EXPECT_EQ(png.substr(1, 3), "PNG") << p;
+  }
+  EXPECT_NE(r.out.find("%  box ("), std::string::npos) << "no detection printed at threshold 0.001:\n" << r.out;
+  r = run("map --cfg '" + cfg + "' --weights w.weights --data '" + data + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("VOC mAP@0.5 on 4 pictures"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("triangle"), std::string::npos) << r.out;
+}
+
+TEST_F(CliDetection, BadInputIsNamed) {
+  const std::string data = shapes();
+  if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";
+  // a classifier is not a detector
+  Result r =
+      run("map --cfg '" + test::source_dir() + "/cfgs/fashion-mnist.cfg' --weights x.weights --data '" + data + "'");
+  EXPECT_NE(r.code, 0);
+  // (the weights file is read first: make one that exists)
+  r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 4 --steps 1 --save-weights w.weights");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("detect --cfg '" + cfg + "' --weights w.weights missing.jpg");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("missing.jpg"), std::string::npos) << r.err;
+  // another class count than the cfg's
+  write("five.names", "a\nb\nc\nd\ne\n");
+  write("five.data", "classes=5\ntrain=" + path("shapes/train.txt") + "\nnames=five.names\n");
+  r = run("train --cfg '" + cfg + "' --data five.data --batch 4 --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("classes=4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("five.data"), std::string::npos) << r.err;
+  // a label outside [0, 1] stops the run naming file and line
+  write("shapes/labels/train/00003.txt", "0 0.5 0.5 0.2 0.2\n1 0.5 1.5 0.2 0.2\n");
+  r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 8 --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("00003.txt:2:"), std::string::npos) << r.err;
+  // an unreadable picture: stops, or is skipped with --skip-bad-images
+  write("shapes/labels/train/00003.txt", "0 0.5 0.5 0.2 0.2\n");
+  write("shapes/images/train/00005.jpg", "garbage");
+  r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 8 --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("00005.jpg"), std::string::npos) << r.err;
+  r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 8 --steps 1 --skip-bad-images");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: skipping a bad image"), std::string::npos) << r.err;
 }
 
 }  // namespace
