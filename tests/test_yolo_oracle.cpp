@@ -212,3 +212,98 @@ INSTANTIATE_TEST_SUITE_P(Layers, YoloOracle, ::testing::ValuesIn(cases()),
 
 }  // namespace
 }  // namespace tt
+
+#include "data/image.hpp"
+#include "detect/detections.hpp"
+
+namespace tt {
+namespace {
+
+// The whole inference path against Darknet's test_detector (darknet_forward --detect): the
+// same weights and picture (a PNG, so both decoders see the same pixels), letterboxed,
+// forward, boxes of every detector layer, NMS: the same detections, boxes within 1e-3.
+class DetectOracle : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(DetectOracle, SameDetectionsAsDarknet) {
+  if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built (libdarknet missing)";
+  const auto& [name, cfg_text] = GetParam();
+  const fs::path dir = fs::temp_directory_path() / ("tt_detect_oracle_" + std::to_string(getpid()) + "_" + name);
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "net.cfg").string(), weights = (dir / "net.weights").string();
+  std::ofstream(cfg) << cfg_text;
+  const NetSpec net = load_net(cfg);
+  Params params(net);
+  test::random_params(params, net, 11);
+  save_weights(params, net, weights);
+  std::mt19937_64 rng(5);
+  Image pic(83, 61, 3);
+  for (float& v : pic.data) v = float(rng() % 256) / 255.f;
+  save_png(pic, (dir / "pic.png").string());
+  const float thresh = 0.3f;
+  const std::string cmd = std::string("'") + DARKNET_FORWARD + "' --detect '" + cfg + "' '" + weights + "' '" +
+                          (dir / "pic.png").string() + "' " + std::to_string(thresh) + " '" +
+                          (dir / "dets.bin").string() + "' >/dev/null 2>'" + (dir / "stderr").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << (dir / "stderr").string();
+  const DumpTensor ref = read_dump((dir / "dets.bin").string()).at("output");
+
+  LocalComm comm;
+  TrainOptions opt;
+  opt.rows = opt.cols = 2;
+  Trainer tr(net, params, opt, comm);
+  const Image loaded = load_image((dir / "pic.png").string());
+  const Image boxed = letterbox_image(loaded, net.width, net.height);
+  tr.predict(boxed.data.data());
+  std::vector<Detection> dets;
+  int classes = 0;
+  for (const LayerSpec& l : net.layers)
+    if (l.detector()) {
+      head_detections(detection_head(l), tr.output_of(l.index), loaded.w, loaded.h, net.width, net.height, thresh, true,
+                      dets);
+      classes = l.det.classes;
+    }
+  do_nms_sort(dets, classes, kDarknetTestNms);
+  std::vector<const Detection*> kept;
+  for (const Detection& d : dets)
+    if (std::any_of(d.prob.begin(), d.prob.end(), [](float p) { return p > 0; })) kept.push_back(&d);
+  const int per = 5 + classes;
+  ASSERT_EQ(ref.dims.size(), 2u);
+  ASSERT_EQ(ref.dims[1], per);
+  ASSERT_GT(ref.dims[0], 0) << "Darknet found nothing above " << thresh << ": the comparison would prove little";
+  ASSERT_EQ(int(kept.size()), ref.dims[0]);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    SCOPED_TRACE("detection " + std::to_string(i));
+    const float* r = ref.data.data() + i * size_t(per);
+    const BoxF& b = kept[i]->box;
+    EXPECT_NEAR(b.x, r[0], 1e-3);
+    EXPECT_NEAR(b.y, r[1], 1e-3);
+    EXPECT_NEAR(b.w, r[2], 1e-3);
+    EXPECT_NEAR(b.h, r[3], 1e-3);
+    EXPECT_NEAR(kept[i]->objectness, r[4], 1e-3);
+    for (int c = 0; c < classes; ++c) EXPECT_NEAR(kept[i]->prob[size_t(c)], r[5 + c], 1e-3) << "class " << c;
+  }
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+const std::string kDetNet = "[net]\nbatch=1\nwidth=64\nheight=64\nchannels=3\n";
+const std::string kDetBody =
+    "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n"
+    "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n"
+    "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Nets, DetectOracle,
+    ::testing::Values(std::pair{std::string("region"),
+                                kDetNet + kDetBody +
+                                    "[convolutional]\nfilters=21\nsize=1\nactivation=linear\n"
+                                    "[region]\nanchors=0.7,0.9, 1.5,1.2, 2.5,2.8\nnum=3\nclasses=2\nsoftmax=1\n"},
+                      std::pair{std::string("two_yolo"),
+                                kDetNet + kDetBody +
+                                    "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                                    "[yolo]\nmask=2,3\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"
+                                    "[route]\nlayers=-3\n[upsample]\nstride=2\n"
+                                    "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                                    "[yolo]\nmask=0,1\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"}),
+    [](const auto& info) { return info.param.first; });
+
+}  // namespace
+}  // namespace tt

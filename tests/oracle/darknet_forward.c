@@ -642,6 +642,57 @@ static int run_image(int argc, char **argv)
     return 0;
 }
 
+/* ----------------------------------------------------------- detect mode */
+
+/* darknet_forward --detect CFG WEIGHTS IMAGE THRESH OUT.bin
+ * Darknet's test_detector on one picture: letterbox_image to the net's size,
+ * network_predict, get_network_boxes (relative, hier .5), do_nms_sort at .45. Writes a
+ * tensor [count, 5 + classes]: x, y, w, h (relative to the picture), objectness, and the
+ * class probabilities, in Darknet's order after NMS (boxes with no probability left out). */
+static int run_detect(int argc, char **argv)
+{
+    network *net = NULL;
+    image im, sized;
+    detection *dets = NULL;
+    int nboxes = 0, classes, i, j, kept = 0;
+    float thresh, *out;
+    uint32_t dims[2];
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s --detect CFG WEIGHTS IMAGE THRESH OUT.bin\n", argv[0]);
+        return 1;
+    }
+    install_handlers();
+    gpu_index = -1;
+    thresh = (float)atof(argv[5]);
+    DARKNET_CALL("load_network", net = load_network(argv[2], argv[3], 0));
+    DARKNET_CALL("set_batch_network", set_batch_network(net, 1));
+    DARKNET_CALL("load_image_color", im = load_image_color(argv[4], 0, 0));
+    DARKNET_CALL("letterbox_image", sized = letterbox_image(im, net->w, net->h));
+    DARKNET_CALL("network_predict", network_predict(net, sized.data));
+    DARKNET_CALL("get_network_boxes", dets = get_network_boxes(net, im.w, im.h, thresh, .5f, 0, 1, &nboxes));
+    classes = net->layers[net->n - 1].classes;
+    DARKNET_CALL("do_nms_sort", do_nms_sort(dets, nboxes, classes, .45f));
+    out = calloc((size_t)nboxes * (5 + classes) + 1, sizeof(float));
+    if (!out) die("out of memory");
+    for (i = 0; i < nboxes; ++i) {
+        int any = 0;
+        for (j = 0; j < classes; ++j) any |= dets[i].prob[j] > 0;
+        if (!any) continue;
+        out[kept * (5 + classes) + 0] = dets[i].bbox.x;
+        out[kept * (5 + classes) + 1] = dets[i].bbox.y;
+        out[kept * (5 + classes) + 2] = dets[i].bbox.w;
+        out[kept * (5 + classes) + 3] = dets[i].bbox.h;
+        out[kept * (5 + classes) + 4] = dets[i].objectness;
+        for (j = 0; j < classes; ++j) out[kept * (5 + classes) + 5 + j] = dets[i].prob[j];
+        ++kept;
+    }
+    g_stage = "writing detections";
+    dims[0] = (uint32_t)kept;
+    dims[1] = (uint32_t)(5 + classes);
+    write_output(argv[6], dims, 2, out, (size_t)kept * (5 + classes));
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -660,6 +711,7 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "--train") == 0) return run_train(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--image") == 0) return run_image(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--detect") == 0) return run_detect(argc, argv);
     if (argc != 5 && argc != 6) {
         fprintf(stderr,
                 "usage: %s CFG WEIGHTS INPUT.bin OUTPUT.bin [RESAVED.weights]\n"
