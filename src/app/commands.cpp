@@ -99,10 +99,21 @@ Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f) {
   return s;
 }
 
-void apply_start(Trainer& tr, const Start& s) {
-  if (!s.momentum.empty()) tr.restore_momentum(s.momentum);
-  tr.set_step(s.step);
-  if (tr.root() && s.step > 0) std::printf("resumed at step %lld\n", (long long)s.step);
+static const RunOptions& checked(const RunOptions& o, Comm& comm, const RunFiles& f) {
+  if (!f.weights_out.empty() && comm.rank() == 0) check_can_write(f.weights_out);
+  return o;
+}
+
+TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
+    : o(checked(run, comm, f)),
+      net(load_run_net(o)),
+      start(start_run(net, o, f)),
+      params(start.params),
+      trainer(net, params, train_options(o), comm) {
+  if (!start.momentum.empty()) trainer.restore_momentum(start.momentum);
+  trainer.set_step(start.step);
+  if (trainer.root() && start.step > 0) std::printf("resumed at step %lld\n", (long long)start.step);
+  print_kernel_warnings(trainer);
 }
 
 void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
@@ -384,14 +395,12 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
 }
 
 int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
-  if (!f.weights_out.empty() && comm.rank() == 0) check_can_write(f.weights_out);
-  RunOptions o = run;
-  NetSpec net = load_run_net(o);
-  Start start = start_run(net, o, f);
-  Params& params = start.params;
-  Trainer trainer(net, params, train_options(o), comm);
-  apply_start(trainer, start);
-  print_kernel_warnings(trainer);
+  TrainingRun tr(run, comm, f);
+  const RunOptions& o = tr.o;
+  const NetSpec& net = tr.net;
+  const Start& start = tr.start;
+  Params& params = tr.params;
+  Trainer& trainer = tr.trainer;
   std::vector<float> input, truth;
   for (int64_t i = start.step; i < steps; ++i) {  // --steps counts from the start of the run
     if (trainer.root()) synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
@@ -528,14 +537,12 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
 
 int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
   const std::string& weights_out = f.weights_out;
-  if (!weights_out.empty() && comm.rank() == 0) check_can_write(weights_out);
-  RunOptions o = run;
-  NetSpec net = load_run_net(o);
-  Start start = start_run(net, o, f);
-  Params& params = start.params;
-  Trainer trainer(net, params, train_options(o), comm);
-  apply_start(trainer, start);
-  print_kernel_warnings(trainer);
+  TrainingRun tr(run, comm, f);
+  const RunOptions& o = tr.o;
+  const NetSpec& net = tr.net;
+  const Start& start = tr.start;
+  Params& params = tr.params;
+  Trainer& trainer = tr.trainer;
   const bool root = trainer.root();
   const std::string dir = d.data == "fashion-mnist" ? kFashionMnistDir : d.data;
   // Only the root reads the data; it scatters each batch to the tiles.

@@ -92,7 +92,16 @@ struct Start {
   std::vector<float> momentum;  // empty: zero
 };
 Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f);
-void apply_start(Trainer& tr, const Start& s);
+// What every training subcommand sets up, in this order: the output checked writable, the
+// net, its starting point (which may replace o.seed), the trainer resumed from it.
+struct TrainingRun {
+  TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f);
+  RunOptions o;
+  NetSpec net;
+  Start start;
+  Params& params;
+  Trainer trainer;
+};
 // After `done` steps: a checkpoint if one is due (every N steps, and at the end). Collective.
 void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
                        int64_t done, bool last);

@@ -113,15 +113,13 @@ std::vector<std::string> class_names(const std::string& file, int classes) {
 }  // namespace
 
 int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
-  if (!f.weights_out.empty() && comm.rank() == 0) check_can_write(f.weights_out);
-  RunOptions o = run;
-  NetSpec net = load_run_net(o);
+  TrainingRun tr(run, comm, f);
+  const RunOptions& o = tr.o;
+  const NetSpec& net = tr.net;
+  const Start& start = tr.start;
+  Params& params = tr.params;
+  Trainer& trainer = tr.trainer;
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
-  Start start = start_run(net, o, f);
-  Params& params = start.params;
-  Trainer trainer(net, params, train_options(o), comm);
-  apply_start(trainer, start);
-  print_kernel_warnings(trainer);
   const bool root = trainer.root();
   // Only the root reads pictures; it scatters each batch to the tiles.
   DataConfig dc;

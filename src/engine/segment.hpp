@@ -26,6 +26,11 @@ struct SegmentTimes {
   double halo_exchange = 0;                   // the part of halo spent in halo exchanges (posting, copying, waiting)
   double halo_exchange_fwd = 0;               // the part of halo_exchange in forward
   double halo_overlap = 0;                    // forward compute done while halo messages were in flight (part of fwd)
+  SegmentTimes& operator+=(const SegmentTimes& o) {
+    fwd += o.fwd, bwd += o.bwd, halo += o.halo, io += o.io, weights += o.weights;
+    halo_exchange += o.halo_exchange, halo_exchange_fwd += o.halo_exchange_fwd, halo_overlap += o.halo_overlap;
+    return *this;
+  }
 };
 
 // Where one layer's compute time goes, summed over this process's tiles (waits for other

@@ -105,14 +105,7 @@ std::vector<KernelUse> Tail::kernel_uses() const {
 
 SegmentTimes Tail::total_times() const {
   SegmentTimes t = times;
-  for (const auto& r : runs_) {
-    const SegmentTimes& u = r->seg->times;
-    t.fwd += u.fwd;
-    t.bwd += u.bwd;
-    t.halo += u.halo;
-    t.io += u.io;
-    t.weights += u.weights;
-  }
+  for (const auto& r : runs_) t += r->seg->times;
   return t;
 }
 

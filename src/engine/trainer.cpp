@@ -129,8 +129,7 @@ std::vector<float> Trainer::gather_momentum() {
 }
 
 void Trainer::restore_momentum(std::span<const float> whole) {
-  if (whole.size() != momentum_.size())
-    fail("internal: momentum of ", whole.size(), " values for ", momentum_.size());
+  if (whole.size() != momentum_.size()) fail("internal: momentum of ", whole.size(), " values for ", momentum_.size());
   auto take = [&](int64_t b, int64_t e) { std::copy(whole.begin() + b, whole.begin() + e, momentum_.data() + b); };
   if (!split_counts_.empty()) {
     const int64_t lo = split_displs_[size_t(comm_.rank())];
@@ -155,19 +154,17 @@ void Trainer::reload_weights() {
 }
 
 StepTimes Trainer::times() const {
+  SegmentTimes s = tiled_->times;
+  if (tail_) s += tail_->total_times();
   StepTimes t = times_;
-  std::vector<SegmentTimes> parts{tiled_->times};
-  if (tail_) parts.push_back(tail_->total_times());
-  for (const SegmentTimes& s : parts) {
-    t.fwd += s.fwd;
-    t.bwd += s.bwd;
-    t.halo += s.halo;
-    t.io += s.io;
-    t.weights += s.weights;
-    t.halo_exchange += s.halo_exchange;
-    t.halo_exchange_fwd += s.halo_exchange_fwd;
-    t.halo_overlap += s.halo_overlap;
-  }
+  t.fwd += s.fwd;
+  t.bwd += s.bwd;
+  t.halo += s.halo;
+  t.io += s.io;
+  t.weights += s.weights;
+  t.halo_exchange += s.halo_exchange;
+  t.halo_exchange_fwd += s.halo_exchange_fwd;
+  t.halo_overlap += s.halo_overlap;
   return t;
 }
 

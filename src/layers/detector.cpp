@@ -83,6 +83,41 @@ float delta_box(const Box& truth, const float* x, const float* anchor, int64_t i
   return v;
 }
 
+// The truth of a sample that best overlaps `pred` (Darknet's loops over at most max_boxes
+// truths, the list ending at x == 0): its index and IoU (0, 0 if none overlaps).
+std::pair<int, float> best_truth(const Box& pred, const float* tb, int max_boxes) {
+  float best_iou = 0;
+  int best_t = 0;
+  for (int t = 0; t < max_boxes; ++t) {
+    const Box tr = truth_box(tb + t * 5);
+    if (!tr.x) break;
+    const float v = iou(pred, tr);
+    if (v > best_iou) {
+      best_iou = v;
+      best_t = t;
+    }
+  }
+  return {best_t, best_iou};
+}
+
+// The anchor whose shape (`shape_of(n)`, centred with the truth) best overlaps the truth's.
+template <class F>
+int best_anchor(const Box& tr, int count, F shape_of) {
+  const Box shift{0, 0, tr.w, tr.h};
+  float best_iou = 0;
+  int best_n = 0;
+  for (int n = 0; n < count; ++n) {
+    Box p = shape_of(n);
+    p.x = p.y = 0;
+    const float v = iou(p, shift);
+    if (v > best_iou) {
+      best_iou = v;
+      best_n = n;
+    }
+  }
+  return best_n;
+}
+
 // A truth's cell; Darknet's int cast can reach w for x == 1, which it would index out of
 // the map: clamped to the last cell.
 int cell(float v, int n) { return std::min(int(v * n), n - 1); }
@@ -102,12 +137,7 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
           const int loc = j * g.w + i;
           const int64_t box_index = g.entry(b, n, loc, 0);
           const Box pred = predicted(out, anchors + 2 * n, box_index, i, j, g.w, g.h, g.w, g.h, wh);
-          float best_iou = 0;
-          for (int t = 0; t < d.max_boxes; ++t) {
-            const Box tr = truth_box(tb + t * 5);
-            if (!tr.x) break;
-            best_iou = std::max(best_iou, iou(pred, tr));
-          }
+          const float best_iou = best_truth(pred, tb, d.max_boxes).second;
           const int64_t obj_index = g.entry(b, n, loc, g.coords);
           delta[obj_index] = d.noobject_scale * (0 - out[obj_index]);
           if (best_iou > d.thresh) delta[obj_index] = 0;
@@ -120,22 +150,11 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
       const Box tr = truth_box(tb + t * 5);
       if (!tr.x) break;
       const int i = cell(tr.x, g.w), j = cell(tr.y, g.h), loc = j * g.w + i;
-      float best_iou = 0;
-      int best_n = 0;
-      const Box shift{0, 0, tr.w, tr.h};
-      for (int n = 0; n < g.n; ++n) {
-        Box pred = predicted(out, anchors + 2 * n, g.entry(b, n, loc, 0), i, j, g.w, g.h, g.w, g.h, wh);
-        if (d.bias_match) {
-          pred.w = anchors[2 * n] / g.w;
-          pred.h = anchors[2 * n + 1] / g.h;
-        }
-        pred.x = pred.y = 0;
-        const float v = iou(pred, shift);
-        if (v > best_iou) {
-          best_iou = v;
-          best_n = n;
-        }
-      }
+      const int best_n = best_anchor(tr, g.n, [&](int n) {
+        Box p = predicted(out, anchors + 2 * n, g.entry(b, n, loc, 0), i, j, g.w, g.h, g.w, g.h, wh);
+        if (d.bias_match) p = {0, 0, anchors[2 * n] / g.w, anchors[2 * n + 1] / g.h};
+        return p;
+      });
       const int64_t box_index = g.entry(b, best_n, loc, 0);
       const float v = delta_box(tr, out, anchors + 2 * best_n, box_index, i, j, g.w, g.h, g.w, g.h, delta,
                                 d.coord_scale * (2 - tr.w * tr.h), wh);
@@ -183,17 +202,7 @@ DetectorLoss yolo_delta(const LayerSpec& l, const DetectorArgs& a, const float* 
           const float* anchor = anchors + 2 * d.mask[size_t(n)];
           const int64_t box_index = g.entry(b, n, loc, 0);
           const Box pred = predicted(out, anchor, box_index, i, j, g.w, g.h, a.net_w, a.net_h, wh);
-          float best_iou = 0;
-          int best_t = 0;
-          for (int t = 0; t < d.max_boxes; ++t) {
-            const Box tr = truth_box(tb + t * 5);
-            if (!tr.x) break;
-            const float v = iou(pred, tr);
-            if (v > best_iou) {
-              best_iou = v;
-              best_t = t;
-            }
-          }
+          const auto [best_t, best_iou] = best_truth(pred, tb, d.max_boxes);
           const int64_t obj_index = g.entry(b, n, loc, 4);
           delta[obj_index] = 0 - out[obj_index];
           if (best_iou > d.ignore_thresh) delta[obj_index] = 0;
@@ -209,17 +218,9 @@ DetectorLoss yolo_delta(const LayerSpec& l, const DetectorArgs& a, const float* 
       const Box tr = truth_box(tb + t * 5);
       if (!tr.x) break;
       const int i = cell(tr.x, g.w), j = cell(tr.y, g.h), loc = j * g.w + i;
-      float best_iou = 0;
-      int best_n = 0;
-      const Box shift{0, 0, tr.w, tr.h};
-      for (int n = 0; n < d.num; ++n) {
-        const Box pred{0, 0, anchors[2 * n] / float(a.net_w), anchors[2 * n + 1] / float(a.net_h)};
-        const float v = iou(pred, shift);
-        if (v > best_iou) {
-          best_iou = v;
-          best_n = n;
-        }
-      }
+      const int best_n = best_anchor(tr, d.num, [&](int n) {
+        return Box{0, 0, anchors[2 * n] / float(a.net_w), anchors[2 * n + 1] / float(a.net_h)};
+      });
       const auto m = std::find(d.mask.begin(), d.mask.end(), best_n);
       if (m == d.mask.end()) continue;  // another [yolo] layer predicts this anchor
       const int mask_n = int(m - d.mask.begin());
