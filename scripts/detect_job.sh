@@ -3,10 +3,10 @@
 # training and 200 held-out pictures, deterministic), trains cfgs/yolov2-tiny-shapes.cfg on
 # it with 4 MPI ranks, one tile of a 2x2 grid each, prints the held-out VOC mAP@0.5, and
 # draws the detections on a few held-out pictures into out/detections/.
-# Usage: scripts/detect_job.sh [STEPS]   (default 1500: about 30 epochs)
+# Usage: scripts/detect_job.sh [STEPS]   (default 2500: 25 epochs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=${1:-1500}
+steps=${1:-2500}
 scripts/setup.sh tiletrain
 mkdir -p out
 /usr/bin/python3 scripts/make_shapes_dataset.py out/shapes
