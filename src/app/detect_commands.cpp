@@ -289,7 +289,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
         draw_box(im, x1, y1, x2, y2, thick, r, g, bl);
         char label[96];
         std::snprintf(label, sizeof label, "%s %.0f%%", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)]);
-        draw_label(im, x1, std::max(0, y1 - 16), label, r, g, bl);
+        draw_label(im, x1, std::max(0, y1 - (im.h >= 300 ? 16 : 9)), label, r, g, bl);
       }
     if (!d.out.empty()) {
       const std::string out = (fs::path(d.out) / (fs::path(d.images[size_t(i)]).stem().string() + ".png")).string();

@@ -203,7 +203,7 @@ void draw_box(Image& im, int x1, int y1, int x2, int y2, int thickness, float r,
 }
 
 void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b) {
-  constexpr int kScale = 2;  // stb_easy_font's glyphs are about 7 pixels high
+  const int kScale = im.h >= 300 ? 2 : 1;  // stb_easy_font's glyphs are about 7 pixels high
   std::vector<char> s(text.begin(), text.end());
   s.push_back('\0');
   const int tw = stb_easy_font_width(s.data()) * kScale, th = stb_easy_font_height(s.data()) * kScale;
