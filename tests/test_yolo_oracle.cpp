@@ -222,7 +222,12 @@ namespace {
 // The whole inference path against Darknet's test_detector (darknet_forward --detect): the
 // same weights and picture (a PNG, so both decoders see the same pixels), letterboxed,
 // forward, boxes of every detector layer, NMS: the same detections, boxes within 1e-3.
-class DetectOracle : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+struct DetCase {
+  std::string name, cfg;
+};
+void PrintTo(const DetCase& c, std::ostream* os) { *os << c.name; }
+
+class DetectOracle : public ::testing::TestWithParam<DetCase> {};
 
 TEST_P(DetectOracle, SameDetectionsAsDarknet) {
   if (std::string(DARKNET_FORWARD).empty()) GTEST_SKIP() << "darknet_forward not built (libdarknet missing)";
@@ -292,18 +297,17 @@ const std::string kDetBody =
 
 INSTANTIATE_TEST_SUITE_P(
     Nets, DetectOracle,
-    ::testing::Values(std::pair{std::string("region"),
-                                kDetNet + kDetBody +
-                                    "[convolutional]\nfilters=21\nsize=1\nactivation=linear\n"
-                                    "[region]\nanchors=0.7,0.9, 1.5,1.2, 2.5,2.8\nnum=3\nclasses=2\nsoftmax=1\n"},
-                      std::pair{std::string("two_yolo"),
-                                kDetNet + kDetBody +
-                                    "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
-                                    "[yolo]\nmask=2,3\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"
-                                    "[route]\nlayers=-3\n[upsample]\nstride=2\n"
-                                    "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
-                                    "[yolo]\nmask=0,1\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"}),
-    [](const auto& info) { return info.param.first; });
+    ::testing::Values(
+        DetCase{"region", kDetNet + kDetBody +
+                              "[convolutional]\nfilters=21\nsize=1\nactivation=linear\n"
+                              "[region]\nanchors=0.7,0.9, 1.5,1.2, 2.5,2.8\nnum=3\nclasses=2\nsoftmax=1\n"},
+        DetCase{"two_yolo", kDetNet + kDetBody +
+                                "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                                "[yolo]\nmask=2,3\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"
+                                "[route]\nlayers=-3\n[upsample]\nstride=2\n"
+                                "[convolutional]\nfilters=14\nsize=1\nactivation=linear\n"
+                                "[yolo]\nmask=0,1\nanchors=6,8, 12,10, 20,22, 30,26\nnum=4\nclasses=2\n"}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tt
