@@ -31,6 +31,9 @@ class Comm {
   // shape.data is not read.
   virtual void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) = 0;
   virtual void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) = 0;
+  // The same for n plain floats.
+  virtual void isend_floats(const float* data, size_t n, int to, int tag) = 0;
+  virtual void irecv_floats(float* data, size_t n, int from, int tag) = 0;
   virtual void wait_all() = 0;
   // Lets posted messages move on while the caller computes (MPI progresses them only
   // inside its calls); never blocks.
@@ -41,6 +44,7 @@ class Comm {
   // reduce_scatter: sums `data` across ranks; afterwards rank r's part holds the sum of
   // the parts r (the rest of `data` is overwritten). `tmp` holds max(counts) floats.
   virtual void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) = 0;
+  virtual void all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) = 0;
   virtual void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs,
                               float* tmp) = 0;
   // Every rank's value, on every rank.
@@ -60,9 +64,12 @@ class LocalComm final : public Comm {
   void irecv(const TensorView&, const Box&, int, int) override;
   void isend_bytes(const uint8_t*, const TensorView&, const Box&, int, int) override;
   void irecv_bytes(uint8_t*, const TensorView&, const Box&, int, int) override;
+  void isend_floats(const float*, size_t, int, int) override;
+  void irecv_floats(float*, size_t, int, int) override;
   void wait_all() override {}
   void broadcast(double*, size_t, int) override {}
   void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}
+  void all_gather_v(double*, const std::vector<int>&, const std::vector<int>&) override {}
   void reduce_scatter(float*, const std::vector<int>&, const std::vector<int>&, float*) override {}
   std::vector<double> all_gather(double v) override { return {v}; }
   std::vector<std::string> all_gather(const std::string& s) override { return {s}; }

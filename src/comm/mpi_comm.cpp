@@ -146,6 +146,20 @@ void MpiComm::irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box
   post(false, data, shape, box, MPI_BYTE, from, tag);
 }
 
+void MpiComm::isend_floats(const float* data, size_t n, int to, int tag) {
+  if (n > size_t(INT_MAX)) fail("internal: message of ", n, " floats");
+  requests_.emplace_back();
+  request_peers_.push_back(to);
+  check(MPI_Isend(data, int(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, &requests_.back()), "send");
+}
+
+void MpiComm::irecv_floats(float* data, size_t n, int from, int tag) {
+  if (n > size_t(INT_MAX)) fail("internal: message of ", n, " floats");
+  requests_.emplace_back();
+  request_peers_.push_back(from);
+  check(MPI_Irecv(data, int(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &requests_.back()), "receive");
+}
+
 void MpiComm::wait_all() {
   if (requests_.empty()) return;
   complete(requests_.data(), int(requests_.size()), "a halo exchange or a transfer at the cut", request_peers_);
@@ -171,6 +185,14 @@ void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const st
                         MPI_COMM_WORLD, &r),
         "allgatherv");
   complete(r, "the weight all-gather");
+}
+
+void MpiComm::all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) {
+  MPI_Request r;
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_DOUBLE,
+                        MPI_COMM_WORLD, &r),
+        "allgatherv");
+  complete(r, "a batch-norm all-gather");
 }
 
 // A ring, in place: at step s rank r passes its running sum of part (r - s - 1) to rank

@@ -29,10 +29,13 @@ class MpiComm final : public Comm {
   void irecv(const TensorView& t, const Box& box, int from, int tag) override;
   void isend_bytes(const uint8_t* data, const TensorView& shape, const Box& box, int to, int tag) override;
   void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) override;
+  void isend_floats(const float* data, size_t n, int to, int tag) override;
+  void irecv_floats(float* data, size_t n, int from, int tag) override;
   void wait_all() override;
   void progress() override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
+  void all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
   void reduce_scatter(float* data, const std::vector<int>& counts, const std::vector<int>& displs, float* tmp) override;
   std::vector<double> all_gather(double v) override;
   std::vector<std::string> all_gather(const std::string& s) override;

@@ -25,6 +25,7 @@ struct Segment::LayerState {
   // folded batch-norm (or identity) per channel: z = act(a*y + b)
   std::vector<float> a, b, k1, k2, k3, mean_f;
   std::vector<double> mean, rstd, s1, s2;
+  std::vector<double> slots;  // per tile: its own sums (s1 or s2 are their sum in tile order)
 };
 
 struct Segment::TileState {
@@ -50,6 +51,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       need_input_delta_(opt.need_input_delta),
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
+      order_(comm, tile_rank_, 0),
       shards_(opt.shards) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
@@ -59,6 +61,14 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   mem_ =
       plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_, opt.far);
   if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
+  for (int l = first; l < last; ++l)
+    if (net.layers[size_t(l)].has_params()) {
+      const ParamSlice& ps = params.slices[size_t(l)];
+      grad_end_ = std::max(grad_end_, ps.weights + ps.n_weights);
+    }
+  tile_grad_.assign(size_t(T), grad_);
+  if (!shards_)
+    for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
   // Per-layer state.
   for (int l = first; l < last; ++l) {
     auto st = std::make_unique<LayerState>();
@@ -83,6 +93,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       st->rstd.assign(C, 1.);
       st->s1.assign(2 * C, 0.);
       st->s2.assign(2 * C, 0.);
+      st->slots.assign(size_t(T) * 2 * size_t(s.out.c), 0.);
     }
     layers_.push_back(std::move(st));
   }
@@ -431,12 +442,22 @@ void Segment::conv_forward(int t, int l, float* dst) {
   ts.fwd[i]->forward(ts.in[i].data, bias, dst);
 }
 
-// Batch-norm sums of every process's tiles: a small all-reduce, timed as halo waiting.
-void Segment::sum_across_ranks(std::vector<double>& sums) {
-  if (comm_.size() == 1) return;
+// Batch-norm sums of every tile, added up in tile order (tile_order.hpp): a small
+// all-gather, timed as halo waiting.
+void Segment::sum_over_tiles(std::vector<double>& slots, int width, double* total) {
   const double w0 = now_s();
-  comm_.allreduce_sum(sums.data(), sums.size());
+  order_.sum(slots, width, total);
   bn_wait_ += now_s() - w0;
+}
+
+std::vector<float*> Segment::tile_grads() const {
+  std::vector<float*> v;
+  for (int t : local_) v.push_back(grad_of(t));
+  return v;
+}
+
+void Segment::zero_tile_grads() {
+  for (Buffer& b : extra_grads_) std::fill(b.data(), b.data() + b.size(), 0.f);
 }
 
 void Segment::bn_forward(int l, bool training) {
@@ -450,9 +471,12 @@ void Segment::bn_forward(int l, bool training) {
   std::vector<float>& rv = params_.rolling_var[s.index];
   const bool batch_stats = training && bn_ == BnMode::Sync;
   if (batch_stats) {
-    std::fill(L.s1.begin(), L.s1.end(), 0.);
-    for (int t : local_) channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, L.s1.data(), L.s1.data() + C);
-    sum_across_ranks(L.s1);
+    for (int t : local_) {
+      double* slot = L.slots.data() + size_t(t) * 2 * C;
+      std::fill(slot, slot + 2 * C, 0.);
+      channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, slot, slot + C);
+    }
+    sum_over_tiles(L.slots, 2 * C, L.s1.data());
     const double M = double(batch_) * s.out.h * s.out.w;
     for (int c = 0; c < C; ++c) {
       const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
@@ -563,16 +587,17 @@ void Segment::backward_layer(int l) {
     const ParamSlice& ps = params_.slices[s.index];
     // Sharded: one tile leaves its gradient in the kernel's scratch; several add theirs up
     // in layer_buf_. Either way reduce_weight_grad takes it from there.
-    float* gw = shards_ ? (local_.size() == 1 ? nullptr : layer_buf_.data()) : grad_ + ps.weights;
-    if (gw && shards_) std::fill(gw, gw + ps.n_weights, 0.f);
+    float* const shard_gw = local_.size() == 1 ? nullptr : layer_buf_.data();
+    if (shards_ && shard_gw) std::fill(shard_gw, shard_gw + ps.n_weights, 0.f);
     for (int t : local_) {
+      float* gw = shards_ ? shard_gw : grad_of(t) + ps.weights;
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
       if (mem_.tiles[t].layers[size_t(i)].weights_on_delta) {
         // The delta is no longer needed outside the owned box: zero it there and take the
         // weight gradient over the whole delta box, with no crops.
         if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
-        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_ + ps.biases);
+        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases);
         continue;
       }
       // Over the owned box: its input window cropped out of a larger input buffer, and the
@@ -585,7 +610,7 @@ void Segment::backward_layer(int l) {
         src = crop.data;
       }
       if (!(ts.cur.box == x.own)) compact_region(ts.cur, x.own);
-      ts.bwd_weights[i]->backward_weights(src, ts.cur.data, gw, grad_ + ps.biases);
+      ts.bwd_weights[i]->backward_weights(src, ts.cur.data, gw, grad_of(t) + ps.biases);
     }
   }
   t0 = now_s();
@@ -719,16 +744,18 @@ void Segment::bn_backward(int l, bool owned_only) {
   const int C = s.out.c, i = l - plan_.first;
   const ParamSlice& ps = params_.slices[s.index];
   const float* gamma = params_.values.data() + ps.scales;
-  std::fill(L.s2.begin(), L.s2.end(), 0.);
-  for (int t : local_)
-    bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), L.s2.data(),
-                 L.s2.data() + C);
-  // Local sums are this process's share of dβ and dγ; the batch reduction adds them up.
-  for (int c = 0; c < C; ++c) {
-    grad_[ps.biases + c] += float(L.s2[c]);
-    grad_[ps.scales + c] += float(L.s2[C + c]);
+  for (int t : local_) {
+    double* slot = L.slots.data() + size_t(t) * 2 * C;
+    std::fill(slot, slot + 2 * C, 0.);
+    bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), slot, slot + C);
+    // A tile's sums are its share of dβ and dγ; the batch reduction adds them up.
+    float* g = grad_of(t);
+    for (int c = 0; c < C; ++c) {
+      g[ps.biases + c] += float(slot[c]);
+      g[ps.scales + c] += float(slot[C + c]);
+    }
   }
-  sum_across_ranks(L.s2);
+  sum_over_tiles(L.slots, 2 * C, L.s2.data());
   const double M = double(batch_) * s.out.h * s.out.w;
   for (int c = 0; c < C; ++c) {
     const double r = L.rstd[c], g = gamma[c];

@@ -11,6 +11,7 @@
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/shards.hpp"
+#include "engine/tile_order.hpp"
 #include "layers/conv.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
@@ -88,6 +89,12 @@ class Segment {
     size_t weight_copies = 0;     // weights in the layouts the kernels chose (+ staging)
   };
   MemoryUse memory_use() const;
+  // Not sharded: this process's tiles' weight gradients, kept apart (in tile order) until
+  // the per-batch sum adds them up in tile order (tile_order.hpp). The first is `grad`
+  // itself; the others cover parameters [0, tile_grad_end()).
+  std::vector<float*> tile_grads() const;
+  int64_t tile_grad_end() const { return grad_end_; }
+  void zero_tile_grads();
 
  private:
   struct Chunk {  // sharded: output channels [o0, o0 + rows) of a layer's weights
@@ -111,7 +118,8 @@ class Segment {
   void backward_layer(int l);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);
-  void sum_across_ranks(std::vector<double>& sums);
+  void sum_over_tiles(std::vector<double>& slots, int width, double* total);
+  float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);
   void plan_chunks();
   void fetch_weights(int l, int uses);
@@ -135,6 +143,10 @@ class Segment {
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;  // tiles this process runs
+  TileOrder order_;         // batch-norm sums
+  std::vector<float*> tile_grad_;  // [tile]: where its gradients go (grad_, or one of extra_grads_)
+  std::vector<Buffer> extra_grads_;
+  int64_t grad_end_ = 0;
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   const ShardPlan* shards_;

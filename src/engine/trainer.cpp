@@ -72,10 +72,18 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .in_cb = 1,
                                                     .bn = opt.bn,
                                                     .need_input_delta = opt.need_input_delta,
-                                                    .tile_rank = std::move(ranks),
+                                                    .tile_rank = ranks,
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far)});
+  if (!shards_) {  // the tiles' gradients are summed in tile order (tile_order.hpp)
+    const int64_t E = tiled_->tile_grad_end();
+    int64_t max_part = comm.size() == 1 ? E : 0;
+    for (size_t r = 0; r < split_counts_.size(); ++r)
+      max_part = std::max<int64_t>(
+          max_part, std::min<int64_t>(split_displs_[r] + int64_t(split_counts_[r]), E) - std::min<int64_t>(split_displs_[r], E));
+    grad_order_ = std::make_unique<TileOrder>(comm, ranks, max_part);
+  }
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed});
@@ -101,11 +109,24 @@ Trainer::Memory Trainer::memory() const {
   double kept = 3. * double(params_.values.size());
   if (shards_) kept = 3. * double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned));
   if (!split_counts_.empty()) kept = 2. * double(params_.values.size()) + split_counts_[size_t(comm_.rank())];
-  m.filters_mb += kept * 4 / 1048576.0 + ctx_.staging_bytes() / 1048576.0;
+  if (grad_order_)  // several tiles here: the gradients of all but the first, and the sum's buffers
+    kept += double(tiled_->tile_grads().size() - 1) * double(tiled_->tile_grad_end()) + grad_order_->buffer_bytes() / 4.;
+  m.kept_mb = kept * 4 / 1048576.0;
+  m.filters_mb += m.kept_mb + ctx_.staging_bytes() / 1048576.0;
   return m;
 }
 
 Trainer::~Trainer() = default;
+
+std::span<const float> Trainer::grad() const {
+  const std::vector<float*> tiles = tiled_->tile_grads();
+  if (shards_ || tiles.size() == 1) return {grad_.data(), grad_.size()};
+  summed_grad_.assign(grad_.data(), grad_.data() + grad_.size());
+  const int64_t E = tiled_->tile_grad_end();
+  for (size_t k = 1; k < tiles.size(); ++k)
+    for (int64_t i = 0; i < E; ++i) summed_grad_[size_t(i)] += tiles[k][i];
+  return summed_grad_;
+}
 
 std::vector<KernelUse> Trainer::kernel_uses() const {
   std::vector<KernelUse> uses = tiled_->kernel_uses();
@@ -229,10 +250,20 @@ void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
   const bool split = !shards_ && comm_.size() > 1;  // optimizer state split across processes
-  if (split) {                                      // each process sums, and then updates, its part of the flat vector
-    comm_.reduce_scatter(g, split_counts_, split_displs_, split_tmp_.data());
-  } else if (!shards_) {
-    comm_.allreduce_sum(g, grad_.size());
+  if (!shards_) {  // each process sums, and then updates, its part of the flat vector
+    // The tiled layers' gradients, tile by tile in tile order; the layers after the cut
+    // (only the root's are not zero, so any order gives the same bits) in a ring.
+    const int64_t E = tiled_->tile_grad_end();
+    grad_order_->reduce_scatter(tiled_->tile_grads(), E, split_counts_, split_displs_, g);
+    if (split) {
+      std::vector<int> counts(split_counts_.size()), displs(split_counts_.size());
+      for (size_t r = 0; r < counts.size(); ++r) {
+        const int64_t b = std::max<int64_t>(split_displs_[r], E), e = split_displs_[r] + int64_t(split_counts_[r]);
+        displs[r] = int(b - E);
+        counts[r] = int(std::max<int64_t>(e - b, 0));
+      }
+      comm_.reduce_scatter(g + E, counts, displs, split_tmp_.data());
+    }
   } else {  // the sharded weights' gradients were reduce-scattered during backward
     float* r = replicated_grad_.data();
     for (const auto& [b, e] : shards_->replicated) r = std::copy(g + b, g + e, r);
@@ -284,6 +315,7 @@ void Trainer::update() {
     for (const auto& [b, e] : shards_->owned) std::fill(g + b, g + e, 0.f);
   } else {
     std::fill(g, g + grad_.size(), 0.f);
+    tiled_->zero_tile_grads();
   }
   double gather_s = 0;
   if (split) {

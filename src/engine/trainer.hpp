@@ -68,8 +68,9 @@ class Trainer {
   // forward_backward over all subdivisions of a batch (net.batch samples) + update.
   double train_step(const float* input, const float* truth);
 
-  // This process's gradients (sharded: only its parts of the sharded weights).
-  std::span<const float> grad() const { return {grad_.data(), grad_.size()}; }
+  // This process's gradients (sharded: only its parts of the sharded weights); with
+  // several tiles here, their sum in tile order, into a copy valid until the next call.
+  std::span<const float> grad() const;
   // With need_input_delta (verify): the whole summed gradient the last update() applied.
   const std::vector<float>& last_grad() const { return last_grad_; }
   const float* output() const { return out_; }  // [micro_batch][output size]
@@ -98,6 +99,7 @@ class Trainer {
   std::vector<LayerTimes> layer_times() const;
   struct Memory {
     double maps_mb = 0, deltas_mb = 0, filters_mb = 0, scratch_mb = 0;
+    double kept_mb = 0;  // the part of filters_mb in weights, gradients and momentum (and their sums' buffers)
   };
   Memory memory() const;
   bool root() const { return comm_.rank() == kRoot; }
@@ -118,7 +120,9 @@ class Trainer {
   DnnlContext ctx_;
   Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
   std::vector<float> last_grad_;
+  mutable std::vector<float> summed_grad_;  // grad() with several tiles
   std::unique_ptr<ShardPlan> shards_;
+  std::unique_ptr<TileOrder> grad_order_;  // not sharded: sums the tiles' gradients
   std::vector<float> replicated_grad_;  // sharded: the replicated gradients, packed for one all-reduce
   // Several processes, not sharded: each sums and updates one contiguous part of the flat
   // parameter vector (reduce-scatter, SGD on its part, all-gather of the weights), so the

@@ -576,8 +576,8 @@ struct Replay {
       run(0, (model(0).sgd_per_param * n + model(0).reload_s) * scale(0), &RankPrediction::update_s);
       return;
     }
-    if (!p.low_memory) {
-      sync(reduce_scatter_cost(4 * n), &RankPrediction::weights_s);
+    if (!p.low_memory) {  // the tiled layers' gradients go tile by tile (engine/tile_order.hpp)
+      sync(reduce_scatter_cost(4 * (n + (p.tiles_per_rank - 1) * double(tiled_params()))), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).sgd_per_param * n / P * scale(r), &RankPrediction::update_s);
       sync(allgather_cost(4 * n), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
@@ -593,6 +593,21 @@ struct Replay {
     for (const LayerSpec& l : net.layers) n += l.param_count();
     return n;
   }
+  int64_t tiled_params() const {
+    int64_t n = 0;
+    for (int l = 0; l < cut; ++l) n += net.layers[size_t(l)].param_count();
+    return n;
+  }
+  // Not sharded: the gradients of a rank's tiles after the first, and the buffers of the
+  // sum in tile order (TileOrder: a running sum and a piece per other rank's tile, in
+  // chunks of at most 4 Mi / T floats).
+  double tile_order_floats() const {
+    if (p.low_memory || T == 1) return 0;
+    const double E = double(tiled_params());
+    const double part = P == 1 ? E : std::ceil(double(net_params()) / P);
+    const double chunk = std::min(std::max(65536., std::floor(4194304. / T)), std::min(part, E));
+    return (p.tiles_per_rank - 1) * E + chunk * (1 + T - p.tiles_per_rank);
+  }
 
   void memory() {
     const double n = double(net_params()), sharded = double(conv_weights());
@@ -603,6 +618,7 @@ struct Replay {
       a.maps_mb = mp.maps_bytes / kMB;
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
+      kept += tile_order_floats();
       a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb);
       double extra = 0;
       if (r == 0) {  // the input, the whole maps at the cut, the untiled tail and the head
