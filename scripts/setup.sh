@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libdnnl-dev openmpi-bin libopenmpi-dev
-          nlohmann-json3-dev libcli11-dev libhwy-dev libgtest-dev zlib1g-dev libstb-dev dataset-fashion-mnist darknet
+          nlohmann-json3-dev libcli11-dev libhwy-dev libopenblas-openmp-dev libgtest-dev zlib1g-dev libstb-dev dataset-fashion-mnist darknet
           python3 python3-numpy python3-pil python3-matplotlib procps)
 # Test oracles only: Darknet's library and PyTorch (the latter only to regenerate fixtures).
 [ "${TILETRAIN_WITH_TORCH:-0}" = 1 ] && packages+=(python3-torch)

@@ -87,7 +87,7 @@ MPIRUN_ARGS=(--oversubscribe --mca btl self,vader --mca btl_vader_single_copy_me
 HOST_PKGS=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static cmake ninja-build
            pkg-config nlohmann-json3-dev libcli11-dev libstb-dev openmpi-bin)
 A64_MULTIARCH_PKGS=(libc6:arm64 libstdc++6:arm64 libgomp1:arm64 zlib1g-dev:arm64 libgtest-dev:arm64
-                    libhwy-dev:arm64)
+                    libhwy-dev:arm64 libopenblas-openmp-dev:arm64)
 # arm64 packages that cannot be co-installed (libdnnl-dev: dnnl_config.h differs from amd64's;
 # Open MPI: Conflicts with the amd64 one; libpmix2 -> libmunge2, not Multi-Arch: same) and
 # libopenmpi3's runtime closure: unpacked with dpkg -x into A64_ROOT.

@@ -4,6 +4,8 @@
 // the picture, reproducible from the seed) and the loader (the same bytes whatever its
 // threads, and when a run resumes at a later step).
 #include <gtest/gtest.h>
+
+#include <mutex>
 #include <unistd.h>
 
 #include <cmath>
@@ -227,13 +229,20 @@ TEST_F(DetectionData, LoaderSkipsOrStopsOnABadPicture) {
     const std::string e = error_of([&] { l.get(0, img.data(), tr.data()); });
     EXPECT_NE(e.find("q1.png"), std::string::npos) << e;
   }
+  // Warnings come from the loader's thread, also for batches it prepares ahead.
+  std::mutex m;
   std::vector<std::string> warnings;
   o.skip_bad_images = true;
-  o.warn = [&](const std::string& w) { warnings.push_back(w); };
-  DetectionLoader l(o);
-  l.get(0, img.data(), tr.data());
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("q1.png"), std::string::npos);
+  o.warn = [&](const std::string& w) {
+    std::lock_guard<std::mutex> lk(m);
+    warnings.push_back(w);
+  };
+  {
+    DetectionLoader l(o);
+    l.get(0, img.data(), tr.data());
+  }
+  ASSERT_GE(warnings.size(), 1u);
+  for (const std::string& w : warnings) EXPECT_NE(w.find("q1.png"), std::string::npos) << w;
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ TEST(KernelTable, NoReferenceKernelInShippedCfgs) {
   for (const std::string& cfg : shipped_cfgs()) {
     SCOPED_TRACE(cfg);
     NetSpec net = load_net(cfg);
-    const std::vector<KernelUse> uses = planned_kernels(net, ctx, true);
+    const std::vector<KernelUse> uses = planned_kernels(net, ctx, -1, true);
     EXPECT_FALSE(uses.empty());
     for (const KernelUse& u : uses)
       EXPECT_FALSE(is_reference_impl(u.impl)) << "layer " << u.layer << " " << conv_pass_name(u.pass) << ": " << u.impl;
@@ -77,12 +77,13 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
 
 // Odd geometries: wherever oneDNN offers only a reference kernel, auto runs an own one;
 // elsewhere auto runs oneDNN's, except forwards that need a fixed summation order (1x1
-// stride 1, and oneDNN's GEMM-based ones), which run on own kernels on every path.
+// stride 1, and oneDNN's GEMM-based ones), which run on own kernels on every path, and
+// backward-weights of wide windows (>= 512 inputs per output), which run on OpenBLAS.
 TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
   const DnnlContext onednn(KernelPath::OneDnn), automatic(KernelPath::Auto), own(KernelPath::Own);
   const int B = automatic.config.block;
-  int replaced = 0, kept = 0;
-  for (int ic : {1, 3, 6, 16, 21})
+  int replaced = 0, kept = 0, gemm = 0;
+  for (int ic : {1, 3, 6, 16, 21, 64})
     for (int oc : {5, 10, 32})
       for (int k : {1, 3, 5})
         for (int s : {1, 2}) {
@@ -94,23 +95,47 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
                          std::to_string(s) + " " + conv_pass_name(p));
             const ConvChoice d = choose_conv(onednn, g, p), a = choose_conv(automatic, g, p),
                              o = choose_conv(own, g, p);
-            EXPECT_TRUE(o.own);
+            EXPECT_EQ(o.backend, ConvChoice::Own);
             EXPECT_EQ(o.name, "own:" + own_conv_target());
+            EXPECT_NE(d.backend, ConvChoice::Gemm);
             EXPECT_FALSE(is_reference_impl(a.name)) << a.name;
-            const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.own);
+            const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.backend == ConvChoice::Own);
             if (fixed_order) {
-              EXPECT_TRUE(a.own && d.own);
+              EXPECT_TRUE(a.backend == ConvChoice::Own && d.backend == ConvChoice::Own);
+            } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32) {
+              EXPECT_EQ(a.backend, ConvChoice::Gemm);
+              EXPECT_EQ(a.name, "gemm:openblas");
+              ++gemm;
             } else if (is_reference_impl(d.name)) {
-              EXPECT_TRUE(a.own);
+              EXPECT_EQ(a.backend, ConvChoice::Own);
               ++replaced;
             } else {
-              EXPECT_FALSE(a.own);
+              EXPECT_EQ(a.backend, ConvChoice::Dnnl);
               EXPECT_EQ(a.name, d.name);
               ++kept;
             }
           }
         }
-  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones\n", kept, replaced);
+  EXPECT_GT(gemm, 0);
+  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones, %d on OpenBLAS\n", kept, replaced,
+              gemm);
+}
+
+// After the cut nothing is tiled: wide layers run every pass on OpenBLAS there, and only
+// backward-weights where tiles are.
+TEST(KernelTable, UntiledWideLayersRunOnOpenBlas) {
+  const DnnlContext automatic(KernelPath::Auto), onednn(KernelPath::OneDnn), own(KernelPath::Own);
+  const int B = automatic.config.block;
+  const ConvGeom wide = conv_geom(1, 64, 64, Window{3, 1, 1}, full_box(13, 13), 13, 13, B, B, false);
+  const ConvGeom narrow = conv_geom(1, 16, 64, Window{3, 1, 1}, full_box(13, 13), 13, 13, B, B, false);
+  for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
+    SCOPED_TRACE(conv_pass_name(p));
+    EXPECT_EQ(choose_conv(automatic, wide, p, false).backend, ConvChoice::Gemm);
+    EXPECT_EQ(choose_conv(automatic, wide, p, true).backend == ConvChoice::Gemm, p == ConvPass::BackwardWeights);
+    EXPECT_NE(choose_conv(automatic, narrow, p, false).backend, ConvChoice::Gemm);
+    EXPECT_NE(choose_conv(onednn, wide, p, false).backend, ConvChoice::Gemm);
+    EXPECT_EQ(choose_conv(own, wide, p, false).backend, ConvChoice::Own);
+  }
 }
 
 TEST(KernelTable, WarningNamesLayerAndPass) {

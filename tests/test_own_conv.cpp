@@ -1,5 +1,6 @@
 // The project's own Highway convolution kernels (src/layers/own_conv.hpp): against a naive
-// double-precision reference, against oneDNN, and bit-identical on tiles (sub-boxes).
+// double-precision reference, against oneDNN, and bit-identical on tiles (sub-boxes). Also
+// the OpenBLAS backward-weights (src/layers/gemm_conv.hpp) against the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "layers/box.hpp"
+#include "layers/gemm_conv.hpp"
 #include "layers/own_conv.hpp"
 #include "util/error.hpp"
 
@@ -331,6 +333,60 @@ TEST(OwnConv, MatchesNaiveReference) {
     ++cases;
   }
   EXPECT_EQ(cases, 160);
+}
+
+// Random shapes, also maps taller than one product's slice of rows: the three passes on
+// plain oihw weights; backward-weights overwrites or adds to what is there.
+TEST(GemmConv, MatchesNaiveReference) {
+  std::mt19937_64 rng(kSeed + 7);
+  for (int rep = 0; rep < 60; ++rep) {
+    OwnConvShape s = random_shape(rng, 17);
+    if (rep % 10 == 0) {  // wide and tall: several slices
+      s.ic = 61, s.oc = 40, s.k = 3, s.s = 1, s.pt = s.pl = 1, s.n = 2;
+      s.ih = s.oh = 150, s.iw = s.ow = 23;
+    }
+    const Case c = make_case(s, rng() % 2, rng);
+    const std::string shape = str(s) + (c.has_bias ? " bias" : "");
+    SCOPED_TRACE(shape);
+    const int B = s.b;
+    const std::vector<float> src = to_blocked(c.src, s.n, s.ic, s.ih, s.iw, s.ib);
+    const std::vector<float> dd = to_blocked(c.dd, s.n, s.oc, s.oh, s.ow, B);
+    std::vector<float> work(gemm_conv_work_floats(s), kNaN);
+    std::vector<double> ref, mag, dbref, dbmag;
+    // forward
+    std::vector<float> dst(size_t(s.n) * cdiv(s.oc, B) * B * s.oh * s.ow, kNaN);
+    gemm_conv_forward(s, src.data(), c.w.data(), c.has_bias ? c.bias.data() : nullptr, dst.data(), work.data());
+    ref_forward(c, ref, mag);
+    std::vector<float> got(ref.size());
+    for (int n = 0; n < s.n; ++n)
+      for (int o = 0; o < s.oc; ++o)
+        for (int y = 0; y < s.oh; ++y)
+          for (int x = 0; x < s.ow; ++x)
+            got[((size_t(n) * s.oc + o) * s.oh + y) * s.ow + x] = blocked_at(dst, s.oc, s.oh, s.ow, B, n, o, y, x);
+    ASSERT_TRUE(close("forward", got, ref, mag, shape));
+    ASSERT_TRUE(padding_zero(dst, s.n, s.oc, s.oh, s.ow, B, "forward dst", shape));
+    // backward-data
+    std::vector<float> dsrc(size_t(s.n) * cdiv(s.ic, s.ib) * s.ib * s.ih * s.iw, kNaN);
+    gemm_conv_backward_data(s, dd.data(), c.w.data(), dsrc.data(), work.data());
+    ref_backward_data(c, ref, mag);
+    got.resize(ref.size());
+    for (int n = 0; n < s.n; ++n)
+      for (int i = 0; i < s.ic; ++i)
+        for (int y = 0; y < s.ih; ++y)
+          for (int x = 0; x < s.iw; ++x)
+            got[((size_t(n) * s.ic + i) * s.ih + y) * s.iw + x] = blocked_at(dsrc, s.ic, s.ih, s.iw, s.ib, n, i, y, x);
+    ASSERT_TRUE(close("backward-data", got, ref, mag, shape));
+    ASSERT_TRUE(padding_zero(dsrc, s.n, s.ic, s.ih, s.iw, s.ib, "diff_src", shape));
+    // backward-weights
+    ref_backward_weights(c, ref, mag, dbref, dbmag);
+    std::vector<float> dw(ref.size(), kNaN), db(size_t(s.oc), kNaN);
+    gemm_conv_backward_weights(s, src.data(), dd.data(), dw.data(), db.data(), false, work.data());
+    ASSERT_TRUE(close("backward-weights", dw, ref, mag, shape));
+    ASSERT_TRUE(close("diff_b", db, dbref, dbmag, shape));
+    gemm_conv_backward_weights(s, src.data(), dd.data(), dw.data(), nullptr, true, work.data());
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] *= 2, mag[i] *= 2;
+    ASSERT_TRUE(close("backward-weights added", dw, ref, mag, shape));
+  }
 }
 
 // The kernels' semantics are oneDNN's convolution_direct (plain formats) for a few shapes.

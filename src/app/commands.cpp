@@ -193,7 +193,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   const int cut = resolve_cut(net, t.cut);
   Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), {t.split, t.features});
   PlanStats st = plan_stats(net, p);
-  print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels)));
+  print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels), cut));
   const double redundant = st.flops_tiled / st.flops_untiled - 1;
   const double tile_max = *std::max_element(st.tile_bytes.begin(), st.tile_bytes.end());
   if (o.json) {

@@ -1,9 +1,12 @@
 #include "engine/kernel_table.hpp"
 
+#include "tiling/plan.hpp"
+
 namespace tt {
 
-std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ctx, bool input_delta) {
+std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ctx, int cut, bool input_delta) {
   std::vector<KernelUse> uses;
+  cut = resolve_cut(net, cut);
   int cb = 1;  // the input map is plain; every convolution writes the blocked layout
   const int n = net.micro_batch();
   for (const LayerSpec& s : net.layers) {
@@ -12,7 +15,7 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
                                  ctx.config.block, cb, !s.batch_normalize);
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
       if (p == ConvPass::BackwardData && s.index == 0 && !input_delta) continue;
-      uses.push_back({s.index, p, choose_conv(ctx, g, p).name});
+      uses.push_back({s.index, p, choose_conv(ctx, g, p, s.index < cut).name});
     }
     cb = ctx.config.block;
   }

@@ -19,8 +19,10 @@ struct KernelUse {
 
 // The kernels an untiled run of `net` (its batch, subdivisions applied) would use on
 // this CPU: forward, backward-data (not for the first layer unless `input_delta`) and
-// backward-weights of every convolution.
-std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ctx, bool input_delta = false);
+// backward-weights of every convolution; layers from `cut` on (-1: the default cut)
+// as the tail runs them.
+std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ctx, int cut = -1,
+                                       bool input_delta = false);
 
 // One line naming every layer and pass that runs a reference kernel, and what that
 // costs; empty when none does.

@@ -122,7 +122,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       request(mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own, ConvKernel::kBwdWeights);
       if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
     }
-    for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds));
+    for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds, opt.tiled));
   }
 
   // Buffers per tile, as the memory plan says.

@@ -60,6 +60,9 @@ struct SegmentOptions {
   // far[t]: at group starts, compute the interior while tile t's halo pieces are in flight
   // (memory_plan.hpp, overlap_parts); empty: never.
   std::vector<bool> far;
+  // false: nothing here is split into tiles (the tail after the cut), so forward and
+  // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
+  bool tiled = true;
 };
 
 class Segment {

@@ -77,7 +77,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .tile_rank = {0},
                                                         .shards = nullptr,
                                                         .recompute = false,
-                                                        .far = {}});
+                                                        .far = {},
+                                                        .tiled = false});
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
   }

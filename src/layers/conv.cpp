@@ -1,5 +1,6 @@
 #include "layers/conv.hpp"
 
+#include "layers/gemm_conv.hpp"
 #include "layers/own_conv.hpp"
 #include "util/error.hpp"
 
@@ -214,6 +215,41 @@ class OwnConv final : public ConvImpl {
   std::string name_;
 };
 
+// OpenBLAS products (gemm_conv.hpp) on the plain oihw weights; backward-weights adds
+// straight into the plain gradient.
+class GemmConv final : public ConvImpl {
+ public:
+  GemmConv(DnnlContext& ctx, const ConvGeom& g, ConvPass pass)
+      : ctx_(ctx),
+        shape_(own_shape(g)),
+        pass_(pass),
+        weights_({g.oc, g.ic, g.k, g.k}, dt::f32, tag::oihw),
+        name_("gemm:openblas") {
+    ctx.reserve_work(gemm_conv_work_floats(shape_));
+  }
+  void run(const ConvIo& io) override {
+    switch (pass_) {
+      case ConvPass::Forward:
+        return gemm_conv_forward(shape_, io.src, io.weights, io.bias, io.dst, ctx_.work());
+      case ConvPass::BackwardData:
+        return gemm_conv_backward_data(shape_, io.diff_dst, io.weights, io.diff_src, ctx_.work());
+      case ConvPass::BackwardWeights:
+        return gemm_conv_backward_weights(shape_, io.src, io.diff_dst, io.diff_weights, io.diff_bias, io.accumulate,
+                                          ctx_.work());
+    }
+  }
+  const memory::desc& weights_desc() const override { return weights_; }
+  const std::string& name() const override { return name_; }
+  bool accumulates() const override { return true; }
+
+ private:
+  DnnlContext& ctx_;
+  OwnConvShape shape_;
+  ConvPass pass_;
+  memory::desc weights_;
+  std::string name_;
+};
+
 }  // namespace
 
 // Forward values must not depend on the box a tile computes (a max-pool near-tie would
@@ -221,37 +257,48 @@ class OwnConv final : public ConvImpl {
 // the own kernel, whatever the path: oneDNN's 1x1 kernels pick their reduction blocking
 // from the map size, and its GEMM-based convolutions (im2col + sgemm, e.g. a 1-channel
 // input without AVX2) sum in an order that depends on the product's shape.
-ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+// Under KernelPath::Auto, wide products go to OpenBLAS: backward-weights everywhere, the
+// other passes where nothing is tiled.
+ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
-  if (ctx.config.path == KernelPath::Own || (forward && g.k == 1 && g.s == 1)) return {true, own};
+  if (ctx.config.path == KernelPath::Auto && (pass == ConvPass::BackwardWeights || !tiled) && gemm_pays(own_shape(g)))
+    return {ConvChoice::Gemm, "gemm:openblas"};
+  if (ctx.config.path == KernelPath::Own || (forward && g.k == 1 && g.s == 1)) return {ConvChoice::Own, own};
   const DnnlDescs d(g);
   const auto fwd = d.forward(ctx.eng);
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
-  if (forward && impl.find("gemm") != std::string::npos) return {true, own};
-  if (ctx.config.path == KernelPath::Auto && is_reference_impl(impl)) return {true, own};
-  return {false, impl};
+  if (forward && impl.find("gemm") != std::string::npos) return {ConvChoice::Own, own};
+  if (ctx.config.path == KernelPath::Auto && is_reference_impl(impl)) return {ConvChoice::Own, own};
+  return {ConvChoice::Dnnl, impl};
 }
 
-std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
-  if (choose_conv(ctx, g, pass).own) return std::make_unique<OwnConv>(g, pass);
+std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
+  switch (choose_conv(ctx, g, pass, tiled).backend) {
+    case ConvChoice::Own:
+      return std::make_unique<OwnConv>(g, pass);
+    case ConvChoice::Gemm:
+      return std::make_unique<GemmConv>(ctx, g, pass);
+    case ConvChoice::Dnnl:
+      break;
+  }
   return std::make_unique<DnnlConv>(ctx, g, pass);
 }
 
-ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds)
+ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds, bool tiled)
     : ctx_(ctx), weights_(weights), g_(g) {
   if (kinds & kFwd) {
-    fwd_ = make_conv_impl(ctx, g, ConvPass::Forward);
+    fwd_ = make_conv_impl(ctx, g, ConvPass::Forward, tiled);
     fwd_slot_ = weights.slot(fwd_->weights_desc(), WeightCache::kForward);
   }
   if (kinds & kBwdData) {
-    bwd_data_ = make_conv_impl(ctx, g, ConvPass::BackwardData);
+    bwd_data_ = make_conv_impl(ctx, g, ConvPass::BackwardData, tiled);
     bwd_data_slot_ = weights.slot(bwd_data_->weights_desc(), WeightCache::kBackwardData);
   }
   if (kinds & kBwdWeights) {
-    bwd_weights_ = make_conv_impl(ctx, g, ConvPass::BackwardWeights);
+    bwd_weights_ = make_conv_impl(ctx, g, ConvPass::BackwardWeights, tiled);
     const memory::desc& dw = bwd_weights_->weights_desc();
     diff_w_mem_ = ctx.grad_scratch(dw);
     if (g.bias) diff_b_ = Buffer(size_t(g.oc));
@@ -298,8 +345,13 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
   io.diff_dst = diff_dst;
   io.diff_weights = ctx_.grad_scratch_data();
   io.diff_bias = g_.bias ? diff_b_.data() : nullptr;
+  const bool direct = grad_w && bwd_weights_->accumulates();
+  if (direct) {
+    io.diff_weights = grad_w;
+    io.accumulate = true;
+  }
   bwd_weights_->run(io);
-  if (grad_w) {
+  if (grad_w && !direct) {
     diff_w_mem_.set_data_handle(ctx_.grad_scratch_data());
     grad_plain_mem_.set_data_handle(grad_w);
     grad_to_plain_.execute(ctx_.strm, grad_args_);

@@ -39,6 +39,7 @@ struct ConvIo {
   float* dst = nullptr;             // forward
   float* diff_src = nullptr;        // backward-data
   float* diff_weights = nullptr;    // backward-weights: overwritten, in weights_desc()
+  bool accumulate = false;          // backward-weights: add into diff_weights (only where accumulates())
   float* diff_bias = nullptr;       // backward-weights with bias: overwritten
 };
 
@@ -50,21 +51,25 @@ class ConvImpl {
   // The weights (forward, backward-data) or weight gradient (backward-weights) layout.
   virtual const memory::desc& weights_desc() const = 0;
   virtual const std::string& name() const = 0;  // "jit:avx2", "own:neon", ...
+  // Backward-weights that can add into a plain oihw gradient itself (no reorder after).
+  virtual bool accumulates() const { return false; }
 };
 
 // The backend a pass runs on, decided from the kernel path and what oneDNN offers for
 // the geometry (a reference kernel counts as nothing under KernelPath::Auto).
 struct ConvChoice {
-  bool own = false;
+  enum Backend { Dnnl, Own, Gemm } backend = Dnnl;
   std::string name;  // the kernel that runs
 };
-ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass);
-std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass);
+// `tiled`: the map may be split into tiles, so forward and backward-data values must not
+// depend on the box's size (false after the cut, where any kernel will do).
+ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled = true);
+std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled = true);
 
 class ConvKernel {
  public:
   enum Kinds { kFwd = 1, kBwdData = 2, kBwdWeights = 4 };
-  ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds);
+  ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g, int kinds, bool tiled = true);
   const ConvGeom& geom() const { return g_; }
   // The kernel each requested pass runs on (empty for passes not requested).
   std::string impl_name(ConvPass p) const;

@@ -43,6 +43,10 @@ memory DnnlContext::grad_scratch(const memory::desc& d) {
   return memory(d, eng, DNNL_MEMORY_NONE);
 }
 
+void DnnlContext::reserve_work(size_t floats) {
+  if (floats > scratch_.size()) scratch_ = Buffer(floats);
+}
+
 void DnnlContext::bind_scratchpad(memory& m) { m.set_data_handle(scratch_.data()); }
 
 void DnnlContext::execute(const dnnl::primitive& p, Args& args) {
@@ -86,6 +90,11 @@ int WeightCache::slot(const memory::desc& d, Use use) {
   Entry e;
   e.desc = d;
   e.uses = use;
+  if (!staged_ && d == plain_) {  // read in place: no copy to keep
+    e.in_place = true;
+    entries_.push_back(std::move(e));
+    return int(entries_.size() - 1);
+  }
   if (staged_)
     place(e);
   else
@@ -143,8 +152,10 @@ void WeightCache::refresh_rows(const float* plain_rows, int o0, int rows, int us
 }
 
 void WeightCache::refresh(const float* plain_weights) {
+  master_ = plain_weights;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
+    if (e.in_place) continue;
     e.src.set_data_handle(const_cast<float*>(plain_weights));
     e.dst.set_data_handle(data(int(i)));
     e.to_format.execute(ctx_.strm, e.args);

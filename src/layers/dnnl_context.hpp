@@ -66,6 +66,10 @@ class DnnlContext {
   // largest request before the first step, and `bind` points a primitive at it.
   memory scratchpad(const memory::desc& d);
   void bind_scratchpad(memory& m);
+  // The same buffer as work space for the project's own kernels: reserve at creation,
+  // read the pointer when running (the buffer may have grown in between).
+  void reserve_work(size_t floats);
+  float* work() const { return scratch_.data(); }
   // Same idea for backward-weights outputs, which are consumed right away; with
   // staged weights they go into the first staging buffer (the engine runs backward-weights
   // only once a layer's staged weights are no longer read).
@@ -88,7 +92,7 @@ class DnnlContext {
 };
 
 // Plain (oihw / x) master weights of one layer mirrored into whatever blocked formats
-// its primitives chose. `refresh` re-reorders (after each update or load, or, staged,
+// its primitives chose (a kernel that reads the plain format reads the master weights). `refresh` re-reorders (after each update or load, or, staged,
 // just before the layer runs); `slot` registers a format for forward or backward-data.
 // Staged, the formatted copies live in the context's staging buffers, shared by all
 // layers, instead of one persistent copy per layer and format; forward and
@@ -105,6 +109,7 @@ class WeightCache {
   void refresh_rows(const float* plain_rows, int o0, int rows, int uses);
   float* data(int slot) const {
     const Entry& e = entries_[size_t(slot)];
+    if (e.in_place) return const_cast<float*>(master_);  // kernels only read weights
     return staged_ ? ctx_.staging(e.stage) : e.buf.data();
   }
   size_t bytes() const {
@@ -123,11 +128,13 @@ class WeightCache {
     memory src, dst;
     Args args;  // built once: executing with a fresh argument map would allocate
     std::vector<RowsReorder> rows;
+    bool in_place = false;  // the plain format itself: data() is the master weights
   };
   DnnlContext& ctx_;
   memory::desc plain_;
   bool staged_;
   std::vector<Entry> entries_;
+  const float* master_ = nullptr;  // the plain weights of the last refresh
 };
 
 }  // namespace tt
