@@ -57,12 +57,13 @@ done
 [ -n "$CPUS" ] || { [ $QUICK = 1 ] && CPUS="cortex-a72" || CPUS="cortex-a53 cortex-a72"; }
 
 # GoogleTest suites that finish in reasonable time under qemu (whole set about 3 min per
-# core). OwnConv*: the own (Highway) convolution kernels; KernelTable.*: which kernel runs
+# core). OwnConv*: the own (Highway) convolution kernels; GemmConv.*: the OpenBLAS ones;
+# KernelTable.*: which kernel runs
 # each pass; ConvBitIdentical, TiledEquivalenceRandom (TILETRAIN_EQ_COUNT configurations
 # per kernel path), LowMemory, NoAllocation: exactness and allocation on the NEON path.
 # Left out: TiledEquivalence.W1 and .HandPicked, Composite/GradCheck.* (too slow under
 # emulation); Cli.* (needs binfmt_misc: it execs the arm64 binary).
-OWN_TESTS='OwnConv*:*/OwnConv*:KernelTable.*'
+OWN_TESTS='OwnConv*:*/OwnConv*:GemmConv.*:KernelTable.*'
 EXACT_TESTS='Paths/ConvBitIdentical.*:TiledEquivalenceRandom*:TiledEquivalence.Map97x131:LowMemory.*:NoAllocation.*:Overlap.*'
 FULL_TESTS="CfgErrors.*:CfgShapes.*:CfgRate.*:Geometry.*:HaloIndex.*:ShardPlan.*:WeightsIO.*"
 FULL_TESTS+=":Pointwise.*:DenseNaive.*:Channels/Pointwise.*:GradCheckLoss.*"
