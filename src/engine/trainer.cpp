@@ -1,7 +1,6 @@
 #include "engine/trainer.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 
 #include "util/error.hpp"
@@ -44,7 +43,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
-    replicated_grad_.assign(size_t(ShardPlan::total(shards_->replicated)), 0.f);
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
@@ -52,15 +50,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
         release_pages(params.values.data() + L.offset, size_t(b - L.offset));
         release_pages(params.values.data() + e, size_t(L.offset + L.n - e));
       }
-  }
-  if (!opt.low_memory && comm.size() > 1) {  // the flat vector in one contiguous part per process
-    const int P = comm.size();
-    if (params.size() / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
-    for (int r = 0; r < P; ++r) {
-      split_displs_.push_back(int(params.size() * r / P));
-      split_counts_.push_back(int(params.size() * (r + 1) / P) - split_displs_.back());
-    }
-    split_tmp_ = Buffer(size_t(*std::max_element(split_counts_.begin(), split_counts_.end())));
   }
   std::vector<bool> far;
   if (opt.overlap != Overlap::Off) {
@@ -76,14 +65,10 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far)});
-  if (!shards_) {  // the tiles' gradients are summed in tile order (tile_order.hpp)
-    const int64_t E = tiled_->tile_grad_end();
-    int64_t max_part = comm.size() == 1 ? E : 0;
-    for (size_t r = 0; r < split_counts_.size(); ++r)
-      max_part = std::max<int64_t>(
-          max_part, std::min<int64_t>(split_displs_[r] + int64_t(split_counts_[r]), E) - std::min<int64_t>(split_displs_[r], E));
-    grad_order_ = std::make_unique<TileOrder>(comm, ranks, max_part);
-  }
+  if (shards_)
+    sync_ = std::make_unique<ShardedSync>(comm, *shards_);
+  else
+    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size());
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed});
@@ -106,11 +91,7 @@ Trainer::Memory Trainer::memory() const {
   m.maps_mb += cut_map_.size() * 4 / 1048576.0;
   m.deltas_mb += cut_delta_.size() * 4 / 1048576.0;
   // Weights, gradients and momentum: all of them, or the replicated ones and this process's parts.
-  double kept = 3. * double(params_.values.size());
-  if (shards_) kept = 3. * double(ShardPlan::total(shards_->replicated) + ShardPlan::total(shards_->owned));
-  if (!split_counts_.empty()) kept = 2. * double(params_.values.size()) + split_counts_[size_t(comm_.rank())];
-  if (grad_order_)  // several tiles here: the gradients of all but the first, and the sum's buffers
-    kept += double(tiled_->tile_grads().size() - 1) * double(tiled_->tile_grad_end()) + grad_order_->buffer_bytes() / 4.;
+  const double kept = sync_->kept_floats();
   m.kept_mb = kept * 4 / 1048576.0;
   m.filters_mb += m.kept_mb + ctx_.staging_bytes() / 1048576.0;
   return m;
@@ -142,32 +123,17 @@ void Trainer::set_momentum(std::span<const float> v) {
 
 std::vector<float> Trainer::gather_momentum() {
   std::vector<float> m(momentum_.data(), momentum_.data() + momentum_.size());
-  if (!split_counts_.empty()) comm_.all_gather_v(m.data(), split_counts_, split_displs_);
-  if (shards_)
-    for (const ShardPlan::Layer& L : shards_->layers)
-      if (L.n > 0) comm_.all_gather_v(m.data() + L.offset, L.counts, L.displs);
+  sync_->gather(m.data());
   return m;
 }
 
+// Only this process's parts: the others' pages stay untouched (sharded: unmapped).
 void Trainer::restore_momentum(std::span<const float> whole) {
   if (whole.size() != momentum_.size()) fail("internal: momentum of ", whole.size(), " values for ", momentum_.size());
-  auto take = [&](int64_t b, int64_t e) { std::copy(whole.begin() + b, whole.begin() + e, momentum_.data() + b); };
-  if (!split_counts_.empty()) {
-    const int64_t lo = split_displs_[size_t(comm_.rank())];
-    take(lo, lo + split_counts_[size_t(comm_.rank())]);
-  } else if (shards_) {  // only this process's pages: the others stay unmapped
-    for (const auto& [b, e] : shards_->replicated) take(b, e);
-    for (const auto& [b, e] : shards_->owned) take(b, e);
-  } else {
-    take(0, int64_t(whole.size()));
-  }
+  for (const auto& [b, e] : sync_->updated()) std::copy(whole.begin() + b, whole.begin() + e, momentum_.data() + b);
 }
 
-void Trainer::gather_weights() {
-  if (!shards_) return;
-  for (const ShardPlan::Layer& L : shards_->layers)
-    if (L.n > 0) comm_.all_gather_v(params_.values.data() + L.offset, L.counts, L.displs);
-}
+void Trainer::gather_weights() { sync_->gather_weights(params_.values.data()); }
 
 void Trainer::reload_weights() {
   tiled_->refresh_weights();
@@ -249,38 +215,11 @@ double Trainer::forward_backward(const float* input, const float* truth) {
 void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
-  const bool split = !shards_ && comm_.size() > 1;  // optimizer state split across processes
-  if (!shards_) {  // each process sums, and then updates, its part of the flat vector
-    // The tiled layers' gradients, tile by tile in tile order; the layers after the cut
-    // (only the root's are not zero, so any order gives the same bits) in a ring.
-    const int64_t E = tiled_->tile_grad_end();
-    grad_order_->reduce_scatter(tiled_->tile_grads(), E, split_counts_, split_displs_, g);
-    if (split) {
-      std::vector<int> counts(split_counts_.size()), displs(split_counts_.size());
-      for (size_t r = 0; r < counts.size(); ++r) {
-        const int64_t b = std::max<int64_t>(split_displs_[r], E), e = split_displs_[r] + int64_t(split_counts_[r]);
-        displs[r] = int(b - E);
-        counts[r] = int(std::max<int64_t>(e - b, 0));
-      }
-      comm_.reduce_scatter(g + E, counts, displs, split_tmp_.data());
-    }
-  } else {  // the sharded weights' gradients were reduce-scattered during backward
-    float* r = replicated_grad_.data();
-    for (const auto& [b, e] : shards_->replicated) r = std::copy(g + b, g + e, r);
-    comm_.allreduce_sum(replicated_grad_.data(), replicated_grad_.size());
-    r = replicated_grad_.data();
-    for (const auto& [b, e] : shards_->replicated) {
-      std::copy(r, r + (e - b), g + b);
-      r += e - b;
-    }
-  }
+  sync_->reduce(g);
   times_.weights += now_s() - w0;
   if (opt_.need_input_delta) {
     last_grad_.assign(g, g + grad_.size());
-    if (split) comm_.all_gather_v(last_grad_.data(), split_counts_, split_displs_);
-    if (shards_)
-      for (const ShardPlan::Layer& L : shards_->layers)
-        if (L.n > 0) comm_.all_gather_v(last_grad_.data() + L.offset, L.counts, L.displs);
+    sync_->gather(last_grad_.data());
   }
   const double u0 = now_s();
   params_.seen += net_.batch;  // Darknet counts this batch before asking for its rate
@@ -289,41 +228,25 @@ void Trainer::update() {
   const float B = float(net_.batch);
   float* w = params_.values.data();
   float* v = momentum_.data();
-  const int64_t lo = split ? split_displs_[size_t(comm_.rank())] : 0;
-  const int64_t hi = split ? lo + split_counts_[size_t(comm_.rank())] : params_.size();
-  auto sgd = [&](int64_t begin, int64_t end, float wd) {  // on this process's part of [begin, end)
-    for (int64_t i = std::max(begin, lo); i < std::min(end, hi); ++i) {
-      v[i] = m * v[i] - g[i] - wd * B * w[i];
-      w[i] += (lr / B) * v[i];
-    }
+  auto sgd = [&](int64_t begin, int64_t end, float wd) {  // on this process's parts of [begin, end)
+    for (const auto& [lo, hi] : sync_->updated())
+      for (int64_t i = std::max(begin, lo); i < std::min(end, hi); ++i) {
+        v[i] = m * v[i] - g[i] - wd * B * w[i];
+        w[i] += (lr / B) * v[i];
+      }
   };
   for (const auto& l : net_.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& ps = params_.slices[l.index];
     sgd(ps.biases, ps.biases + ps.n_out, 0.f);
     if (ps.scales >= 0) sgd(ps.scales, ps.scales + ps.n_out, 0.f);
-    if (shards_ && shards_->layers[l.index].n > 0) {  // this process's part only
-      const auto [b, e] = shards_->mine(shards_->layers[l.index]);
-      sgd(b, e, decay);
-    } else {
-      sgd(ps.weights, ps.weights + ps.n_weights, decay);
-    }
+    sgd(ps.weights, ps.weights + ps.n_weights, decay);
   }
-  // Zeroed for the next batch: everything, or (sharded) the parts this process touched.
-  if (shards_) {
-    for (const auto& [b, e] : shards_->replicated) std::fill(g + b, g + e, 0.f);
-    for (const auto& [b, e] : shards_->owned) std::fill(g + b, g + e, 0.f);
-  } else {
-    std::fill(g, g + grad_.size(), 0.f);
-    tiled_->zero_tile_grads();
-  }
-  double gather_s = 0;
-  if (split) {
-    const double a0 = now_s();
-    comm_.all_gather_v(w, split_counts_, split_displs_);
-    gather_s = now_s() - a0;
-    times_.weights += gather_s;
-  }
+  sync_->zero(g);
+  const double a0 = now_s();
+  sync_->share_weights(w);
+  const double gather_s = now_s() - a0;
+  times_.weights += gather_s;
   ++step_;
   micro_ = 0;
   const double r0 = now_s();
@@ -332,10 +255,7 @@ void Trainer::update() {
   times_.update += now_s() - u0 - gather_s;
   if (opt_.need_input_delta) {  // verify compares whole weights and momentum
     gather_weights();
-    if (split) comm_.all_gather_v(momentum_.data(), split_counts_, split_displs_);
-    if (shards_)
-      for (const ShardPlan::Layer& L : shards_->layers)
-        if (L.n > 0) comm_.all_gather_v(momentum_.data() + L.offset, L.counts, L.displs);
+    sync_->gather(momentum_.data());
   }
 }
 

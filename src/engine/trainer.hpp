@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/gradient_sync.hpp"
 #include "engine/segment.hpp"
 #include "engine/shards.hpp"
 #include "engine/tail.hpp"
@@ -63,7 +64,7 @@ class Trainer {
   // Forward only in inference mode (batch-norm running statistics, no dropout).
   const float* predict(const float* input);
   // Sums gradients across processes, applies the SGD update, zeroes the gradients. With
-  // several processes each updates its own part of the parameters (see split_counts_).
+  // several processes each updates its own part of the parameters (gradient_sync.hpp).
   void update();
   // forward_backward over all subdivisions of a batch (net.batch samples) + update.
   double train_step(const float* input, const float* truth);
@@ -121,14 +122,8 @@ class Trainer {
   Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
   std::vector<float> last_grad_;
   mutable std::vector<float> summed_grad_;  // grad() with several tiles
-  std::unique_ptr<ShardPlan> shards_;
-  std::unique_ptr<TileOrder> grad_order_;  // not sharded: sums the tiles' gradients
-  std::vector<float> replicated_grad_;  // sharded: the replicated gradients, packed for one all-reduce
-  // Several processes, not sharded: each sums and updates one contiguous part of the flat
-  // parameter vector (reduce-scatter, SGD on its part, all-gather of the weights), so the
-  // update is split and only that part of the momentum is ever touched.
-  std::vector<int> split_counts_, split_displs_;
-  Buffer split_tmp_;
+  std::unique_ptr<ShardPlan> shards_;  // --low-memory
+  std::unique_ptr<GradientSync> sync_;  // how the batch's gradients become the update
   std::unique_ptr<Segment> tiled_;
   std::unique_ptr<Tail> tail_;   // root only
   Buffer cut_map_, cut_delta_;   // whole map at the cut and its delta (root only)

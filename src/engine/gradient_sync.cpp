@@ -1,0 +1,96 @@
+#include "engine/gradient_sync.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "util/error.hpp"
+
+namespace tt {
+
+TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params)
+    : comm_(comm), tiled_(tiled), n_(params) {
+  const int P = comm.size();
+  if (P > 1) {
+    if (params / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
+    for (int r = 0; r < P; ++r) {
+      displs_.push_back(int(params * r / P));
+      counts_.push_back(int(params * (r + 1) / P) - displs_.back());
+    }
+    ring_tmp_ = Buffer(size_t(*std::max_element(counts_.begin(), counts_.end())));
+    updated_ = {{displs_[size_t(comm.rank())], displs_[size_t(comm.rank())] + int64_t(counts_[size_t(comm.rank())])}};
+  } else {
+    updated_ = {{0, params}};
+  }
+  const int64_t E = tiled.tile_grad_end();
+  int64_t max_part = P == 1 ? E : 0;
+  for (size_t r = 0; r < counts_.size(); ++r)
+    max_part = std::max<int64_t>(max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) -
+                                               std::min<int64_t>(displs_[r], E));
+  order_ = std::make_unique<TileOrder>(comm, tile_rank, max_part);
+}
+
+// The tiled layers' gradients tile by tile in tile order; the layers after the cut (only
+// the root's are not zero, so any order gives the same bits) round a ring.
+void TileOrderSync::reduce(float* grad) {
+  const int64_t E = tiled_.tile_grad_end();
+  order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
+  if (comm_.size() == 1) return;
+  std::vector<int> counts(counts_.size()), displs(counts_.size());
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const int64_t b = std::max<int64_t>(displs_[r], E), e = displs_[r] + int64_t(counts_[r]);
+    displs[r] = int(b - E);
+    counts[r] = int(std::max<int64_t>(e - b, 0));
+  }
+  comm_.reduce_scatter(grad + E, counts, displs, ring_tmp_.data());
+}
+
+void TileOrderSync::zero(float* grad) {
+  std::fill(grad, grad + n_, 0.f);
+  tiled_.zero_tile_grads();
+}
+
+void TileOrderSync::share_weights(float* weights) { gather(weights); }
+
+void TileOrderSync::gather(float* v) {
+  if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
+}
+
+// Weights and gradient whole, momentum only in the updated part (its other pages are never
+// written); the gradients of this process's tiles after the first, and the sum's buffers.
+double TileOrderSync::kept_floats() const {
+  const double n = double(n_);
+  double kept = comm_.size() == 1 ? 3 * n : 2 * n + double(updated_[0].second - updated_[0].first);
+  kept += double(tiled_.tile_grads().size() - 1) * double(tiled_.tile_grad_end()) + order_->buffer_bytes() / 4.;
+  return kept;
+}
+
+ShardedSync::ShardedSync(Comm& comm, const ShardPlan& shards) : comm_(comm), shards_(shards) {
+  updated_ = shards.replicated;
+  updated_.insert(updated_.end(), shards.owned.begin(), shards.owned.end());
+  std::sort(updated_.begin(), updated_.end());
+  packed_.assign(size_t(ShardPlan::total(shards.replicated)), 0.f);
+}
+
+void ShardedSync::reduce(float* grad) {
+  float* r = packed_.data();
+  for (const auto& [b, e] : shards_.replicated) r = std::copy(grad + b, grad + e, r);
+  comm_.allreduce_sum(packed_.data(), packed_.size());
+  r = packed_.data();
+  for (const auto& [b, e] : shards_.replicated) {
+    std::copy(r, r + (e - b), grad + b);
+    r += e - b;
+  }
+}
+
+void ShardedSync::zero(float* grad) {
+  for (const auto& [b, e] : updated_) std::fill(grad + b, grad + e, 0.f);
+}
+
+void ShardedSync::gather(float* v) {
+  for (const ShardPlan::Layer& L : shards_.layers)
+    if (L.n > 0) comm_.all_gather_v(v + L.offset, L.counts, L.displs);
+}
+
+double ShardedSync::kept_floats() const { return 3. * double(ShardPlan::total(updated_)); }
+
+}  // namespace tt

@@ -1,0 +1,83 @@
+// How a batch's gradients become one update across processes: one object per way of doing
+// it, chosen once by the trainer.
+//   TileOrderSync  (default): the tiles' gradients are summed in tile order (tile_order.hpp).
+//                  On several processes the optimizer is split: each one sums, and applies
+//                  SGD to, one contiguous part of the flat parameter vector, then the
+//                  weights are all-gathered; only that part of the momentum is touched.
+//   ShardedSync    (--low-memory): the tiled convolutions' weights, gradients and momentum
+//                  are sharded (shards.hpp); their gradients were reduce-scattered during
+//                  backward, the rest (replicated) is all-reduced here.
+// The SGD itself (Trainer::update) is elementwise over the ranges updated() names.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engine/segment.hpp"
+#include "engine/shards.hpp"
+#include "engine/tile_order.hpp"
+
+namespace tt {
+
+class GradientSync {
+ public:
+  using Range = std::pair<int64_t, int64_t>;  // [begin, end) of the flat parameter vector
+  virtual ~GradientSync() = default;
+  // Sums the batch's gradients over tiles and processes into `grad` on updated().
+  virtual void reduce(float* grad) = 0;
+  // The parameters this process applies SGD to (sorted, disjoint).
+  virtual const std::vector<Range>& updated() const = 0;
+  // Clears what the batch wrote, for the next one.
+  virtual void zero(float* grad) = 0;
+  // After SGD: every process gets the weights the others updated.
+  virtual void share_weights(float* /*weights*/) {}
+  // A whole gradient or momentum vector from every process's parts, in place.
+  virtual void gather(float* v) = 0;
+  // Whole weights on every process (they are whole already unless sharded).
+  virtual void gather_weights(float* /*weights*/) {}
+  // Floats this process keeps for weights, gradient and momentum (and the sums' buffers).
+  virtual double kept_floats() const = 0;
+};
+
+// The tiles' gradients live where `tiled` keeps them (tile_grads()); `params` is the flat
+// vector (its size and, sharded, the pages to release when need_input_delta is false).
+class TileOrderSync final : public GradientSync {
+ public:
+  TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params);
+  void reduce(float* grad) override;
+  const std::vector<Range>& updated() const override { return updated_; }
+  void zero(float* grad) override;
+  void share_weights(float* weights) override;
+  void gather(float* v) override;
+  double kept_floats() const override;
+
+ private:
+  Comm& comm_;
+  Segment& tiled_;
+  int64_t n_;
+  std::vector<int> counts_, displs_;  // several processes: each one's part of [0, n)
+  std::vector<Range> updated_;
+  Buffer ring_tmp_;  // the tail's ring reduce-scatter: its largest part
+  std::unique_ptr<TileOrder> order_;
+};
+
+class ShardedSync final : public GradientSync {
+ public:
+  ShardedSync(Comm& comm, const ShardPlan& shards);
+  void reduce(float* grad) override;
+  const std::vector<Range>& updated() const override { return updated_; }
+  void zero(float* grad) override;
+  void gather(float* v) override;
+  void gather_weights(float* weights) override { gather(weights); }
+  double kept_floats() const override;
+
+ private:
+  Comm& comm_;
+  const ShardPlan& shards_;
+  std::vector<Range> updated_;
+  std::vector<float> packed_;  // the replicated gradients, packed for one all-reduce
+};
+
+}  // namespace tt
