@@ -7,7 +7,7 @@
 #                         [--cpus "cortex-a53 cortex-a72"] [--filter GTEST_FILTER]
 #
 #   --quick          only QEMU_CPU=cortex-a72 and a smaller set of unit tests
-#   --budget S       wall-time budget of the whole run in seconds (default 900); every step's
+#   --budget S       wall-time budget of the whole run in seconds (default 1500); every step's
 #                    timeout is cut to what is left, and steps that no longer fit are reported
 #                    as SKIP (which counts as a failure)
 #   --no-install     do not install anything (fail later if something is missing)
@@ -35,7 +35,7 @@ JOBS=${JOBS:-$(nproc)}
 LOGDIR=${LOGDIR:-$BUILD/test-arm64-logs}
 
 SELF=$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")
-QUICK=0 INSTALL=1 BUILD_IT=1 BUDGET=900 CPUS="" FILTER="" CALL=()
+QUICK=0 INSTALL=1 BUILD_IT=1 BUDGET=1500 CPUS="" FILTER="" CALL=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --call-internal) shift; CALL=("$@"); break ;;   # run one of the functions below (under timeout)
