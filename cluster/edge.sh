@@ -304,10 +304,32 @@ cmd_link() {
   local k=${1#dev}
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "link: no device '$1' (dev0-dev$((devices - 1)))"
   case ${2:-} in
-    up | down) ip netns exec $ns-sw ip link set d$k "$2" ;;
+    down) ip netns exec $ns-sw ip link set d$k down ;;
+    up)
+      ip netns exec $ns-sw ip link set d$k up
+      wait_reachable "$k"
+      ;;
     *) die "link: say up or down" ;;
   esac
   echo "dev$k link $2"
+}
+
+# Returns once device $1 reaches the launcher and every other device (a TCP connect to a
+# closed port: refused means the packet got there and back), as a re-plugged cable would
+# be used only once the link works. Open MPI 4.1.4 started right after the link came back
+# sometimes failed its first connect ("Open MPI failed to TCP connect", EAGAIN) and hung.
+wait_reachable() {
+  local k=$1 j addr tries
+  for addr in $subnet.254 $(for ((j = 0; j < devices; j++)); do [ "$j" -eq "$k" ] || echo "$subnet.$((j + 1))"; done); do
+    for ((tries = 0; ; tries++)); do
+      # bash's /dev/tcp: "Connection refused" (status 1 quickly) means reachable.
+      local said
+      said=$(ip netns exec $ns-dev$k timeout 1 bash -c "exec 3<>/dev/tcp/$addr/9" 2>&1 || true)
+      [[ "$said" == *refused* ]] && break
+      [ "$tries" -lt 20 ] || die "link: dev$k does not reach $addr (20 tries in about 30 s after its link came up)"
+      sleep 0.5
+    done
+  done
 }
 
 cmd_speed() {

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   RunOptions o;
   int steps = 10, warmup = 2;
-  int peer_timeout_s = 10;
+  MpiOptions mpi_options;
 
   auto common = [&](CLI::App* c, bool tiling) {
     c->add_option("--cfg", o.cfg, "Darknet .cfg file")->required();
@@ -25,9 +25,14 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "onednn", "own"}));
     if (!tiling) return;
-    c->add_option("--peer-timeout", peer_timeout_s,
+    c->add_option("--peer-timeout", mpi_options.peer_timeout_s,
                   "under mpirun: seconds without a sign of life from another process (its device, link or process "
                   "gone) before this one stops with an error naming it; 0 waits forever")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--stall-timeout", mpi_options.stall_timeout_s,
+                  "under mpirun: seconds every process may wait on the others with no data arriving, all of them "
+                  "alive, before the job counts as stuck in its transport and stops with an error; 0 waits forever")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
@@ -174,7 +179,7 @@ int main(int argc, char** argv) {
   };
   try {
     if (launched_by_mpirun()) {
-      mpi = std::make_unique<MpiComm>(&argc, &argv, peer_timeout_s);
+      mpi = std::make_unique<MpiComm>(&argc, &argv, mpi_options);
       comm = mpi.get();
     }
     // info and plan involve no tiles: under mpirun only rank 0 prints them.

@@ -35,6 +35,15 @@ class Heartbeat {
   // Seconds since the last beat from `peer`; -1 if none ever came (UDP blocked between
   // the two: then silence says nothing).
   double silent_for(int peer) const;
+  // The caller's thread says it has been waiting on communication with no data arriving
+  // since `since_ns` (clock_ns()), or 0: not waiting, or data came. Beats carry it, so
+  // that every process can tell when all of them wait at once with nothing arriving: a
+  // stuck transport, not a slow peer.
+  void set_stalled_since(int64_t since_ns) { stalled_since_ns_ = since_ns; }
+  // Seconds `peer` has waited with no data arriving, as its last beat said; -1 if it was
+  // not waiting (or never beat).
+  double stalled_for(int peer) const;
+  static int64_t clock_ns();
 
  private:
   void run();
@@ -44,6 +53,8 @@ class Heartbeat {
   BeatAddress local_;
   std::vector<BeatAddress> peers_;
   std::unique_ptr<std::atomic<int64_t>[]> last_ns_;
+  std::unique_ptr<std::atomic<int64_t>[]> peer_stalled_since_ns_;  // on this clock; 0: not stalled
+  std::atomic<int64_t> stalled_since_ns_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -1,5 +1,6 @@
 #include "comm/mpi_comm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "util/error.hpp"
+#include "util/sys.hpp"
 
 namespace tt {
 
@@ -14,7 +16,7 @@ namespace {
 constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
 }  // namespace
 
-MpiComm::MpiComm(int* argc, char*** argv, double peer_timeout_s) : peer_timeout_s_(peer_timeout_s) {
+MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(options) {
   int provided = 0;  // only this thread calls MPI; the heartbeat thread does not
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -27,7 +29,7 @@ MpiComm::MpiComm(int* argc, char*** argv, double peer_timeout_s) : peer_timeout_
   requests_.reserve(1024);
   request_peers_.reserve(1024);
   hosts_ = gather_hosts();
-  if (size_ > 1 && peer_timeout_s_ > 0) {
+  if (size_ > 1 && (options_.peer_timeout_s > 0 || options_.stall_timeout_s > 0)) {
     // A job number tells this job's beats from any other's.
     uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
     check(MPI_Bcast(&job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
@@ -60,6 +62,17 @@ void MpiComm::check(int rc, const char* what) const {
 void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers) {
   const double start = MPI_Wtime();
   double next_check = start + 0.2;
+  // Data arriving (bytes Open MPI reads from its sockets) is progress, however slow.
+  int64_t read_bytes = heartbeat_ ? thread_read_bytes() : -1;
+  double quiet_since = start;
+  struct NotWaiting {  // on every way out
+    Heartbeat* h;
+    ~NotWaiting() {
+      if (h) h->set_stalled_since(0);
+    }
+  } not_waiting{heartbeat_.get()};
+  if (heartbeat_ && read_bytes >= 0) heartbeat_->set_stalled_since(Heartbeat::clock_ns());
+  all_stalled_since_ = -1;
   for (;;) {
     int done = 0;
     check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
@@ -72,19 +85,43 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<con
       const int p = peers.empty() ? k : peers[size_t(k)];
       if (p == rank_) continue;
       const double silent = heartbeat_->silent_for(p);
-      if (silent < 0 && now - start > peer_timeout_s_ && !warned_deaf_) {
+      if (silent < 0 && now - start > std::max(options_.peer_timeout_s, 10.) && !warned_deaf_) {
         warned_deaf_ = true;
         std::fprintf(stderr,
                      "tiletrain: warning (rank %d on %s): no heartbeat ever came from rank %d on %s (UDP between them "
                      "blocked?): a lost peer will not be noticed, the job may hang instead\n",
                      rank_, host_.c_str(), p, hosts_[size_t(p)].c_str());
       }
-      if (silent > peer_timeout_s_)
+      if (options_.peer_timeout_s > 0 && silent > options_.peer_timeout_s)
         fail("rank ", rank_, " (", host_, ") lost rank ", p, " on host ", hosts_[size_t(p)], ": no sign of life for ",
-             int(silent), " s (--peer-timeout ", std::to_string(int(peer_timeout_s_)), ") while waiting in ", what,
-             "; its device, its link or the process is gone");
+             int(silent), " s (--peer-timeout ", std::to_string(int(options_.peer_timeout_s)), ") while waiting in ",
+             what, "; its device, its link or the process is gone");
     }
+    if (read_bytes < 0) continue;  // cannot tell data from none
+    const int64_t r = thread_read_bytes();
+    if (r != read_bytes) {
+      read_bytes = r;
+      quiet_since = now;
+      heartbeat_->set_stalled_since(Heartbeat::clock_ns());
+    }
+    check_stall(now, now - quiet_since, what);
   }
+}
+
+void MpiComm::check_stall(double now, double stalled_s, const char* what) {
+  const double limit = options_.stall_timeout_s;
+  bool all = limit > 0 && stalled_s > limit;
+  for (int p = 0; all && p < size_; ++p) all = p == rank_ || heartbeat_->stalled_for(p) > limit;
+  if (!all) {
+    all_stalled_since_ = -1;
+    return;
+  }
+  if (all_stalled_since_ < 0) all_stalled_since_ = now;
+  if (now - all_stalled_since_ < 1.5) return;
+  fail("rank ", rank_, " (", host_, ") and every other rank have waited ", int(stalled_s),
+       " s with no data arriving (--stall-timeout ", std::to_string(int(limit)), "), while waiting in ", what,
+       ", though all of them are alive: the transport between them is stuck, not slow. Look above for an Open MPI "
+       "warning about a failed TCP connection; a firewall that drops TCP but lets UDP through does this too");
 }
 
 void MpiComm::allreduce_sum(double* data, size_t n) {

@@ -3,7 +3,10 @@
 // tt::Error naming the rank; a rank that dies makes mpirun end the others. Every wait
 // polls (non-blocking calls only) and watches a Heartbeat: a peer that stays silent for
 // longer than the peer timeout (its device, link or process gone) ends the wait with an
-// error naming that peer's rank and host, instead of a hang.
+// error naming that peer's rank and host, instead of a hang. Beats also say who is waiting
+// with no data arriving: when every rank has, for longer than the stall timeout, the
+// transport itself is stuck (a TCP connection Open MPI failed to make; a firewall that
+// drops TCP but not UDP) and the wait ends with an error too.
 #pragma once
 #include <mpi.h>
 
@@ -15,10 +18,14 @@
 
 namespace tt {
 
+struct MpiOptions {
+  double peer_timeout_s = 10;   // silence after which a peer counts as lost (0: never)
+  double stall_timeout_s = 60;  // every rank waiting with no data arriving: stuck (0: never)
+};
+
 class MpiComm final : public Comm {
  public:
-  // peer_timeout_s: seconds of silence after which a peer counts as lost (0: never).
-  MpiComm(int* argc, char*** argv, double peer_timeout_s);
+  MpiComm(int* argc, char*** argv, const MpiOptions& options);
   ~MpiComm() override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -51,7 +58,12 @@ class MpiComm final : public Comm {
   void complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers);
   void complete(MPI_Request req, const char* what) { complete(&req, 1, what, {}); }
   int rank_ = 0, size_ = 1;
-  double peer_timeout_s_;
+  // Throws once this rank and every other one have waited for longer than the stall
+  // timeout with no data arriving (seen at two checks at least 1.5 s apart, so that a
+  // peer's beat saying otherwise has had time to come).
+  void check_stall(double now, double stalled_s, const char* what);
+  MpiOptions options_;
+  double all_stalled_since_ = -1;
   std::string host_;
   std::vector<std::string> hosts_;
   std::vector<MPI_Request> requests_;

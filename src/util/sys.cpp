@@ -1,9 +1,12 @@
 #include "util/sys.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "util/error.hpp"
@@ -14,6 +17,22 @@ double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss / 1024.0;
+}
+
+int64_t thread_read_bytes() {
+  thread_local int64_t own = 0;  // what earlier calls read from /proc: the kernel counts it too
+  const int fd = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* r = std::strstr(buf, "rchar:");
+  if (!r) return -1;
+  const int64_t total = std::strtoll(r + 6, nullptr, 10) - own;
+  own += n;
+  return total;
 }
 
 void check_can_write(const std::string& path) {

@@ -1,6 +1,7 @@
 // Small system helpers: wall clock, peak RSS, atomic file writes.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -14,6 +15,11 @@ inline double now_s() {
 
 // Peak resident set size of this process in MB (getrusage ru_maxrss).
 double peak_rss_mb();
+
+// Bytes the calling thread has read with read()/readv() — sockets included, which is how
+// Open MPI's TCP transport takes in data — not counting this function's own reads of
+// /proc; -1 where the kernel does not say (no /proc/thread-self/io).
+int64_t thread_read_bytes();
 
 // Throws unless `path`'s folder exists and is writable: checked before a long run, not
 // after it.
