@@ -28,18 +28,25 @@ MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(
   host_.assign(name, size_t(len));
   requests_.reserve(1024);
   request_peers_.reserve(1024);
+  // The first messages between ranks: Open MPI makes its TCP connections now. If one
+  // fails, nothing beats yet to tell, so these waits have a deadline of their own.
+  start_limit_s_ = options_.stall_timeout_s;
   hosts_ = gather_hosts();
   if (size_ > 1 && (options_.peer_timeout_s > 0 || options_.stall_timeout_s > 0)) {
     // A job number tells this job's beats from any other's.
     uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
-    check(MPI_Bcast(&job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
+    MPI_Request r;
+    check(MPI_Ibcast(&job, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &r), "broadcast");
+    complete(r, "the start");
     heartbeat_ = std::make_unique<Heartbeat>(rank_, size_, job);
     std::vector<BeatAddress> all(static_cast<size_t>(size_));
-    check(MPI_Allgather(&heartbeat_->local(), sizeof(BeatAddress), MPI_BYTE, all.data(), sizeof(BeatAddress),
-                        MPI_BYTE, MPI_COMM_WORLD),
+    check(MPI_Iallgather(&heartbeat_->local(), sizeof(BeatAddress), MPI_BYTE, all.data(), sizeof(BeatAddress),
+                         MPI_BYTE, MPI_COMM_WORLD, &r),
           "allgather");
+    complete(r, "the start");
     heartbeat_->start(all);
   }
+  start_limit_s_ = 0;
 }
 
 MpiComm::~MpiComm() {
@@ -79,7 +86,15 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<con
     if (done) return;
     const double now = MPI_Wtime();
     if (now - start > 0.002) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (!heartbeat_ || now < next_check) continue;
+    if (!heartbeat_) {
+      if (start_limit_s_ > 0 && now - start > start_limit_s_)
+        fail("rank ", rank_, " (", host_, "): the ranks could not exchange their first messages within ",
+             int(start_limit_s_), " s (--stall-timeout ", std::to_string(int(start_limit_s_)),
+             "): the transport between them is stuck. Look above for an Open MPI warning about a failed TCP "
+             "connection; a firewall that drops TCP between the devices does this too");
+      continue;
+    }
+    if (now < next_check) continue;
     next_check = now + 0.2;
     for (int k = 0; k < (peers.empty() ? size_ : int(peers.size())); ++k) {
       const int p = peers.empty() ? k : peers[size_t(k)];
@@ -285,9 +300,11 @@ std::vector<std::string> MpiComm::all_gather(const std::string& s) {
 std::vector<std::string> MpiComm::gather_hosts() {
   std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all(size_t(size_) * MPI_MAX_PROCESSOR_NAME, '\0');
   std::copy(host_.begin(), host_.end(), mine.begin());
-  check(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                      MPI_COMM_WORLD),
+  MPI_Request req;
+  check(MPI_Iallgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                       MPI_COMM_WORLD, &req),
         "allgather");
+  complete(req, "the start");
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r) out.emplace_back(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
   return out;

@@ -64,6 +64,7 @@ class MpiComm final : public Comm {
   void check_stall(double now, double stalled_s, const char* what);
   MpiOptions options_;
   double all_stalled_since_ = -1;
+  double start_limit_s_ = 0;  // while the constructor's first exchanges run: their deadline
   std::string host_;
   std::vector<std::string> hosts_;
   std::vector<MPI_Request> requests_;

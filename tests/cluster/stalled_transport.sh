@@ -3,7 +3,9 @@
 # passes (every process keeps beating, so none counts as lost): all ranks end up waiting
 # with no data arriving. The job must end with a non-zero status soon after the stall
 # timeout, say that the transport is stuck, and leave no weights file. It is what a
-# failed Open MPI TCP connection looked like (the job hung, every process alive). Then,
+# failed Open MPI TCP connection looked like (the job hung, every process alive). A job
+# started while TCP is still dropped must end too (no beats yet: the start has a deadline
+# of its own). Then,
 # on a link so slow that the gradient sum takes seconds, a stall timeout of 1 s must not
 # fire: data arriving slowly is progress.
 # Usage: stalled_transport.sh TILETRAIN_BINARY
@@ -41,6 +43,14 @@ echo "job ended with status $rc, ${took} s after TCP between the devices stopped
 grep -q "no data arriving (--stall-timeout 15)" "$tmp/log" || { echo "FAIL: no message saying the transport is stuck"; exit 1; }
 if grep -q "lost rank" "$tmp/log"; then echo "FAIL: a live peer was called lost"; exit 1; fi
 if ls "$tmp"/out.weights* >/dev/null 2>&1; then echo "FAIL: a weights file was written"; ls -la "$tmp"; exit 1; fi
+start=$(date +%s)
+timeout 120 "$edge" run -- "${args[@]}" --stall-timeout 10 --steps 2 >"$tmp/log1" 2>&1
+rc=$?
+cat "$tmp/log1"
+echo "a job started with TCP dropped ended with status $rc after $(($(date +%s) - start)) s"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: status $rc (124: still running after 120 s)"; exit 1; }
+grep -q "could not exchange their first messages within 10 s" "$tmp/log1" || {
+  echo "FAIL: no message saying the start is stuck"; exit 1; }
 # 13 MB of gradients and weights over 10 Mbit/s: waits of seconds with data flowing.
 edge up --devices 2 --link 10mbit >/dev/null || exit 1
 edge run -- train --cfg "$src/cfgs/yolov2-16.cfg" --grid 1x2 --size 96x96 --steps 2 --stall-timeout 1 >"$tmp/log2" 2>&1 || {
