@@ -15,9 +15,11 @@ esac
 cluster=${EDGE_CLUSTER:-main}
 ns=tt-$cluster-dev$k
 ip netns list | awk '{print $1}' | grep -qx "$ns" || { echo "agent.sh: no namespace $ns (is the cluster up?)" >&2; exit 255; }
-# Join the device's cgroups here: `ip netns exec` mounts the namespace's own /sys, which
-# hides /sys/fs/cgroup; the cgroups stay with this process through exec.
+# Join the device's cgroups; they stay with this process through exec.
 for d in /sys/fs/cgroup/{cpu/,memory/,}tiletrain-edge/$cluster/dev$k; do
   [ -f "$d/cgroup.procs" ] && echo $$ >"$d/cgroup.procs"
 done
-exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$1"; exec /bin/sh -c "$2"' agent dev$k "$*"
+# nsenter, not `ip netns exec`: the latter mounts the namespace's own /sys, where
+# /sys/fs/cgroup is empty, and `calibrate` then read the machine's memory (24 GB) as a
+# Pi 3's instead of its cgroup limit (1 GB).
+exec nsenter --net="/run/netns/$ns" unshare --uts /bin/sh -c 'hostname "$1"; exec /bin/sh -c "$2"' agent dev$k "$*"
