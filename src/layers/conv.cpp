@@ -1,5 +1,7 @@
 #include "layers/conv.hpp"
 
+#include <mutex>
+
 #include "layers/gemm_conv.hpp"
 #include "layers/own_conv.hpp"
 #include "util/error.hpp"
@@ -252,6 +254,47 @@ class GemmConv final : public ConvImpl {
 
 }  // namespace
 
+namespace {
+// The oneDNN forward kernel every box of a layer gets, whatever its size and its place on
+// the map, or "" if boxes differ (on AVX-512, oneDNN 2.7 sends 1-column boxes of a 5x5
+// convolution to jit:avx2 or gemm:jit and wider ones to jit:avx512_core) or any gets a
+// GEMM. Probes every width and height up to k + 1, and a wide one, with every padding a box at or near the
+// map's edges has, and a wide box; cached per layer shape.
+std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
+  ConvGeom key = g;
+  key.ih = key.iw = key.oh = key.ow = 0;
+  key.pad = Pad{};
+  static std::mutex mutex;
+  static std::vector<std::pair<ConvGeom, std::string>> cache;
+  std::lock_guard lock(mutex);
+  for (const auto& [k, v] : cache)
+    if (k == key) return v;
+  const int p = g.k / 2;
+  auto impl_of = [&](int oh, int ow, Pad pad) {
+    ConvGeom q = g;
+    q.oh = oh;
+    q.ow = ow;
+    q.pad = pad;
+    q.ih = (oh - 1) * g.s + g.k - pad.t - pad.b;
+    q.iw = (ow - 1) * g.s + g.k - pad.l - pad.r;
+    if (q.ih < 1 || q.iw < 1) return std::string();
+    return std::string(DnnlDescs(q).forward(ctx.eng).impl_info_str());
+  };
+  const int wide = 2 * g.k + 3;
+  const std::string want = impl_of(wide, wide, Pad{p, p, p, p});
+  bool stable = want.find("gemm") == std::string::npos;
+  for (int n = 1; stable && n <= g.k + 2; ++n) {
+    const int size = n == g.k + 2 ? wide : n;
+    for (int a = 0; stable && a <= p; ++a)
+      for (int b = 0; stable && b <= p; ++b)
+        for (const std::string& got : {impl_of(wide, size, Pad{p, p, a, b}), impl_of(size, wide, Pad{a, b, p, p})})
+          if (!got.empty() && got != want) stable = false;
+  }
+  cache.emplace_back(key, stable ? want : std::string());
+  return cache.back().second;
+}
+}  // namespace
+
 // Forward values must not depend on the box a tile computes (a max-pool near-tie would
 // send the gradient to another cell), so forwards that round by the map's size run on
 // the own kernel, whatever the path: oneDNN's 1x1 kernels pick their reduction blocking
@@ -270,7 +313,13 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
-  if (forward && impl.find("gemm") != std::string::npos) return {ConvChoice::Own, own};
+  if (forward) {
+    const std::string layer_impl = stable_forward_impl(ctx, g);
+    if (layer_impl.empty()) return {ConvChoice::Own, own};
+    if (impl != layer_impl)
+      fail("internal: oneDNN runs ", impl, " for a ", g.oh, "x", g.ow, " box of a layer whose other boxes run ",
+           layer_impl, ": its tiles would not be bit-identical");
+  }
   if (ctx.config.path == KernelPath::Auto && is_reference_impl(impl)) return {ConvChoice::Own, own};
   return {ConvChoice::Dnnl, impl};
 }
