@@ -13,6 +13,11 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
 #endif
+// Highway 1.0.3 (Debian 12) leaves AVX3_DL out of the dispatch targets unless asked, but
+// makes it the static target when -march=native has VNNI/VBMI2 (AMD Zen 4, Intel Ice Lake
+// and later), and then refuses to compile ("best baseline should be included in dynamic
+// targets").
+#define HWY_WANT_AVX3_DL
 
 #include <algorithm>
 #include <cstddef>
