@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Two devices, one at half the other's speed (cluster/edge.sh: 0.6 and 0.3 of a core here,
-# 1 Gbit/s): W1 on a 1x2 grid split evenly against split by speed (--col-weights 2,1),
+# Two devices, one at half the other's speed (cluster/edge.sh: 0.6 and 0.3 of a core here
+# unless --speeds says otherwise, 1 Gbit/s): W1 on a 1x2 grid split evenly against split by speed (--col-weights 2,1),
 # each run twice, interleaved (the faster of the two counts); then calibrate and
 # `plan --optimize` on that cluster, which should pick an uneven split itself.
 #
-#   bench/planner/hetero.sh [--out DIR]      (root: namespaces, tc, cgroups)
+#   bench/planner/hetero.sh [--out DIR] [--speeds FAST,SLOW]   (root: namespaces, tc, cgroups)
+#
+# --speeds: fractions of a core here; 0.1,0.05 gives devices of a Raspberry Pi's order
+# (10-25 GFLOP/s) on an AVX-512 core, where 0.6,0.3 makes the step link-bound.
 #
 # Output: DIR/hetero.jsonl (bench --json of every run) and DIR/hetero-optimize.txt.
 set -euo pipefail
@@ -12,12 +15,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
 out=$here/out
-[ "${1:-}" = --out ] && out=$2
+fast=0.6 slow=0.3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --speeds) IFS=, read -r fast slow <<<"$2"; shift 2 ;;
+    *) echo "hetero.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
 # shellcheck source=edge_cluster.sh
 . "$here/edge_cluster.sh"
-edge_cluster hetero --devices 2 --link 1gbit --cores 1 --device-speed 0.6
-cluster/edge.sh speed dev1 0.3 >&2
+edge_cluster hetero --devices 2 --link 1gbit --cores 1 --device-speed "$fast"
+cluster/edge.sh speed dev1 "$slow" >&2
 cfg=cfgs/yolov2-16.cfg
 : >"$out/hetero.jsonl"
 for round in 1 2; do
