@@ -577,7 +577,6 @@ void Segment::backward_layer(int l) {
     if (conv) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
     } else {
-      zero(din);
       maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), din, s.win);
     }
   }

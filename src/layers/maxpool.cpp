@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "layers/simd_block.hpp"
 
@@ -17,10 +19,14 @@ void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8
   const TensorView arg_view{nullptr, out.n, out.c, cb, argmax_box};
   const Box& ib = in.box;
   const typename K::V lowest = K::splat(-std::numeric_limits<float>::infinity()), zero = K::splat(0.f);
+  const int64_t in_row = int64_t(ib.w()) * cb;
   for (int s = 0; s < out.n; ++s)
-    for (int blk = 0; blk < out.cblocks(); ++blk)
-      for (int oy = ob.y0; oy < ob.y1; ++oy)
-        for (int ox = ob.x0; ox < ob.x1; ++ox) {
+    for (int blk = 0; blk < out.cblocks(); ++blk) {
+      const float* in0 = in.at(s, blk, ib.y0, ib.x0);
+      for (int oy = ob.y0; oy < ob.y1; ++oy) {
+        float* q = out.at(s, blk, oy, ob.x0);
+        uint8_t* a = argmax + arg_view.offset(s, blk, oy, ob.x0);
+        for (int ox = ob.x0; ox < ob.x1; ++ox, q += cb, a += cb) {
           typename K::V best = lowest;
           typename K::I arg = typename K::I{} + kNoWinner;
           const int wy = oy * w.stride - w.pad, wx = ox * w.stride - w.pad;  // window origin
@@ -28,48 +34,100 @@ void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8
           const int x0 = std::max(wx, ib.x0), x1 = std::min(wx + w.size, ib.x1);
           for (int iy = y0; iy < y1; ++iy)
             for (int ix = x0; ix < x1; ++ix) {
-              const typename K::V p = K::load(in.at(s, blk, iy, ix));
+              const typename K::V p = K::load(in0 + (iy - ib.y0) * in_row + int64_t(ix - ib.x0) * cb);
               const typename K::I wins = p > best;  // strictly: the first of equal maxima wins
               best = wins ? p : best;
               arg = wins ? typename K::I{} + ((iy - wy) * w.size + (ix - wx)) : arg;
             }
-          float* q = out.at(s, blk, oy, ox);
           K::store(q, arg == kNoWinner ? zero : best);  // NaN-free even for an all-padding window
-          uint8_t* a = argmax + arg_view.offset(s, blk, oy, ox);
-          for (int c = 0; c < cb; ++c) a[c] = uint8_t(K::get(arg, c));
+          K::store_bytes(a, arg);
         }
+      }
+    }
 }
 
-// Adds each output's gradient to its winner, one window position at a time for all
-// channels of a block: every input cell still receives its contributions in the order
-// of the outputs (row-major), as a scalar scatter would add them.
+int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// For each input row (or column) i of [i0, i1): the outputs of [o0, o1) whose windows hold
+// it, as a half-open range.
+std::vector<std::pair<int, int>> outputs_reading(int i0, int i1, int o0, int o1, const Window& w) {
+  std::vector<std::pair<int, int>> r;
+  r.reserve(size_t(std::max(0, i1 - i0)));
+  for (int i = i0; i < i1; ++i)
+    r.emplace_back(std::max(o0, floor_div(i + w.pad - w.size, w.stride) + 1),
+                   std::min(o1, floor_div(i + w.pad, w.stride) + 1));
+  return r;
+}
+
+// Windows that do not overlap (stride = size, as YOLO's 2x2 pools): each input cell has
+// one output at most, so each output writes its window (its gradient at the winner, zero
+// elsewhere) with the winner loaded once. Same bits as the gather below (0 + g). Returns
+// false, doing nothing, if the windows do not cover diff_in's box.
+template <int cb>
+bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
+                       const TensorView& diff_in, const Window& w) {
+  using K = Block<cb>;
+  const Box& db = diff_in.box;
+  const Box reach = intersect(window_in_unclamped(region, w), db);
+  if (!(reach == db)) return false;
+  const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
+  const typename K::V zero = K::splat(0.f);
+  for (int s = 0; s < diff_out.n; ++s)
+    for (int blk = 0; blk < diff_out.cblocks(); ++blk)
+      for (int oy = region.y0; oy < region.y1; ++oy) {
+        const int wy = oy * w.stride - w.pad, y0 = std::max(wy, db.y0), y1 = std::min(wy + w.size, db.y1);
+        const float* g = diff_out.at(s, blk, oy, region.x0);
+        const uint8_t* a = argmax + arg_view.offset(s, blk, oy, region.x0);
+        for (int ox = region.x0; ox < region.x1; ++ox, g += cb, a += cb) {
+          const int wx = ox * w.stride - w.pad, x0 = std::max(wx, db.x0), x1 = std::min(wx + w.size, db.x1);
+          const typename K::I arg = K::load_bytes(a);
+          const typename K::V gz = zero + K::load(g);
+          for (int iy = y0; iy < y1; ++iy) {
+            float* d = diff_in.at(s, blk, iy, x0);
+            for (int ix = x0; ix < x1; ++ix, d += cb)
+              K::store(d, arg == (iy - wy) * w.size + (ix - wx) ? gz : zero);
+          }
+        }
+      }
+  return true;
+}
+
+// Each input cell gathers the gradients of the outputs it won, all channels of a block at
+// once, adding them up from zero in the outputs' row-major order: the order a scatter
+// into a zeroed map would add them in, so the bits are the same for any box.
 template <int cb>
 void backward_b(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                 const TensorView& diff_in, const Window& w) {
   using K = Block<cb>;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   const Box& db = diff_in.box;
+  if (w.stride == w.size && backward_disjoint<cb>(diff_out, region, out_box, argmax, diff_in, w)) return;
+  const auto rows = outputs_reading(db.y0, db.y1, region.y0, region.y1, w);
+  const auto cols = outputs_reading(db.x0, db.x1, region.x0, region.x1, w);
   const typename K::V zero = K::splat(0.f);
+  const Box& gb = diff_out.box;
+  const int64_t g_row = int64_t(gb.w()) * cb, a_row = int64_t(out_box.w()) * cb;
   for (int s = 0; s < diff_out.n; ++s)
-    for (int blk = 0; blk < diff_out.cblocks(); ++blk)
-      for (int oy = region.y0; oy < region.y1; ++oy)
-        for (int ox = region.x0; ox < region.x1; ++ox) {
-          const typename K::V g = K::load(diff_out.at(s, blk, oy, ox));
-          const uint8_t* a = argmax + arg_view.offset(s, blk, oy, ox);
-          typename K::I arg;
-          for (int c = 0; c < cb; ++c) K::set(arg, c, a[c]);
-          const int wy = oy * w.stride - w.pad, wx = ox * w.stride - w.pad;
-          // winners lie inside the map, and diff_in holds every cell these outputs read
-          for (int iy = std::max(wy, db.y0); iy < std::min(wy + w.size, db.y1); ++iy)
-            for (int ix = std::max(wx, db.x0); ix < std::min(wx + w.size, db.x1); ++ix) {
-              const typename K::I wins = arg == (iy - wy) * w.size + (ix - wx);
-              bool any = false;
-              for (int c = 0; c < cb; ++c) any |= K::get(wins, c) != 0;
-              if (!any) continue;
-              float* d = diff_in.at(s, blk, iy, ix);
-              K::store(d, K::load(d) + (wins ? g : zero));
+    for (int blk = 0; blk < diff_out.cblocks(); ++blk) {
+      const float* g0 = diff_out.at(s, blk, gb.y0, gb.x0);
+      const uint8_t* a0 = argmax + arg_view.offset(s, blk, out_box.y0, out_box.x0);
+      for (int iy = db.y0; iy < db.y1; ++iy) {
+        const auto [oy0, oy1] = rows[size_t(iy - db.y0)];
+        float* d = diff_in.at(s, blk, iy, db.x0);
+        for (int ix = db.x0; ix < db.x1; ++ix, d += cb) {
+          const auto [ox0, ox1] = cols[size_t(ix - db.x0)];
+          typename K::V sum = zero;
+          for (int oy = oy0; oy < oy1; ++oy)
+            for (int ox = ox0; ox < ox1; ++ox) {
+              const int pos = (iy - (oy * w.stride - w.pad)) * w.size + (ix - (ox * w.stride - w.pad));
+              const uint8_t* a = a0 + (oy - out_box.y0) * a_row + int64_t(ox - out_box.x0) * cb;
+              const float* g = g0 + (oy - gb.y0) * g_row + int64_t(ox - gb.x0) * cb;
+              sum = K::load_bytes(a) == pos ? sum + K::load(g) : sum;
             }
+          K::store(d, sum);
         }
+      }
+    }
 }
 
 }  // namespace

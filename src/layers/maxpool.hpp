@@ -16,8 +16,9 @@ constexpr uint8_t kNoWinner = 255;
 // argmax is laid out on `argmax_box` ⊇ out.box (a byte per output element).
 void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
                      const Box& argmax_box, const Window& w);
-// Adds diff_out (box `region` ⊆ out_box) into diff_in at the recorded winners;
-// diff_in's box must contain window_in(region). argmax is laid out on `out_box`.
+// Writes diff_in: each cell of its box the sum of the gradients (diff_out on `region` ⊆
+// out_box) of the outputs it won, zero where it won none; diff_in's box must contain
+// window_in(region). argmax is laid out on `out_box`.
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                       const TensorView& diff_in, const Window& w);
 

@@ -26,6 +26,19 @@ struct Block {
   }
   static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
   static V splat(float x) { return V{} + x; }
+  // B bytes (e.g. max-pool winners) widened to / narrowed from one int per lane (GCC
+  // compiles these loops to one zero-extend or pack). Templates, as get and set: GCC 12
+  // types the vector members as scalars inside the class template's own definitions.
+  template <class T = I>
+  static T load_bytes(const uint8_t* p) {
+    T v;
+    for (int c = 0; c < B; ++c) v[c] = p[c];
+    return v;
+  }
+  template <class T>
+  static void store_bytes(uint8_t* p, T v) {
+    for (int c = 0; c < B; ++c) p[c] = uint8_t(v[c]);
+  }
   template <class T>
   static auto get(const T& v, int c) {
     return v[c];
@@ -43,6 +56,9 @@ struct Block<1> {
   static V load(const float* p) { return *p; }
   static void store(float* p, V v) { *p = v; }
   static V splat(float x) { return x; }
+  static I load_bytes(const uint8_t* p) { return *p; }
+  template <class T>
+  static void store_bytes(uint8_t* p, T v) { *p = uint8_t(v); }
   template <class T>
   static T get(const T& v, int) {
     return v;
