@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -291,7 +292,8 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   return 0;
 }
 
-int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
+int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
+  const int steps = b.steps, warmup = b.warmup;
   NetSpec net = load_run_net(o);
   Params params(net);
   init_params(params, net, o.seed);
@@ -302,10 +304,13 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
   std::vector<double> step, fwd, bwd, upd, halo, wts, io, hx, hxf, hov;
+  std::vector<LayerTimes> layer_sum(net.layers.size());
   for (int i = 0; i < steps; ++i) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
     StepTimes t = trainer.times();
+    const std::vector<LayerTimes> lt = trainer.layer_times();
+    for (size_t l = 0; l < lt.size(); ++l) layer_sum[l] += lt[l];
     step.push_back(t.total);
     fwd.push_back(t.fwd);
     bwd.push_back(t.bwd);
@@ -332,7 +337,38 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
   const auto hosts = comm.all_hosts();
+  // Mean seconds per step of each layer and pass, [rank][layer][pass].
+  std::vector<std::vector<std::array<double, 5>>> layer_mean;
+  if (b.layers) {
+    layer_mean.assign(size_t(comm.size()), std::vector<std::array<double, 5>>(layer_sum.size()));
+    for (size_t l = 0; l < layer_sum.size(); ++l) {
+      const LayerTimes& x = layer_sum[l];
+      const double mine[5] = {x.fwd, x.fwd_pointwise, x.bwd_pointwise, x.bwd_data, x.bwd_weights};
+      for (int p = 0; p < 5; ++p) {
+        const auto all = comm.all_gather(mine[p] / steps);
+        for (size_t r = 0; r < all.size(); ++r) layer_mean[r][l][size_t(p)] = all[r];
+      }
+    }
+  }
   if (!root) return 0;
+  static const char* const kPasses[5] = {"fwd", "fwd_pointwise", "bwd_pointwise", "bwd_data", "bwd_weights"};
+  for (size_t r = 0; r < layer_mean.size(); ++r) {
+    std::printf("rank %zu: mean ms per step  %-14s", r, "layer");
+    for (const char* p : kPasses) std::printf(" %13s", p);
+    std::printf("\n");
+    std::array<double, 5> total{};
+    for (size_t l = 0; l < layer_mean[r].size(); ++l) {
+      std::printf("%25zu %-14s", l, layer_type_name(net.layers[l].type));
+      for (int p = 0; p < 5; ++p) {
+        std::printf(" %13.3f", 1e3 * layer_mean[r][l][size_t(p)]);
+        total[size_t(p)] += layer_mean[r][l][size_t(p)];
+      }
+      std::printf("\n");
+    }
+    std::printf("%25s %-14s", "", "total");
+    for (double v : total) std::printf(" %13.3f", 1e3 * v);
+    std::printf("\n");
+  }
   std::map<std::string, double> per_host;
   for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]] += all_rss[r];
   double host_max = 0;
@@ -365,6 +401,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
                      {"low_memory", o.low_memory},
                      {"steps", steps},
                      {"step_s", median(step)},
+                     {"min_step_s", *std::min_element(step.begin(), step.end())},
+                     {"all_step_s", step},
                      {"fwd_s", mx(all_fwd)},
                      {"bwd_s", mx(all_bwd)},
                      {"update_s", mx(all_upd)},
@@ -389,6 +427,19 @@ int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup) {
     for (const KernelUse& u : trainer.kernel_uses())
       ks.push_back({{"layer", u.layer}, {"pass", conv_pass_name(u.pass)}, {"kernel", u.impl}});
     j["kernels"] = ks;
+    if (b.layers) {
+      nlohmann::json lj = nlohmann::json::array();
+      for (const auto& rank : layer_mean) {
+        nlohmann::json rj = nlohmann::json::array();
+        for (size_t l = 0; l < rank.size(); ++l) {
+          nlohmann::json e{{"layer", l}};
+          for (int p = 0; p < 5; ++p) e[std::string(kPasses[p]) + "_s"] = rank[l][size_t(p)];
+          rj.push_back(e);
+        }
+        lj.push_back(rj);
+      }
+      j["layer_times"] = lj;  // [rank][layer]: mean seconds per step of each pass
+    }
     std::cout << j.dump() << std::endl;
   }
   return 0;

@@ -56,7 +56,11 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po);
 // Writes a device model (one process) or, under mpirun, a cluster file of every host's
 // model and the measured links (planner/device_model.hpp, planner/cluster.hpp).
 int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int steps);
-int cmd_bench(const RunOptions& o, Comm& comm, int steps, int warmup);
+struct BenchOptions {
+  int steps = 10, warmup = 2;
+  bool layers = false;  // also each layer's time per pass, on every rank
+};
+int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b);
 // Where a training run starts and what it leaves behind.
 struct RunFiles {
   std::string weights_in;      // Darknet .weights to start from

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tiletrain: train CNNs split into spatial tiles, exactly as one big machine would"};
   app.require_subcommand(1);
   RunOptions o;
-  int steps = 10, warmup = 2;
+  int steps = 10;
   MpiOptions mpi_options;
 
   auto common = [&](CLI::App* c, bool tiling) {
@@ -99,9 +99,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   auto* bench = app.add_subcommand("bench", "time training steps on synthetic data");
   common(bench, true);
-  bench->add_option("--steps", steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  BenchOptions bo;
+  bench->add_option("--steps", bo.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", bo.warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
   bench->add_flag("--json", o.json, "end with one JSON line");
+  bench->add_flag("--layers", bo.layers,
+                  "also print each layer's mean time per pass on every rank (with --json: layer_times, per rank)");
   auto* train = app.add_subcommand("train", "train on synthetic data");
   common(train, true);
   DataOptions data;
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o, po);
     if (*calibrate) return cmd_calibrate(o, *comm, calibrate_out, calibrate->count("--steps") ? steps : 3);
-    if (*bench) return cmd_bench(o, *comm, steps, warmup);
+    if (*bench) return cmd_bench(o, *comm, bo);
     if (*train && !data.data.empty()) {
       data.max_steps = train->count("--steps") ? steps : 0;
       const bool detection = data.data.size() > 5 && data.data.substr(data.data.size() - 5) == ".data";

@@ -42,6 +42,14 @@ struct LayerTimes {
   double bwd_pointwise = 0;  // their backward (and, with recompute, the convolution again)
   double bwd_data = 0;       // backward-data (or max-pool backward) and the input delta's copy
   double bwd_weights = 0;    // backward-weights (with its crops)
+  LayerTimes& operator+=(const LayerTimes& o) {
+    fwd += o.fwd;
+    fwd_pointwise += o.fwd_pointwise;
+    bwd_pointwise += o.bwd_pointwise;
+    bwd_data += o.bwd_data;
+    bwd_weights += o.bwd_weights;
+    return *this;
+  }
 };
 
 constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
