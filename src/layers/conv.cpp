@@ -300,10 +300,13 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // the own kernel, whatever the path: oneDNN's 1x1 kernels pick their reduction blocking
 // from the map size, and its GEMM-based convolutions (im2col + sgemm, e.g. a 1-channel
 // input without AVX2) sum in an order that depends on the product's shape.
-// Under KernelPath::Auto, wide products go to OpenBLAS (backward-weights everywhere, the
-// other passes where nothing is tiled) unless oneDNN has an AVX-512 kernel for them:
-// OpenBLAS 0.3.21 runs its AVX2 kernels on AMD Zen 4 ("Core: Haswell"), and there
-// oneDNN's jit:avx512_core was faster on every W1 layer (W1 step 0.18 s against 0.23 s).
+// Under KernelPath::Auto, wide products go to OpenBLAS where oneDNN has no JIT kernel for
+// them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
+// cut, where oneDNN has no AVX-512 kernel: on an AVX2 machine OpenBLAS ran YOLOv2's 13x13
+// layers at 78-88 GFLOP/s against 26-31 for jit:avx2. Tiled layers keep oneDNN's JIT
+// kernels: their backward-weights on OpenBLAS made no difference to W1 there (0.52-0.54 s
+// either way) and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4, and on AVX-512
+// oneDNN was faster everywhere (W1 step 0.18 s against 0.23 s) (bench/RESULTS.md).
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
@@ -316,7 +319,8 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
-  if (gemm_candidate && impl.find("avx512") == std::string::npos) return {ConvChoice::Gemm, "gemm:openblas"};
+  if (gemm_candidate && (tiled ? is_reference_impl(impl) : impl.find("avx512") == std::string::npos))
+    return {ConvChoice::Gemm, "gemm:openblas"};
   if (own_only) return {ConvChoice::Own, own};
   if (forward) {
     const std::string layer_impl = stable_forward_impl(ctx, g);
