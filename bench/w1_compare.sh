@@ -9,6 +9,8 @@
 # Extra environment is passed through, e.g. ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# An AVX2 cap on an AVX-512 machine holds for OpenBLAS too (tiletrain's and PyTorch's).
+[[ "${ONEDNN_MAX_CPU_ISA:-}" =~ ^[Aa][Vv][Xx]2 ]] && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 threads=${1:-1}
 steps=${2:-5}
 rounds=${3:-1}

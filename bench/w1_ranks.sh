@@ -8,6 +8,8 @@
 # Usage: bench/w1_ranks.sh [STEPS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# An AVX2 cap on an AVX-512 machine holds for OpenBLAS too (tiletrain's and PyTorch's).
+[[ "${ONEDNN_MAX_CPU_ISA:-}" =~ ^[Aa][Vv][Xx]2 ]] && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 steps=${1:-5}
 rounds=${2:-1}
 cfg=cfgs/yolov2-16.cfg

@@ -6,6 +6,8 @@
 # Usage: bench/yolov2_compare.sh [STEPS] [DARKNET_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# An AVX2 cap on an AVX-512 machine holds for OpenBLAS too (tiletrain's and PyTorch's).
+[[ "${ONEDNN_MAX_CPU_ISA:-}" =~ ^[Aa][Vv][Xx]2 ]] && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 steps=${1:-3}
 dsteps=${2:-1}
 cfg=/usr/share/darknet/cfg/yolov2.cfg

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
@@ -179,6 +181,15 @@ TEST(KernelTable, ChannelBlockIsOneDnnsChoice) {
   if (isa.rfind("avx2", 0) == 0) {
     EXPECT_EQ(b, 8) << isa;
   }
+}
+
+// Run by the kernels_avx2_cap CTest: ONEDNN_MAX_CPU_ISA=AVX2 caps the own kernels too, so
+// on an AVX-512 machine they run (and the capped exactness tests test) the AVX2 code.
+TEST(KernelTable, OwnKernelsFollowTheIsaCap) {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap || std::string(cap) != "AVX2") GTEST_SKIP() << "runs under ONEDNN_MAX_CPU_ISA=AVX2";
+  EXPECT_EQ(cpu_isa_name(), "avx2");
+  EXPECT_EQ(own_conv_target(), "avx2");
 }
 
 }  // namespace

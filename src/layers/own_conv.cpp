@@ -10,8 +10,17 @@
 // narrower kernels (overlapping pixels are recomputed bit-identically).
 
 // SVE / RVV have no compile-time lane count; the devices (Raspberry Pi 3/4/5) have none.
+// On x86 every target from AVX2 up is compiled, whatever -march says, so that a build on
+// an AVX-512 machine still has the AVX2 kernels: an ISA cap (ONEDNN_MAX_CPU_ISA=AVX2, see
+// cap_to_onednn_isa below) then runs and tests them there. Below AVX2 nothing is fast.
 #ifndef HWY_DISABLED_TARGETS
+#if defined(__AVX2__)
+#define HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_DISABLED_TARGETS \
+  (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV | HWY_SCALAR | HWY_EMU128 | HWY_SSSE3 | HWY_SSE4)
+#else
 #define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
+#endif
 #endif
 // Highway 1.0.3 (Debian 12) leaves AVX3_DL out of the dispatch targets unless asked, but
 // makes it the static target when -march=native has VNNI/VBMI2 (AMD Zen 4, Intel Ice Lake
@@ -21,6 +30,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -569,6 +579,24 @@ HWY_EXPORT(BackwardWeightsImpl);
 HWY_EXPORT(TargetImpl);
 
 namespace {
+// ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) below AVX-512 caps the own kernels too, so that
+// a capped run on an AVX-512 machine is an AVX2 machine's run throughout (kernel table,
+// speed, and the exactness tests of the AVX2 kernels). Done once, before the first dispatch.
+bool cap_to_onednn_isa() {
+#if HWY_ARCH_X86
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
+  if (cap) {
+    std::string isa(cap);
+    for (char& c : isa) c = char(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    if (!isa.empty() && isa.rfind("AVX512", 0) != 0 && isa != "ALL" && isa != "DEFAULT")
+      hwy::DisableTargets(HWY_AVX3 | HWY_AVX3_DL);
+  }
+#endif
+  return true;
+}
+void apply_isa_cap() { static const bool done = cap_to_onednn_isa(); (void)done; }
+
 // The one place b and ib are checked: every kernel is instantiated for b in {8, 16}, ib in {1, b}.
 void check(const OwnConvShape& s) {
   if (s.b != 8 && s.b != 16) fail("own_conv: channel block b = ", s.b, " (supported: 8, 16)");
@@ -600,20 +628,24 @@ long own_weights_floats(const OwnConvShape& s, OwnPass pass) {
 
 void own_conv_forward(const OwnConvShape& s, const float* src, const float* w, const float* bias, float* dst) {
   check(s);
+  apply_isa_cap();
   HWY_DYNAMIC_DISPATCH(ForwardImpl)(own_detail::flat_1x1(s), src, w, bias, dst);
 }
 void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const float* w, float* diff_src) {
   check(s);
+  apply_isa_cap();
   HWY_DYNAMIC_DISPATCH(BackwardDataImpl)(own_detail::flat_1x1(s), diff_dst, w, diff_src);
 }
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
                                float* diff_b) {
   check(s);
+  apply_isa_cap();
   const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
   HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, diff_b);
 }
 
 std::string own_conv_target() {
+  apply_isa_cap();
   std::string n = hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetImpl)());
   for (char& c : n) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   return n;
