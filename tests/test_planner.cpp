@@ -353,6 +353,37 @@ TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
   const SearchResult r = optimize(big, cm, SearchOptions{});
   ASSERT_FALSE(r.best.empty());
   EXPECT_FALSE(r.best[0].part.split.rows.empty() && r.best[0].part.split.cols.empty()) << r.best[0].part.str();
+
+  // The same two devices calibrated each on its own (calibrate under mpirun writes every
+  // device's model, speed 1): the slow one's model has every time doubled. The search must
+  // see them as different (it once read only the speed factors, and never split unevenly).
+  DeviceModel fast = synthetic_model(big), slow = fast;
+  for (LayerModel& l : slow.layers)
+    for (LinearFit* f : {&l.fwd, &l.fwd_pointwise, &l.bwd_pointwise, &l.bwd_data, &l.bwd_weights}) {
+      f->a *= 2;
+      f->b *= 2;
+    }
+  slow.gflops = fast.gflops / 2;
+  slow.sgd_per_param *= 2;
+  slow.reload_s *= 2;
+  slow.head_fwd_per_sample *= 2;
+  slow.head_bwd_per_sample *= 2;
+  nlohmann::json devs = nlohmann::json::array();
+  for (const DeviceModel* m : {&fast, &slow})
+    devs.push_back({{"name", m == &fast ? "fast" : "slow"},
+                    {"cores", 4},
+                    {"memory_mb", 4096},
+                    {"model", device_model_to_json(*m)}});
+  const ClusterModel own = resolve_cluster(
+      parse_cluster({{"devices", devs}, {"links", {{"bandwidth_mbit", 100000}, {"latency_us", 100}}}}, "own.json", {}),
+      big, nullptr);
+  const TileSplit by_model = split_by_speed(even, own);
+  ASSERT_EQ(by_model.cols.size(), 2u);
+  EXPECT_DOUBLE_EQ(by_model.cols[0] / by_model.cols[1], 2);
+  const SearchResult ro = optimize(big, own, SearchOptions{});
+  ASSERT_FALSE(ro.best.empty());
+  EXPECT_FALSE(ro.best[0].part.split.rows.empty() && ro.best[0].part.split.cols.empty()) << ro.best[0].part.str();
+  EXPECT_NEAR(ro.best[0].pred.step_s, r.best[0].pred.step_s, 0.02 * r.best[0].pred.step_s);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 # each run twice, interleaved (the faster of the two counts); then calibrate and
 # `plan --optimize` on that cluster, which should pick an uneven split itself.
 #
-#   bench/planner/hetero.sh [--out DIR] [--speeds FAST,SLOW]   (root: namespaces, tc, cgroups)
+#   bench/planner/hetero.sh [--out DIR] [--speeds FAST,SLOW] [--batch B]   (root: namespaces, tc, cgroups)
 #
 # --speeds: fractions of a core here; 0.1,0.05 gives devices of a Raspberry Pi's order
 # (10-25 GFLOP/s) on an AVX-512 core, where 0.6,0.3 makes the step link-bound.
+# --batch: samples per step (default W1's 1); the weight exchange is paid once per step,
+# so a larger batch leaves more of the step to the compute that the split balances.
 #
 # Output: DIR/hetero.jsonl (bench --json of every run) and DIR/hetero-optimize.txt.
 set -euo pipefail
@@ -15,11 +17,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
 out=$here/out
-fast=0.6 slow=0.3
+fast=0.6 slow=0.3 batch=1
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --speeds) IFS=, read -r fast slow <<<"$2"; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
     *) echo "hetero.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +37,7 @@ for round in 1 2; do
   for split in even "--col-weights 2,1"; do
     extra=()
     [ "$split" = even ] || read -r -a extra <<<"$split"
-    cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --grid 1x2 "${extra[@]}" --steps 3 --warmup 1 --json |
+    cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x2 "${extra[@]}" --steps 3 --warmup 1 --json |
       tail -n1 | python3 -c "import json,sys; r=json.load(sys.stdin); r['split']='$split'; r['round']=$round; print(json.dumps(r))" \
         >>"$out/hetero.jsonl"
     tail -n1 "$out/hetero.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('  %-20s step %.3f s' % (r['split'], r['step_s']))" >&2
@@ -47,5 +50,5 @@ best = {s: min(r["step_s"] for r in runs if r["split"] == s) for s in {r["split"
 even, weighted = best["even"], best["--col-weights 2,1"]
 print(f"even split {even:.3f} s, weighted by speed {weighted:.3f} s: {even / weighted:.2f}x faster")
 EOF
-cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/hetero-cluster.json" >&2
-build/tiletrain plan --cfg $cfg --cluster "$out/hetero-cluster.json" --optimize | tee "$out/hetero-optimize.txt" >&2
+cluster/edge.sh run -- calibrate --cfg $cfg --batch "$batch" --out "$out/hetero-cluster.json" >&2
+build/tiletrain plan --cfg $cfg --batch "$batch" --cluster "$out/hetero-cluster.json" --optimize | tee "$out/hetero-optimize.txt" >&2

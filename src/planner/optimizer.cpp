@@ -111,15 +111,24 @@ bool same(const Partition& a, const Partition& b) {
 
 }  // namespace
 
+namespace {
+// Convolution throughput of a device's process: its model's (each calibrated device has its
+// own, measured under its own CPU quota) over the cluster file's slowdown (a speed factor,
+// or a profile scaling the reference model).
+double device_speed(const ClusterModel& cm, int d) {
+  return cm.models.at(size_t(d)).gflops / cm.slowdown.at(size_t(d));
+}
+}  // namespace
+
 TileSplit split_by_speed(const Partition& p, const ClusterModel& cm) {
-  // A tile's speed is its device's (1 / slowdown); a row's weight the sum over its tiles,
-  // a column's likewise: exact for one row or column, a fair compromise otherwise.
+  // A tile's speed is its device's; a row's weight the sum over its tiles, a column's
+  // likewise: exact for one row or column, a fair compromise otherwise.
   TileSplit s;
   s.rows.assign(size_t(p.rows), 0.);
   s.cols.assign(size_t(p.cols), 0.);
   for (int t = 0; t < p.rows * p.cols; ++t) {
     const int dev = t / p.tiles_per_rank / p.ranks_per_device;
-    const double speed = 1 / cm.slowdown.at(size_t(dev));
+    const double speed = device_speed(cm, dev);
     s.rows[size_t(t / p.cols)] += speed;
     s.cols[size_t(t % p.cols)] += speed;
   }
@@ -139,7 +148,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   }
   const int max_tiles = o.max_tiles > 0 ? o.max_tiles : cores;
   bool hetero = false;  // devices of different speeds: also try splits weighted by speed
-  for (double s : cm.slowdown) hetero |= std::abs(s / cm.slowdown[0] - 1) > 0.05;
+  for (int d = 0; d < D; ++d) hetero |= std::abs(device_speed(cm, d) / device_speed(cm, 0) - 1) > 0.05;
   const int default_cut = resolve_cut(net, -1);
   std::vector<int> cuts{default_cut};  // and after every max-pool before it: smaller maps at the cut
   for (int l = 0; l + 1 < default_cut; ++l)

@@ -41,8 +41,8 @@ struct SearchResult {
 
 SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOptions& o);
 
-// Rows and columns weighted by the speed of the devices their tiles run on (empty when
-// every device is alike).
+// Rows and columns weighted by the convolution throughput of the devices their tiles run
+// on (each device's calibrated model, or the reference model scaled by its speed factor).
 TileSplit split_by_speed(const Partition& p, const ClusterModel& cm);
 
 // The command line that runs a candidate on the cluster (cluster/edge.sh run or mpirun).
