@@ -327,6 +327,46 @@ namespace {
 // Uneven splits: a column weighted 2 gets about twice the cells of one weighted 1, at
 // every layer; bad weights are refused; the optimizer weighs devices of different
 // speeds and its best partition then splits unevenly.
+// A device under a CPU quota gets a size correction from calibrate: interpolated in
+// log(cells), held at the ends, read back from its file, and applied to every compute time
+// of a rank by the cells its tiles compute at layer 0.
+TEST(PlannerCostModel, SizeCorrectionOfAQuotaDevice) {
+  DeviceModel m;
+  EXPECT_EQ(size_ratio_at(m, 1e5), 1);
+  m.size_ratio = {{{1e3, 0.8}}, {{1e5, 1.2}}};
+  EXPECT_DOUBLE_EQ(size_ratio_at(m, 10), 0.8);
+  EXPECT_DOUBLE_EQ(size_ratio_at(m, 1e3), 0.8);
+  EXPECT_NEAR(size_ratio_at(m, 1e4), 1.0, 1e-12);  // halfway in log(cells)
+  EXPECT_DOUBLE_EQ(size_ratio_at(m, 1e7), 1.2);
+
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  DeviceModel plain = synthetic_model(net), fixed = plain;
+  const double full = double(net.micro_batch()) * 96 * 96;  // layer 0's cells, the whole map
+  fixed.size_ratio = {{{full / 4, 1.5}}, {{full, 2.0}}};
+  const DeviceModel back = device_model_from_json(device_model_to_json(fixed), "m.json");
+  EXPECT_EQ(back.size_ratio, fixed.size_ratio);
+  nlohmann::json bad = device_model_to_json(fixed);
+  bad["size_ratio"][0][1] = 0;
+  EXPECT_THROW(device_model_from_json(bad, "bad.json"), Error);
+
+  auto cluster_of = [&](const DeviceModel& dm) {
+    nlohmann::json devs = nlohmann::json::array();
+    devs.push_back({{"name", "d"}, {"cores", 4}, {"memory_mb", 4096}, {"model", device_model_to_json(dm)}});
+    return resolve_cluster(parse_cluster({{"devices", devs}, {"links", {{"bandwidth_mbit", 100}, {"latency_us", 100}}}},
+                                         "c.json", {}),
+                           net, nullptr);
+  };
+  const Prediction a = predict(net, part(1, 1, "none", cut), cluster_of(plain)),
+                   b = predict(net, part(1, 1, "none", cut), cluster_of(fixed));
+  EXPECT_NEAR(b.fwd_s, 2 * a.fwd_s, 1e-9 * a.fwd_s);  // the whole map: the ratio at `full`
+  EXPECT_NEAR(b.bwd_s, 2 * a.bwd_s, 1e-9 * a.bwd_s);
+  // 2x2 tiles in one process compute the whole map's cells (and their halos) at layer 0: ratio 2 still.
+  const Prediction c = predict(net, part(2, 2, "none", cut, 4), cluster_of(plain)),
+                   d = predict(net, part(2, 2, "none", cut, 4), cluster_of(fixed));
+  EXPECT_NEAR(d.fwd_s, 2 * c.fwd_s, 1e-9 * c.fwd_s);
+}
+
 TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 192);
   const int cut = resolve_cut(net, -1);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two devices, one at half the other's speed (cluster/edge.sh: 0.6 and 0.3 of a core here
 # unless --speeds says otherwise, 1 Gbit/s): W1 on a 1x2 grid split evenly against split by speed (--col-weights 2,1),
-# each run twice, interleaved (the faster of the two counts); then calibrate and
+# and on the faster device alone, each run twice, interleaved (the faster of the two counts); then calibrate and
 # `plan --optimize` on that cluster, which should pick an uneven split itself.
 #
 #   bench/planner/hetero.sh [--out DIR] [--speeds FAST,SLOW] [--batch B]   (root: namespaces, tc, cgroups)
@@ -34,10 +34,14 @@ cluster/edge.sh speed dev1 "$slow" >&2
 cfg=cfgs/yolov2-16.cfg
 : >"$out/hetero.jsonl"
 for round in 1 2; do
-  for split in even "--col-weights 2,1"; do
-    extra=()
-    [ "$split" = even ] || read -r -a extra <<<"$split"
-    cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x2 "${extra[@]}" --steps 3 --warmup 1 --json |
+  for split in even "--col-weights 2,1" "faster device alone"; do
+    run=(cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x2)
+    case $split in
+      even) ;;
+      faster*) run=(cluster/edge.sh run --devices 1 --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x1) ;;
+      *) read -r -a extra <<<"$split"; run+=("${extra[@]}") ;;
+    esac
+    "${run[@]}" --steps 3 --warmup 1 --json |
       tail -n1 | python3 -c "import json,sys; r=json.load(sys.stdin); r['split']='$split'; r['round']=$round; print(json.dumps(r))" \
         >>"$out/hetero.jsonl"
     tail -n1 "$out/hetero.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('  %-20s step %.3f s' % (r['split'], r['step_s']))" >&2
@@ -47,8 +51,9 @@ python3 - "$out/hetero.jsonl" <<'EOF' >&2
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 best = {s: min(r["step_s"] for r in runs if r["split"] == s) for s in {r["split"] for r in runs}}
-even, weighted = best["even"], best["--col-weights 2,1"]
-print(f"even split {even:.3f} s, weighted by speed {weighted:.3f} s: {even / weighted:.2f}x faster")
+even, weighted, alone = best["even"], best["--col-weights 2,1"], best["faster device alone"]
+print(f"even split {even:.3f} s, weighted by speed {weighted:.3f} s: {even / weighted:.2f}x faster; "
+      f"the faster device alone {alone:.3f} s")
 EOF
 cluster/edge.sh run -- calibrate --cfg $cfg --batch "$batch" --out "$out/hetero-cluster.json" >&2
 build/tiletrain plan --cfg $cfg --batch "$batch" --cluster "$out/hetero-cluster.json" --optimize | tee "$out/hetero-optimize.txt" >&2

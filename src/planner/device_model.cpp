@@ -282,6 +282,18 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
         f.a *= k;
         f.b *= k;
       }
+    // What one factor leaves: how far the fits still miss at each size.
+    for (const SizePoint& p : pts) {
+      double measured = 0, fitted = 0;
+      for (int l = 0; l < spatial; ++l)
+        for (const PassEntry& e : kPasses) {
+          if (p.layers[size_t(l)].*e.time <= 0) continue;
+          measured += p.layers[size_t(l)].*e.time;
+          fitted += (m.layers[size_t(l)].*e.fit).at(p.cells[size_t(l)]);
+        }
+      if (measured > 0 && fitted > 0) m.size_ratio.push_back({p.cells[0], measured / fitted});
+    }
+    std::sort(m.size_ratio.begin(), m.size_ratio.end());
   }
   m.solo_compute_s = pts[0].compute;
   m.jitter = pts[0].jitter;
@@ -326,12 +338,25 @@ nlohmann::json device_model_to_json(const DeviceModel& m) {
           {"base_mb", m.base_mb},
           {"scratch_mb", m.scratch_mb},
           {"weight_copies_mb", m.weight_copies_mb},
+          {"size_ratio_note", "CPU quota only: [cells of layer 0 at a calibrated size, measured / fitted compute]"},
+          {"size_ratio", m.size_ratio},
           {"fit_median_rel_err", m.fit_median_err},
           {"fit_max_rel_err", m.fit_max_err},
           {"layers_note", "per layer and pass: [a, b], seconds = a + b * cells (batch x rows x columns of the box)"},
           {"layers", layers},
           {"points_note", "per map size, per layer: [fwd, fwd_pointwise, bwd_pointwise, bwd_data, bwd_weights] s"},
           {"points", m.points}};
+}
+
+double size_ratio_at(const DeviceModel& m, double cells0) {
+  const auto& r = m.size_ratio;
+  if (r.empty() || !(cells0 > 0)) return 1;
+  if (cells0 <= r.front()[0]) return r.front()[1];
+  if (cells0 >= r.back()[0]) return r.back()[1];
+  size_t i = 1;
+  while (r[i][0] < cells0) ++i;
+  const double x = std::log(cells0), x0 = std::log(r[i - 1][0]), x1 = std::log(r[i][0]);
+  return x1 > x0 ? r[i - 1][1] + (r[i][1] - r[i - 1][1]) * (x - x0) / (x1 - x0) : r[i][1];
 }
 
 DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& where) {
@@ -376,6 +401,14 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
       m.layers.push_back(lm);
     }
     if (j.contains("points")) m.points = j.at("points");
+    if (j.contains("size_ratio")) {  // absent from models of earlier versions: no correction
+      for (const auto& e : j.at("size_ratio")) {
+        const double cells = e.at(0).get<double>(), ratio = e.at(1).get<double>();
+        if (!(cells > 0) || !(ratio > 0)) fail(where, ": size_ratio entries must be [cells > 0, ratio > 0]");
+        m.size_ratio.push_back({cells, ratio});
+      }
+      std::sort(m.size_ratio.begin(), m.size_ratio.end());
+    }
     return m;
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed device model: ", e.what());
