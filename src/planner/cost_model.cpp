@@ -75,6 +75,7 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     if (m.signature != sig)
       fail(c.path, ": devices[", d, "].model was calibrated on ", m.cfg, ", a different net than ", net.path,
            ": run tiletrain calibrate --cfg ", net.path);
+    derive_size_ratio(m, net);
     cm.models.resize(c.devices.size());
     cm.models[d] = std::move(m);
     calibrated.push_back(int(d));
@@ -95,6 +96,7 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     const Profile* pr = c.profile_of(int(d));
     if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
     cm.models[d] = ref;
+    derive_size_ratio(cm.models[d], net);
     cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
     cm.capacity.push_back(dev.cores);
   }

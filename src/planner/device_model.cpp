@@ -75,11 +75,17 @@ std::string net_signature(const NetSpec& net) {
   for (const LayerSpec& l : net.layers) {
     if (!s.empty()) s += ' ';
     s += layer_type_name(l.type);
-    if (l.spatial()) s += std::to_string(l.win.size) + "/" + std::to_string(l.win.stride);
+    // append, not chained +: GCC 12 warns falsely (-Wrestrict) on the chain
+    if (l.spatial()) s.append(std::to_string(l.win.size)).append("/").append(std::to_string(l.win.stride));
     if (l.type == LayerType::Conv)
-      s += ":" + std::to_string(l.in.c) + ">" + std::to_string(l.out.c) + (l.batch_normalize ? "+bn" : "") + "," +
-           act_name(l.act);
-    if (l.type == LayerType::Connected) s += ">" + std::to_string(l.outputs);
+      s.append(":")
+          .append(std::to_string(l.in.c))
+          .append(">")
+          .append(std::to_string(l.out.c))
+          .append(l.batch_normalize ? "+bn" : "")
+          .append(",")
+          .append(act_name(l.act));
+    if (l.type == LayerType::Connected) s.append(">").append(std::to_string(l.outputs));
   }
   return s;
 }
@@ -282,18 +288,6 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
         f.a *= k;
         f.b *= k;
       }
-    // What one factor leaves: how far the fits still miss at each size.
-    for (const SizePoint& p : pts) {
-      double measured = 0, fitted = 0;
-      for (int l = 0; l < spatial; ++l)
-        for (const PassEntry& e : kPasses) {
-          if (p.layers[size_t(l)].*e.time <= 0) continue;
-          measured += p.layers[size_t(l)].*e.time;
-          fitted += (m.layers[size_t(l)].*e.fit).at(p.cells[size_t(l)]);
-        }
-      if (measured > 0 && fitted > 0) m.size_ratio.push_back({p.cells[0], measured / fitted});
-    }
-    std::sort(m.size_ratio.begin(), m.size_ratio.end());
   }
   m.solo_compute_s = pts[0].compute;
   m.jitter = pts[0].jitter;
@@ -338,14 +332,42 @@ nlohmann::json device_model_to_json(const DeviceModel& m) {
           {"base_mb", m.base_mb},
           {"scratch_mb", m.scratch_mb},
           {"weight_copies_mb", m.weight_copies_mb},
-          {"size_ratio_note", "CPU quota only: [cells of layer 0 at a calibrated size, measured / fitted compute]"},
-          {"size_ratio", m.size_ratio},
           {"fit_median_rel_err", m.fit_median_err},
           {"fit_max_rel_err", m.fit_max_err},
           {"layers_note", "per layer and pass: [a, b], seconds = a + b * cells (batch x rows x columns of the box)"},
           {"layers", layers},
           {"points_note", "per map size, per layer: [fwd, fwd_pointwise, bwd_pointwise, bwd_data, bwd_weights] s"},
           {"points", m.points}};
+}
+
+void derive_size_ratio(DeviceModel& m, const NetSpec& net) {
+  m.size_ratio.clear();
+  if (m.cpu_capacity >= 0.9 * m.threads || !m.points.is_array()) return;
+  const int spatial = int(m.layers.size());
+  try {
+    for (const auto& p : m.points) {
+      NetSpec at = net;
+      resize_net(at, p.at("height").get<int>(), p.at("width").get<int>());
+      if (at.first_untileable() < spatial) return;  // another net's points: no correction
+      const auto& times = p.at("layers");
+      double measured = 0, fitted = 0;
+      for (int l = 0; l < spatial; ++l) {
+        const Shape& o = at.layers[size_t(l)].out;
+        const double cells = double(m.batch) * o.h * o.w;
+        for (size_t k = 0; k < std::size(kPasses); ++k) {
+          const double t = times.at(size_t(l)).at(k).get<double>();
+          if (t <= 0) continue;
+          measured += t;
+          fitted += (m.layers[size_t(l)].*kPasses[k].fit).at(cells);
+        }
+      }
+      if (measured > 0 && fitted > 0)
+        m.size_ratio.push_back({double(m.batch) * at.layers[0].out.h * at.layers[0].out.w, measured / fitted});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("device model of ", m.host, ": malformed points (", e.what(), ")");
+  }
+  std::sort(m.size_ratio.begin(), m.size_ratio.end());
 }
 
 double size_ratio_at(const DeviceModel& m, double cells0) {
@@ -401,14 +423,7 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
       m.layers.push_back(lm);
     }
     if (j.contains("points")) m.points = j.at("points");
-    if (j.contains("size_ratio")) {  // absent from models of earlier versions: no correction
-      for (const auto& e : j.at("size_ratio")) {
-        const double cells = e.at(0).get<double>(), ratio = e.at(1).get<double>();
-        if (!(cells > 0) || !(ratio > 0)) fail(where, ": size_ratio entries must be [cells > 0, ratio > 0]");
-        m.size_ratio.push_back({cells, ratio});
-      }
-      std::sort(m.size_ratio.begin(), m.size_ratio.end());
-    }
+
     return m;
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed device model: ", e.what());
