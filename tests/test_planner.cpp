@@ -327,67 +327,6 @@ namespace {
 // Uneven splits: a column weighted 2 gets about twice the cells of one weighted 1, at
 // every layer; bad weights are refused; the optimizer weighs devices of different
 // speeds and its best partition then splits unevenly.
-// A device under a CPU quota gets a size correction from its calibrated points: measured
-// over fitted compute per map size, interpolated in log(cells), held at the ends, and
-// applied to every compute time of a rank by the cells its tiles compute at layer 0.
-TEST(PlannerCostModel, SizeCorrectionOfAQuotaDevice) {
-  DeviceModel m;
-  EXPECT_EQ(size_ratio_at(m, 1e5), 1);
-  m.size_ratio = {{{1e3, 0.8}}, {{1e5, 1.2}}};
-  EXPECT_DOUBLE_EQ(size_ratio_at(m, 10), 0.8);
-  EXPECT_DOUBLE_EQ(size_ratio_at(m, 1e3), 0.8);
-  EXPECT_NEAR(size_ratio_at(m, 1e4), 1.0, 1e-12);  // halfway in log(cells)
-  EXPECT_DOUBLE_EQ(size_ratio_at(m, 1e7), 1.2);
-
-  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
-  const int cut = resolve_cut(net, -1), spatial = net.first_untileable();
-  DeviceModel plain = synthetic_model(net), quota = plain;
-  // Points measured at 96x96 and 48x48: 2.0 and 1.5 times what the fits say.
-  quota.cpu_capacity = 0.5;
-  quota.points = nlohmann::json::array();
-  for (const auto& [side, ratio] : {std::pair{96, 2.0}, std::pair{48, 1.5}}) {
-    const NetSpec at = net_at("cfgs/yolov2-16.cfg", side, side);
-    nlohmann::json layers = nlohmann::json::array();
-    for (int l = 0; l < spatial; ++l) {
-      const double cells = double(quota.batch) * at.layers[size_t(l)].out.h * at.layers[size_t(l)].out.w;
-      const LayerModel& f = quota.layers[size_t(l)];
-      layers.push_back({ratio * f.fwd.at(cells), ratio * f.fwd_pointwise.at(cells), ratio * f.bwd_pointwise.at(cells),
-                        ratio * f.bwd_data.at(cells), ratio * f.bwd_weights.at(cells)});
-    }
-    quota.points.push_back({{"height", side}, {"width", side}, {"layers", layers}});
-  }
-  DeviceModel derived = quota;
-  derive_size_ratio(derived, net);
-  ASSERT_EQ(derived.size_ratio.size(), 2u);
-  EXPECT_DOUBLE_EQ(derived.size_ratio[0][0], double(quota.batch) * 48 * 48);
-  EXPECT_NEAR(derived.size_ratio[0][1], 1.5, 1e-9);
-  EXPECT_NEAR(derived.size_ratio[1][1], 2.0, 1e-9);
-  DeviceModel whole = quota;  // a device with its cores to itself: no correction
-  whole.cpu_capacity = 1;
-  derive_size_ratio(whole, net);
-  EXPECT_TRUE(whole.size_ratio.empty());
-
-  auto cluster_of = [&](const DeviceModel& dm) {
-    nlohmann::json devs = nlohmann::json::array();
-    devs.push_back({{"name", "d"}, {"cores", 4}, {"memory_mb", 4096}, {"model", device_model_to_json(dm)}});
-    return resolve_cluster(parse_cluster({{"devices", devs}, {"links", {{"bandwidth_mbit", 100}, {"latency_us", 100}}}},
-                                         "c.json", {}),
-                           net, nullptr);
-  };
-  // Against the same quota'd device without points (so without a correction): the whole
-  // map's compute at twice the time.
-  DeviceModel no_points = quota;
-  no_points.points = nlohmann::json::array();
-  const Prediction a = predict(net, part(1, 1, "none", cut), cluster_of(no_points)),
-                   b = predict(net, part(1, 1, "none", cut), cluster_of(quota));
-  EXPECT_NEAR(b.fwd_s, 2 * a.fwd_s, 1e-6 * a.fwd_s);
-  EXPECT_NEAR(b.bwd_s, 2 * a.bwd_s, 1e-6 * a.bwd_s);
-  // 2x2 tiles on one rank compute at least the whole map's cells at layer 0: ratio 2 still.
-  const Prediction c = predict(net, part(2, 2, "none", cut, 4), cluster_of(no_points)),
-                   d = predict(net, part(2, 2, "none", cut, 4), cluster_of(quota));
-  EXPECT_NEAR(d.fwd_s, 2 * c.fwd_s, 1e-6 * c.fwd_s);
-}
-
 TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 192);
   const int cut = resolve_cut(net, -1);

@@ -75,7 +75,6 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     if (m.signature != sig)
       fail(c.path, ": devices[", d, "].model was calibrated on ", m.cfg, ", a different net than ", net.path,
            ": run tiletrain calibrate --cfg ", net.path);
-    derive_size_ratio(m, net);
     cm.models.resize(c.devices.size());
     cm.models[d] = std::move(m);
     calibrated.push_back(int(d));
@@ -96,7 +95,6 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     const Profile* pr = c.profile_of(int(d));
     if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
     cm.models[d] = ref;
-    derive_size_ratio(cm.models[d], net);
     cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
     cm.capacity.push_back(dev.cores);
   }
@@ -179,7 +177,6 @@ struct Replay {
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
-  std::vector<double> size_fix;         // per rank: its device's size correction (size_ratio_at)
   std::vector<double> since_sync;       // compute since the last synchronisation
   std::vector<RankPrediction> acc;
   std::vector<SegmentMemoryPlan> rank_layouts;  // per rank: the Segment's memory plan of its tiles
@@ -219,11 +216,6 @@ struct Replay {
           m.concurrent_ranks > 1 ? 1 + (m.concurrent_slowdown - 1) * (busy - 1) / (m.concurrent_ranks - 1) : 1;
       crowd.push_back(std::max(1., shared) * std::max(1., k * t / cap) / std::max(1., t / cap));
     }
-    for (int r = 0; r < P; ++r) {
-      double cells0 = 0;
-      for (int t : local[size_t(r)]) cells0 += double(batch) * double(plan.at(t, 0).fwd.area());
-      size_fix.push_back(size_ratio_at(cm.models[size_t(rank_dev[size_t(r)])], cells0));
-    }
     clock.assign(size_t(P), 0.);
     since_sync.assign(size_t(P), 0.);
     acc.resize(size_t(P));
@@ -241,9 +233,7 @@ struct Replay {
   const SegmentMemoryPlan& layout() const { return rank_layouts[0]; }
 
   const DeviceModel& model(int r) const { return cm.models[size_t(rank_dev[size_t(r)])]; }
-  double scale(int r) const {
-    return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)] * size_fix[size_t(r)];
-  }
+  double scale(int r) const { return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)]; }
   double comp(int r, const LinearFit& f, double cells) const { return cells > 0 ? f.at(cells) * scale(r) : 0; }
   LinkSpec link(int a, int b) const { return cm.spec.link(rank_dev[size_t(a)], rank_dev[size_t(b)]); }
   double msg(int a, int b, double bytes) const {

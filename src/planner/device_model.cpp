@@ -340,47 +340,6 @@ nlohmann::json device_model_to_json(const DeviceModel& m) {
           {"points", m.points}};
 }
 
-void derive_size_ratio(DeviceModel& m, const NetSpec& net) {
-  m.size_ratio.clear();
-  if (m.cpu_capacity >= 0.9 * m.threads || !m.points.is_array()) return;
-  const int spatial = int(m.layers.size());
-  try {
-    for (const auto& p : m.points) {
-      NetSpec at = net;
-      resize_net(at, p.at("height").get<int>(), p.at("width").get<int>());
-      if (at.first_untileable() < spatial) return;  // another net's points: no correction
-      const auto& times = p.at("layers");
-      double measured = 0, fitted = 0;
-      for (int l = 0; l < spatial; ++l) {
-        const Shape& o = at.layers[size_t(l)].out;
-        const double cells = double(m.batch) * o.h * o.w;
-        for (size_t k = 0; k < std::size(kPasses); ++k) {
-          const double t = times.at(size_t(l)).at(k).get<double>();
-          if (t <= 0) continue;
-          measured += t;
-          fitted += (m.layers[size_t(l)].*kPasses[k].fit).at(cells);
-        }
-      }
-      if (measured > 0 && fitted > 0)
-        m.size_ratio.push_back({double(m.batch) * at.layers[0].out.h * at.layers[0].out.w, measured / fitted});
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("device model of ", m.host, ": malformed points (", e.what(), ")");
-  }
-  std::sort(m.size_ratio.begin(), m.size_ratio.end());
-}
-
-double size_ratio_at(const DeviceModel& m, double cells0) {
-  const auto& r = m.size_ratio;
-  if (r.empty() || !(cells0 > 0)) return 1;
-  if (cells0 <= r.front()[0]) return r.front()[1];
-  if (cells0 >= r.back()[0]) return r.back()[1];
-  size_t i = 1;
-  while (r[i][0] < cells0) ++i;
-  const double x = std::log(cells0), x0 = std::log(r[i - 1][0]), x1 = std::log(r[i][0]);
-  return x1 > x0 ? r[i - 1][1] + (r[i][1] - r[i - 1][1]) * (x - x0) / (x1 - x0) : r[i][1];
-}
-
 DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& where) {
   auto get = [&](const char* key) -> const nlohmann::json& {
     if (!j.is_object() || !j.contains(key))
@@ -423,7 +382,6 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
       m.layers.push_back(lm);
     }
     if (j.contains("points")) m.points = j.at("points");
-
     return m;
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed device model: ", e.what());

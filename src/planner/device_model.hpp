@@ -6,7 +6,6 @@
 // (cost_model.hpp) reads it.
 #pragma once
 #include <nlohmann/json.hpp>
-#include <array>
 #include <string>
 #include <vector>
 
@@ -50,23 +49,9 @@ struct DeviceModel {
   // step with every rank busy: what ranks lose waiting for each other at each
   // synchronisation (batch-norm all-reduces, halos).
   double jitter = 0;
-  // Devices under a CPU quota only (emulated ones): per calibrated map size, the cells of
-  // layer 0's output and measured / fitted compute of the whole step (derive_size_ratio,
-  // from `points`). There the time per cell grows with the map (the quota's pauses cost a
-  // large working set its caches), which the per-layer lines cannot follow: 0.83 at
-  // 416x416 to 1.28 at 75x75 on a 0.1-core device. Empty: no correction.
-  std::vector<std::array<double, 2>> size_ratio;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
 };
-
-// Fills m.size_ratio from its measured points and its fits, for a device under a CPU quota
-// (cpu_capacity below 0.9 of its threads); clears it otherwise. `net`: the net it models.
-void derive_size_ratio(DeviceModel& m, const NetSpec& net);
-// The size correction for a step whose layer 0 computes `cells0` cells (batch x rows x
-// columns, all of a rank's tiles): interpolated in log(cells) between the calibrated
-// sizes, held at the ends; 1 without a table.
-double size_ratio_at(const DeviceModel& m, double cells0);
 
 // Cores this device gives its processes (measured: CPU time over wall time of one
 // spinning thread per online core; a cgroup quota shows).
