@@ -72,8 +72,10 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
   if (!(reach == db)) return false;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   const typename K::V zero = K::splat(0.f);
+  const int64_t d_row = int64_t(db.w()) * cb;
   for (int s = 0; s < diff_out.n; ++s)
-    for (int blk = 0; blk < diff_out.cblocks(); ++blk)
+    for (int blk = 0; blk < diff_out.cblocks(); ++blk) {
+      float* const d0 = diff_in.at(s, blk, db.y0, db.x0);
       for (int oy = region.y0; oy < region.y1; ++oy) {
         const int wy = oy * w.stride - w.pad, y0 = std::max(wy, db.y0), y1 = std::min(wy + w.size, db.y1);
         const float* g = diff_out.at(s, blk, oy, region.x0);
@@ -83,12 +85,13 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
           const typename K::I arg = K::load_bytes(a);
           const typename K::V gz = zero + K::load(g);
           for (int iy = y0; iy < y1; ++iy) {
-            float* d = diff_in.at(s, blk, iy, x0);
+            float* d = d0 + (iy - db.y0) * d_row + int64_t(x0 - db.x0) * cb;
             for (int ix = x0; ix < x1; ++ix, d += cb)
               K::store(d, arg == (iy - wy) * w.size + (ix - wx) ? gz : zero);
           }
         }
       }
+    }
   return true;
 }
 
