@@ -232,7 +232,7 @@ TEST_F(Cli, BadCutAndGroups) {
 }
 
 TEST_F(Cli, BenchJsonLastLine) {
-  const Result r = run("bench --steps 2 --warmup 1 --json --grid 2x2 --cfg '" + fixture("pool_mix") + "'");
+  const Result r = run("bench --steps 2 --warmup 1 --json --layers --grid 2x2 --cfg '" + fixture("pool_mix") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream in(r.out);
   std::string line, last;
@@ -248,6 +248,25 @@ TEST_F(Cli, BenchJsonLastLine) {
   EXPECT_GT(j["step_s"].get<double>(), 0);
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 0);
   EXPECT_LE(j["fwd_s"].get<double>() + j["bwd_s"].get<double>(), 2 * j["step_s"].get<double>() + 1e-3);
+  // Every timed step, the fastest of them, and (--layers) each layer's mean time per pass
+  // on the one rank, which together fit inside the mean step.
+  ASSERT_EQ(j["all_step_s"].size(), 2u);
+  const double a = j["all_step_s"][0].get<double>(), b = j["all_step_s"][1].get<double>();
+  EXPECT_DOUBLE_EQ(j["min_step_s"].get<double>(), std::min(a, b));
+  ASSERT_EQ(j["layer_times"].size(), 1u);
+  const nlohmann::json& layers = j["layer_times"][0];
+  EXPECT_EQ(layers.size(), 6u);  // pool_mix: conv, max-pool, conv, conv, max-pool, cost
+  double sum = 0, fwd = 0;
+  for (const auto& e : layers)
+    for (const char* pass : {"fwd_s", "fwd_pointwise_s", "bwd_pointwise_s", "bwd_data_s", "bwd_weights_s"}) {
+      ASSERT_TRUE(e.contains(pass)) << e.dump();
+      EXPECT_GE(e[pass].get<double>(), 0) << e.dump();
+      sum += e[pass].get<double>();
+      if (std::string(pass) == "fwd_s") fwd += e[pass].get<double>();
+    }
+  EXPECT_GT(fwd, 0);
+  EXPECT_LE(sum, (a + b) / 2 + 1e-3);
+  EXPECT_CONTAINS(run("bench --steps 1 --warmup 0 --layers --cfg '" + fixture("pool_mix") + "'").out, "bwd_weights");
 }
 
 TEST_F(Cli, PlanJsonParses) {
