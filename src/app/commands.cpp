@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -309,8 +308,10 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
     StepTimes t = trainer.times();
-    const std::vector<LayerTimes> lt = trainer.layer_times();
-    for (size_t l = 0; l < lt.size(); ++l) layer_sum[l] += lt[l];
+    if (b.layers) {
+      const std::vector<LayerTimes> lt = trainer.layer_times();
+      for (size_t l = 0; l < lt.size(); ++l) layer_sum[l] += lt[l];
+    }
     step.push_back(t.total);
     fwd.push_back(t.fwd);
     bwd.push_back(t.bwd);
@@ -337,36 +338,30 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
   const auto hosts = comm.all_hosts();
-  // Mean seconds per step of each layer and pass, [rank][layer][pass].
-  std::vector<std::vector<std::array<double, 5>>> layer_mean;
+  // Mean seconds per step of each layer and pass, [rank][layer].
+  std::vector<std::vector<LayerTimes>> layer_mean;
   if (b.layers) {
-    layer_mean.assign(size_t(comm.size()), std::vector<std::array<double, 5>>(layer_sum.size()));
-    for (size_t l = 0; l < layer_sum.size(); ++l) {
-      const LayerTimes& x = layer_sum[l];
-      const double mine[5] = {x.fwd, x.fwd_pointwise, x.bwd_pointwise, x.bwd_data, x.bwd_weights};
-      for (int p = 0; p < 5; ++p) {
-        const auto all = comm.all_gather(mine[p] / steps);
-        for (size_t r = 0; r < all.size(); ++r) layer_mean[r][l][size_t(p)] = all[r];
+    layer_mean.assign(size_t(comm.size()), std::vector<LayerTimes>(layer_sum.size()));
+    for (size_t l = 0; l < layer_sum.size(); ++l)
+      for (const LayerPass& p : kLayerPasses) {
+        const auto all = comm.all_gather(layer_sum[l].*p.time / steps);
+        for (size_t r = 0; r < all.size(); ++r) layer_mean[r][l].*p.time = all[r];
       }
-    }
   }
   if (!root) return 0;
-  static const char* const kPasses[5] = {"fwd", "fwd_pointwise", "bwd_pointwise", "bwd_data", "bwd_weights"};
   for (size_t r = 0; r < layer_mean.size(); ++r) {
     std::printf("rank %zu: mean ms per step  %-14s", r, "layer");
-    for (const char* p : kPasses) std::printf(" %13s", p);
+    for (const LayerPass& p : kLayerPasses) std::printf(" %13s", p.name);
     std::printf("\n");
-    std::array<double, 5> total{};
+    LayerTimes total;
     for (size_t l = 0; l < layer_mean[r].size(); ++l) {
       std::printf("%25zu %-14s", l, layer_type_name(net.layers[l].type));
-      for (int p = 0; p < 5; ++p) {
-        std::printf(" %13.3f", 1e3 * layer_mean[r][l][size_t(p)]);
-        total[size_t(p)] += layer_mean[r][l][size_t(p)];
-      }
+      for (const LayerPass& p : kLayerPasses) std::printf(" %13.3f", 1e3 * (layer_mean[r][l].*p.time));
       std::printf("\n");
+      total += layer_mean[r][l];
     }
     std::printf("%25s %-14s", "", "total");
-    for (double v : total) std::printf(" %13.3f", 1e3 * v);
+    for (const LayerPass& p : kLayerPasses) std::printf(" %13.3f", 1e3 * (total.*p.time));
     std::printf("\n");
   }
   std::map<std::string, double> per_host;
@@ -433,7 +428,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
         nlohmann::json rj = nlohmann::json::array();
         for (size_t l = 0; l < rank.size(); ++l) {
           nlohmann::json e{{"layer", l}};
-          for (int p = 0; p < 5; ++p) e[std::string(kPasses[p]) + "_s"] = rank[l][size_t(p)];
+          for (const LayerPass& p : kLayerPasses) e[std::string(p.name) + "_s"] = rank[l].*p.time;
           rj.push_back(e);
         }
         lj.push_back(rj);

@@ -42,15 +42,22 @@ struct LayerTimes {
   double bwd_pointwise = 0;  // their backward (and, with recompute, the convolution again)
   double bwd_data = 0;       // backward-data (or max-pool backward) and the input delta's copy
   double bwd_weights = 0;    // backward-weights (with its crops)
-  LayerTimes& operator+=(const LayerTimes& o) {
-    fwd += o.fwd;
-    fwd_pointwise += o.fwd_pointwise;
-    bwd_pointwise += o.bwd_pointwise;
-    bwd_data += o.bwd_data;
-    bwd_weights += o.bwd_weights;
-    return *this;
-  }
+  LayerTimes& operator+=(const LayerTimes& o);
 };
+// The five passes by name (as bench --layers and device model files call them).
+struct LayerPass {
+  const char* name;
+  double LayerTimes::*time;
+};
+inline constexpr LayerPass kLayerPasses[] = {{"fwd", &LayerTimes::fwd},
+                                             {"fwd_pointwise", &LayerTimes::fwd_pointwise},
+                                             {"bwd_pointwise", &LayerTimes::bwd_pointwise},
+                                             {"bwd_data", &LayerTimes::bwd_data},
+                                             {"bwd_weights", &LayerTimes::bwd_weights}};
+inline LayerTimes& LayerTimes::operator+=(const LayerTimes& o) {
+  for (const LayerPass& p : kLayerPasses) this->*p.time += o.*p.time;
+  return *this;
+}
 
 constexpr int kRoot = 0;  // the process that holds whole maps, the untiled layers and the loss
 

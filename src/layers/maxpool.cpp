@@ -101,10 +101,10 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
 template <int cb>
 void backward_b(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                 const TensorView& diff_in, const Window& w) {
+  if (w.stride == w.size && backward_disjoint<cb>(diff_out, region, out_box, argmax, diff_in, w)) return;
   using K = Block<cb>;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   const Box& db = diff_in.box;
-  if (w.stride == w.size && backward_disjoint<cb>(diff_out, region, out_box, argmax, diff_in, w)) return;
   const auto rows = outputs_reading(db.y0, db.y1, region.y0, region.y1, w);
   const auto cols = outputs_reading(db.x0, db.x1, region.x0, region.x1, w);
   const typename K::V zero = K::splat(0.f);

@@ -27,8 +27,8 @@ struct Block {
   static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
   static V splat(float x) { return V{} + x; }
   // B bytes (e.g. max-pool winners) widened to / narrowed from one int per lane (GCC
-  // compiles these loops to one zero-extend or pack). Templates, as get and set: GCC 12
-  // types the vector members as scalars inside the class template's own definitions.
+  // compiles these loops to one zero-extend or pack). Templates: GCC 12 types the
+  // vector members as scalars inside the class template's own definitions.
   template <class T = I>
   static T load_bytes(const uint8_t* p) {
     T v;
@@ -38,14 +38,6 @@ struct Block {
   template <class T>
   static void store_bytes(uint8_t* p, T v) {
     for (int c = 0; c < B; ++c) p[c] = uint8_t(v[c]);
-  }
-  template <class T>
-  static auto get(const T& v, int c) {
-    return v[c];
-  }
-  template <class T, class X>
-  static void set(T& v, int c, X x) {
-    v[c] = x;
   }
 };
 
@@ -59,14 +51,6 @@ struct Block<1> {
   static I load_bytes(const uint8_t* p) { return *p; }
   template <class T>
   static void store_bytes(uint8_t* p, T v) { *p = uint8_t(v); }
-  template <class T>
-  static T get(const T& v, int) {
-    return v;
-  }
-  template <class T, class X>
-  static void set(T& v, int, X x) {
-    v = x;
-  }
 };
 
 }  // namespace tt

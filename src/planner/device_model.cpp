@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "data/synthetic.hpp"
@@ -92,17 +93,20 @@ std::string net_signature(const NetSpec& net) {
 
 namespace {
 
-// The five passes of a layer: their name in a model file, the engine's time, the fit.
+// The five passes of a layer (kLayerPasses: their name in a model file, the engine's
+// time) with their fit.
 struct PassEntry {
   const char* name;
   double LayerTimes::*time;
   LinearFit LayerModel::*fit;
 };
-constexpr PassEntry kPasses[] = {{"fwd", &LayerTimes::fwd, &LayerModel::fwd},
-                                 {"fwd_pointwise", &LayerTimes::fwd_pointwise, &LayerModel::fwd_pointwise},
-                                 {"bwd_pointwise", &LayerTimes::bwd_pointwise, &LayerModel::bwd_pointwise},
-                                 {"bwd_data", &LayerTimes::bwd_data, &LayerModel::bwd_data},
-                                 {"bwd_weights", &LayerTimes::bwd_weights, &LayerModel::bwd_weights}};
+constexpr PassEntry pass_entry(int i, LinearFit LayerModel::*fit) {
+  return {kLayerPasses[i].name, kLayerPasses[i].time, fit};
+}
+constexpr PassEntry kPasses[] = {pass_entry(0, &LayerModel::fwd), pass_entry(1, &LayerModel::fwd_pointwise),
+                                 pass_entry(2, &LayerModel::bwd_pointwise), pass_entry(3, &LayerModel::bwd_data),
+                                 pass_entry(4, &LayerModel::bwd_weights)};
+static_assert(std::size(kPasses) == std::size(kLayerPasses));
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
