@@ -80,12 +80,13 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
 // Odd geometries: wherever oneDNN offers only a reference kernel, auto runs an own one;
 // elsewhere auto runs oneDNN's, except forwards that need a fixed summation order (1x1
 // stride 1, and oneDNN's GEMM-based ones), which run on own kernels on every path, and
-// backward-weights of wide windows (>= 512 inputs per output) where oneDNN has no JIT kernel
-// for them, which run on OpenBLAS.
+// backward-weights: on x86 the own kernels', elsewhere OpenBLAS for wide windows (>= 512
+// inputs per output) where oneDNN has no JIT kernel for them.
 TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
   const DnnlContext onednn(KernelPath::OneDnn), automatic(KernelPath::Auto), own(KernelPath::Own);
   const int B = automatic.config.block;
-  int replaced = 0, kept = 0, gemm = 0;
+  int replaced = 0, kept = 0, gemm = 0, own_weights = 0;
+  const bool x86_own = own_conv_target().rfind("avx", 0) == 0;  // own backward-weights beat oneDNN's JIT there
   for (int ic : {1, 3, 6, 16, 21, 64})
     for (int oc : {5, 10, 32})
       for (int k : {1, 3, 5})
@@ -105,6 +106,9 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
             const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.backend == ConvChoice::Own);
             if (fixed_order) {
               EXPECT_TRUE(a.backend == ConvChoice::Own && d.backend == ConvChoice::Own);
+            } else if (p == ConvPass::BackwardWeights && x86_own) {
+              EXPECT_EQ(a.backend, ConvChoice::Own) << a.name;
+              ++own_weights;
             } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32 &&
                        is_reference_impl(d.name)) {
               EXPECT_EQ(a.backend, ConvChoice::Gemm);
@@ -120,13 +124,15 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
             }
           }
         }
-  // Tiled layers leave oneDNN's JIT kernels alone; without them some backward-weights go
-  // to OpenBLAS.
+  // Tiled layers leave oneDNN's other JIT kernels alone; without them some backward-weights
+  // go to OpenBLAS.
   if (kept == 0) {
     EXPECT_GT(gemm, 0);
   }
-  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones, %d on OpenBLAS\n", kept, replaced,
-              gemm);
+  EXPECT_EQ(own_weights > 0, x86_own);
+  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones, %d on OpenBLAS, %d own "
+              "backward-weights\n",
+              kept, replaced, gemm, own_weights);
 }
 
 // After the cut nothing is tiled: wide layers run every pass on OpenBLAS there unless

@@ -129,7 +129,7 @@ class DnnlConv final : public ConvImpl {
                  {DNNL_ARG_DIFF_DST, mem(d.dst)},
                  {DNNL_ARG_DIFF_WEIGHTS, mem(weights_)},
                  {DNNL_ARG_SCRATCHPAD, ctx.scratchpad(pd.scratchpad_desc())}};
-        if (g.bias) args_[DNNL_ARG_DIFF_BIAS] = mem(d.b);
+        if (g.bias) args_[DNNL_ARG_DIFF_BIAS] = memory(d.b, ctx.eng);  // its own: ConvKernel sums the bias itself
         break;
       }
     }
@@ -152,7 +152,7 @@ class DnnlConv final : public ConvImpl {
         set(DNNL_ARG_SRC, io.src);
         set(DNNL_ARG_DIFF_DST, io.diff_dst);
         set(DNNL_ARG_DIFF_WEIGHTS, io.diff_weights);
-        if (args_.count(DNNL_ARG_DIFF_BIAS)) set(DNNL_ARG_DIFF_BIAS, io.diff_bias);
+        if (args_.count(DNNL_ARG_DIFF_BIAS) && io.diff_bias) set(DNNL_ARG_DIFF_BIAS, io.diff_bias);
         break;
     }
     ctx_.execute(prim_, args_);
@@ -304,15 +304,20 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
 // cut, where oneDNN has no AVX-512 kernel: on an AVX2 machine OpenBLAS ran YOLOv2's 13x13
 // layers at 78-88 GFLOP/s against 26-31 for jit:avx2. Tiled layers keep oneDNN's JIT
-// kernels: their backward-weights on OpenBLAS made no difference to W1 there (0.52-0.54 s
-// either way) and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4, and on AVX-512
-// oneDNN was faster everywhere (W1 step 0.18 s against 0.23 s) (bench/RESULTS.md).
+// kernels for forward and backward-data (OpenBLAS backward-weights made no difference to W1
+// there and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4); their backward-weights
+// run on the own kernel on x86, faster than oneDNN's on AVX2 and AVX-512 (bench/RESULTS.md).
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
   const bool gemm_candidate =
       ctx.config.path == KernelPath::Auto && (pass == ConvPass::BackwardWeights || !tiled) && gemm_pays(own_shape(g));
-  const bool own_only = ctx.config.path == KernelPath::Own || (forward && g.k == 1 && g.s == 1);
+  // On x86 the own backward-weights beat oneDNN's JIT on W1's 3x3 shapes (1.11-1.17x under
+  // the AVX2 cap, 1.05x in all on AVX-512; bench/kernels/README.md); tiled layers take it.
+  // On ARM oneDNN has no JIT kernel and OpenBLAS keeps the wide ones (below).
+  const bool own_weights = ctx.config.path == KernelPath::Auto && tiled && pass == ConvPass::BackwardWeights &&
+                           own.rfind("own:avx", 0) == 0;
+  const bool own_only = ctx.config.path == KernelPath::Own || own_weights || (forward && g.k == 1 && g.s == 1);
   if (own_only && !gemm_candidate) return {ConvChoice::Own, own};
   const DnnlDescs d(g);
   const auto fwd = d.forward(ctx.eng);
@@ -359,7 +364,6 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     bwd_weights_ = make_conv_impl(ctx, g, ConvPass::BackwardWeights, tiled);
     const memory::desc& dw = bwd_weights_->weights_desc();
     diff_w_mem_ = ctx.grad_scratch(dw);
-    if (g.bias) diff_b_ = Buffer(size_t(g.oc));
     // backward-weights overwrites its output: accumulate into the plain gradient with a
     // reorder carrying a sum post-op.
     dnnl::primitive_attr sum;
@@ -402,7 +406,6 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
   io.src = src;
   io.diff_dst = diff_dst;
   io.diff_weights = ctx_.grad_scratch_data();
-  io.diff_bias = g_.bias ? diff_b_.data() : nullptr;
   const bool direct = grad_w && bwd_weights_->accumulates();
   if (direct) {
     io.diff_weights = grad_w;
@@ -415,8 +418,25 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
     grad_to_plain_.execute(ctx_.strm, grad_args_);
     ctx_.strm.wait();
   }
-  if (g_.bias)
-    for (int i = 0; i < g_.oc; ++i) grad_b[i] += diff_b_.data()[i];
+  if (g_.bias) add_bias_grad(g_, diff_dst, grad_b);
+}
+
+// Σ of the delta per channel, in double, whatever kernel ran: a bias gradient is often a
+// small sum of large terms, and the float sums of oneDNN, OpenBLAS and the own kernels
+// differ from each other by several times the rounding of the result (a layer's tiled and
+// untiled runs may use different kernels).
+void add_bias_grad(const ConvGeom& g, const float* diff_dst, float* grad_b) {
+  const int cb = g.cb, blocks = (g.oc + cb - 1) / cb;
+  const ptrdiff_t pixels = ptrdiff_t(g.oh) * g.ow;
+  std::vector<double> sum(size_t(blocks * cb), 0.);
+  for (int img = 0; img < g.n; ++img)
+    for (int ob = 0; ob < blocks; ++ob) {
+      const float* r = diff_dst + (ptrdiff_t(img) * blocks + ob) * pixels * cb;
+      double* s = sum.data() + ob * cb;
+      for (ptrdiff_t x = 0; x < pixels; ++x)
+        for (int j = 0; j < cb; ++j) s[j] += double(r[x * cb + j]);
+    }
+  for (int c = 0; c < g.oc; ++c) grad_b[c] += float(sum[size_t(c)]);
 }
 
 void ConvKernel::prepare_grad_rows(int rows) {

@@ -27,6 +27,9 @@ struct ConvGeom {
 ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
                    bool bias);
 
+// grad_b[c] += Σ over samples and pixels of diff_dst (nChw{g.cb}c, g.oh x g.ow), in double.
+void add_bias_grad(const ConvGeom& g, const float* diff_dst, float* grad_b);
+
 enum class ConvPass { Forward, BackwardData, BackwardWeights };
 const char* conv_pass_name(ConvPass p);  // "forward", "backward-data", "backward-weights"
 
@@ -40,7 +43,7 @@ struct ConvIo {
   float* diff_src = nullptr;        // backward-data
   float* diff_weights = nullptr;    // backward-weights: overwritten, in weights_desc()
   bool accumulate = false;          // backward-weights: add into diff_weights (only where accumulates())
-  float* diff_bias = nullptr;       // backward-weights with bias: overwritten
+  float* diff_bias = nullptr;       // backward-weights with bias: overwritten (null: not wanted)
 };
 
 // One pass of one convolution geometry on one backend.
@@ -93,7 +96,6 @@ class ConvKernel {
   int fwd_slot_ = -1, bwd_data_slot_ = -1;
   dnnl::reorder grad_to_plain_;
   Args grad_args_;
-  Buffer diff_b_;
   memory diff_w_mem_, grad_plain_mem_;
   std::vector<RowsReorder> grad_rows_;
 };

@@ -388,6 +388,18 @@ void BackwardData(const OwnConvShape& s, const float* dd, const float* w, float*
 }
 
 // ---------------------------------------------------------------- backward weights
+// GCC folds a vector reused by several FMAs into each FMA's memory operand, which turns the
+// micro-kernel's T + NOB loads per pixel into T + T·NOB and makes it load-bound; an empty
+// asm that claims to change the register keeps it loaded once.
+template <class V>
+HWY_INLINE void KeepInRegister(V& v) {
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+  asm("" : "+v"(v.raw));
+#else
+  (void)v;
+#endif
+}
+
 // out[ob][t][:] += Σ_rows Σ_px sp[row][px][t] · dp[ob][row][px][:]
 template <int B, int T, int NOB, int PX>
 HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_t sp_row, const float* HWY_RESTRICT dp,
@@ -411,7 +423,10 @@ HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_
 #pragma GCC unroll 4
       for (int ob = 0; ob < NOB; ++ob)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) dv[ob][v] = hn::LoadU(d, dr + x * B + ob * d_ob + v * L);
+        for (int v = 0; v < NV; ++v) {
+          dv[ob][v] = hn::LoadU(d, dr + x * B + ob * d_ob + v * L);
+          KeepInRegister(dv[ob][v]);
+        }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const V xv = hn::Set(d, sr[x * spx + t]);
@@ -433,8 +448,7 @@ HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_
 template <int B, int IB>
 void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db) {
   using C = Cfg<B>;
-  using D = typename C::D;
-  constexpr int L = C::L, NV = C::NV, WOBN = C::WOBN;
+  constexpr int WOBN = C::WOBN;
   constexpr int WT = IB == 1 ? std::min(4, C::WT) : C::WT;  // plain: kx taps per call
   const int ocbs = cdiv(s.oc, B), icbs = cdiv(s.ic, B);
   const int ncb = IB == 1 ? s.ic : icbs;
@@ -443,23 +457,15 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
   const ptrdiff_t d_ob = ptrdiff_t(s.oh) * s.ow * B;
   std::fill(dw, dw + ocbs * w_ob, 0.f);
 
-  if (db) {  // Σ over samples and pixels, one row at a time
-    const D d;
+  if (db) {  // Σ over samples and pixels in double: a bias gradient is often a small sum of large terms
     for (int ob = 0; ob < ocbs; ++ob) {
-      hn::Vec<D> sum[NV];
-      for (int v = 0; v < NV; ++v) sum[v] = hn::Zero(d);
-      for (int img = 0; img < s.n; ++img)
-        for (int oy = 0; oy < s.oh; ++oy) {
-          const float* r = dd + ((ptrdiff_t(img) * ocbs + ob) * s.oh + oy) * s.ow * B;
-          for (int v = 0; v < NV; ++v) {
-            auto a = hn::Zero(d);
-            for (int x = 0; x < s.ow; ++x) a = hn::Add(a, hn::LoadU(d, r + x * B + v * L));
-            sum[v] = hn::Add(sum[v], a);
-          }
-        }
-      alignas(64) float tmp[B];
-      for (int v = 0; v < NV; ++v) hn::StoreU(sum[v], d, tmp + v * L);
-      for (int j = 0; j < B && ob * B + j < s.oc; ++j) db[ob * B + j] = tmp[j];
+      double sum[B] = {};
+      for (int img = 0; img < s.n; ++img) {
+        const float* r = dd + (ptrdiff_t(img) * ocbs + ob) * s.oh * s.ow * B;
+        for (ptrdiff_t x = 0; x < ptrdiff_t(s.oh) * s.ow; ++x)
+          for (int j = 0; j < B; ++j) sum[j] += double(r[x * B + j]);
+      }
+      for (int j = 0; j < B && ob * B + j < s.oc; ++j) db[ob * B + j] = float(sum[j]);
     }
   }
 

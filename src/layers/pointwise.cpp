@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "layers/simd_block.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
@@ -112,31 +113,83 @@ void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r
     }
 }
 
+// The real channels of block blk of a[] (padded lanes 0): a kernel's per-channel factors.
+template <int B, class T>
+void block_of(const T* a, int blk, int C, T* out) {
+  for (int c = 0; c < B; ++c) out[c] = blk * B + c < C ? a[blk * B + c] : T(0);
+}
+
+// d ← d · act'(a*p + b) on n pixels of one row.
+template <int B>
+void act_row(float* d, const float* p, int n, const float* aa, const float* bb, Act act) {
+  using K = Block<B>;
+  const typename K::V va = K::load(aa), vb = K::load(bb), zero = K::splat(0.f), one = K::splat(1.f);
+  if (act == Act::Leaky || act == Act::Relu) {
+    const typename K::V slope = K::splat(act == Act::Leaky ? 0.1f : 0.f);
+    for (int i = 0; i < n; ++i)
+      K::store(d + i * B, K::load(d + i * B) * (va * K::load(p + i * B) + vb > zero ? one : slope));
+  } else if (act != Act::Linear) {
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < B; ++c) d[i * B + c] *= act_grad(act, aa[c] * p[i * B + c] + bb[c]);
+  }
+}
+
+// sg[c] += Σ d, sgx[c] += Σ d·(p − m)·rs on n pixels of one row.
+template <int B>
+void sums_row(const float* d, const float* p, int n, const double* m, const double* rs, double* sg, double* sgx) {
+  // Double throughout, as in channel_sums: these sums set the mean-removal terms of every
+  // delta, which then cancel inside the next weight gradient.
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < B; ++c) {
+      const double dv = d[i * B + c];
+      sg[c] += dv;
+      sgx[c] += dv * (p[i * B + c] - m[c]) * rs[c];
+    }
+}
+
 template <int B>
 void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
   if (act == Act::Linear) return;
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
       float aa[B], bb[B];
-      for (int c = 0; c < B; ++c) {
-        bool real = blk * B + c < g.c;
-        aa[c] = real ? a[blk * B + c] : 0.f;
-        bb[c] = real ? b[blk * B + c] : 0.f;
-      }
+      block_of<B>(a, blk, g.c, aa);
+      block_of<B>(b, blk, g.c, bb);
+      for (int yy = r.y0; yy < r.y1; ++yy) act_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), aa, bb, act);
+    }
+}
+
+// act_backward on `region` and bn_grad_sums on `own` (inside it) in one sweep, each row's
+// sums taken while the row is in cache: the same operations in the same order as the two
+// calls one after the other.
+template <int B>
+void act_backward_sums_b(const TensorView& g, const TensorView& y, const Box& r, const Box& own, const float* a,
+                         const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
+                         double* sum_gx) {
+  for (int s = 0; s < g.n; ++s)
+    for (int blk = 0; blk < g.cblocks(); ++blk) {
+      float aa[B], bb[B];
+      double m[B], rs[B], sg[B] = {}, sgx[B] = {};
+      block_of<B>(a, blk, g.c, aa);
+      block_of<B>(b, blk, g.c, bb);
+      block_of<B>(mean, blk, g.c, m);
+      block_of<B>(rstd, blk, g.c, rs);
       for (int yy = r.y0; yy < r.y1; ++yy) {
         float* d = g.at(s, blk, yy, r.x0);
         const float* p = y.at(s, blk, yy, r.x0);
-        const int n = r.w();
-        using K = Block<B>;
-        const typename K::V va = K::load(aa), vb = K::load(bb), zero = K::splat(0.f), one = K::splat(1.f);
-        if (act == Act::Leaky || act == Act::Relu) {
-          const typename K::V slope = K::splat(act == Act::Leaky ? 0.1f : 0.f);
-          for (int i = 0; i < n; ++i)
-            K::store(d + i * B, K::load(d + i * B) * (va * K::load(p + i * B) + vb > zero ? one : slope));
-        } else {
-          for (int i = 0; i < n; ++i)
-            for (int c = 0; c < B; ++c) d[i * B + c] *= act_grad(act, aa[c] * p[i * B + c] + bb[c]);
+        if (yy < own.y0 || yy >= own.y1 || own.empty()) {
+          act_row<B>(d, p, r.w(), aa, bb, act);
+          continue;
         }
+        const int i0 = own.x0 - r.x0, i1 = own.x1 - r.x0;
+        act_row<B>(d, p, i0, aa, bb, act);
+        act_row<B>(d + i0 * B, p + i0 * B, i1 - i0, aa, bb, act);
+        sums_row<B>(d + i0 * B, p + i0 * B, i1 - i0, m, rs, sg, sgx);
+        act_row<B>(d + i1 * B, p + i1 * B, r.w() - i1, aa, bb, act);
+      }
+      for (int c = 0; c < B && blk * B + c < g.c; ++c) {
+        sum_g[blk * B + c] += sg[c];
+        sum_gx[blk * B + c] += sgx[c];
       }
     }
 }
@@ -146,24 +199,10 @@ void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, cons
                     double* sum_g, double* sum_gx) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
-      // Double throughout, as in channel_sums: these sums set the mean-removal terms of
-      // every delta, which then cancel inside the next weight gradient.
       double m[B], rs[B], sg[B] = {}, sgx[B] = {};
-      for (int c = 0; c < B; ++c) {
-        bool real = blk * B + c < g.c;
-        m[c] = real ? mean[blk * B + c] : 0.;
-        rs[c] = real ? rstd[blk * B + c] : 0.;
-      }
-      for (int yy = r.y0; yy < r.y1; ++yy) {
-        const float* d = g.at(s, blk, yy, r.x0);
-        const float* p = y.at(s, blk, yy, r.x0);
-        for (int i = 0; i < r.w(); ++i)
-          for (int c = 0; c < B; ++c) {
-            const double dv = d[i * B + c];
-            sg[c] += dv;
-            sgx[c] += dv * (p[i * B + c] - m[c]) * rs[c];
-          }
-      }
+      block_of<B>(mean, blk, g.c, m);
+      block_of<B>(rstd, blk, g.c, rs);
+      for (int yy = r.y0; yy < r.y1; ++yy) sums_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), m, rs, sg, sgx);
       for (int c = 0; c < B && blk * B + c < g.c; ++c) {
         sum_g[blk * B + c] += sg[c];
         sum_gx[blk * B + c] += sgx[c];
@@ -208,6 +247,12 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
 }
 void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
   with_block(g.cb, [&](auto B) { act_backward_b<B>(g, y, r, a, b, act); });
+}
+void act_backward_sums(const TensorView& g, const TensorView& y, const Box& region, const Box& own, const float* a,
+                       const float* b, Act act, const double* mean, const double* rstd, double* sum_g, double* sum_gx) {
+  if (!own.empty() && !contains(region, own))
+    fail("internal: batch-norm sums over ", own.str(), ", outside the activation's box ", region.str());
+  with_block(g.cb, [&](auto B) { act_backward_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
 }
 void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
                   double* sum_g, double* sum_gx) {
