@@ -67,24 +67,6 @@ std::vector<float> pack_weights(const std::vector<float>& oihw, const OwnConvSha
   return w;
 }
 // Forward-layout weights (or their gradient) -> oihw; also reports whether padded entries are zero.
-std::vector<float> unpack_weights(const std::vector<float>& w, const OwnConvShape& s, bool* padding_zero) {
-  const int B = s.b, k = s.k, icbs = cdiv(s.ic, B);
-  std::vector<float> oihw(size_t(s.oc) * s.ic * k * k);
-  std::vector<char> used(w.size(), 0);
-  for (int o = 0; o < s.oc; ++o)
-    for (int i = 0; i < s.ic; ++i)
-      for (int t = 0; t < k * k; ++t) {
-        const size_t idx = s.ib == 1 ? ((size_t(o / B) * s.ic + i) * k * k + t) * B + o % B
-                                     : ((((size_t(o / B) * icbs + i / B) * k * k + t) * B + i % B) * B) + o % B;
-        oihw[(size_t(o) * s.ic + i) * k * k + t] = w[idx];
-        used[idx] = 1;
-      }
-  *padding_zero = true;
-  for (size_t j = 0; j < w.size(); ++j)
-    if (!used[j] && w[j] != 0.f) *padding_zero = false;
-  return oihw;
-}
-
 struct Case {
   OwnConvShape s;
   std::vector<float> src, w, bias, dd;  // plain src / diff_dst, oihw weights
@@ -322,14 +304,18 @@ TEST(OwnConv, MatchesNaiveReference) {
     ASSERT_TRUE(close("backward-data", got, ref, mag, shape));
     ASSERT_TRUE(padding_zero(dsrc, s.n, s.ic, s.ih, s.iw, s.ib, "diff_src", shape));
     // backward-weights (+ diff_b), outputs prefilled with NaN: they are overwritten
-    std::vector<float> dw(size_t(own_weights_floats(s, OwnPass::Forward)), kNaN), db(size_t(s.oc), kNaN);
+    std::vector<float> dw(size_t(own_weights_floats(s, OwnPass::BackwardWeights)), kNaN), db(size_t(s.oc), kNaN);
+    ASSERT_EQ(dw.size(), size_t(s.oc) * s.ic * s.k * s.k);  // plain oihw
     own_conv_backward_weights(s, src.data(), dd.data(), dw.data(), db.data());
     std::vector<double> dbref, dbmag;
     ref_backward_weights(c, ref, mag, dbref, dbmag);
-    bool pad0 = false;
-    ASSERT_TRUE(close("backward-weights", unpack_weights(dw, s, &pad0), ref, mag, shape));
-    ASSERT_TRUE(pad0) << "diff_w padding not zero for " << shape;
+    ASSERT_TRUE(close("backward-weights", dw, ref, mag, shape));
     ASSERT_TRUE(close("diff_b", db, dbref, dbmag, shape));
+    // accumulate: adds the same gradient to what is there (here: to itself)
+    std::vector<float> twice = dw;
+    own_conv_backward_weights(s, src.data(), dd.data(), twice.data(), nullptr, true);
+    for (size_t j = 0; j < dw.size(); ++j) ref[j] *= 2, mag[j] *= 2;
+    ASSERT_TRUE(close("backward-weights, accumulated", twice, ref, mag, shape));
     ++cases;
   }
   EXPECT_EQ(cases, 160);
@@ -445,7 +431,7 @@ TEST(OwnConv, MatchesOneDnn) {
     own_conv_forward(s, srcb.data(), pack_weights(w, s, OwnPass::Forward).data(), bias.data(), my_dst.data());
     std::vector<float> my_dsrc(size_t(s.n) * cdiv(s.ic, s.ib) * s.ib * s.ih * s.iw);
     own_conv_backward_data(s, ddb.data(), pack_weights(w, s, OwnPass::BackwardData).data(), my_dsrc.data());
-    std::vector<float> my_dw(size_t(own_weights_floats(s, OwnPass::Forward))), my_db(size_t(s.oc));
+    std::vector<float> my_dw(size_t(own_weights_floats(s, OwnPass::BackwardWeights))), my_db(size_t(s.oc));
     own_conv_backward_weights(s, srcb.data(), ddb.data(), my_dw.data(), my_db.data());
 
     auto cmp = [&](const char* what, const std::vector<float>& mine, const std::vector<float>& theirs) {
@@ -458,8 +444,7 @@ TEST(OwnConv, MatchesOneDnn) {
     };
     cmp("forward", to_blocked(dst, s.n, s.oc, s.oh, s.ow, s.b), my_dst);
     cmp("backward-data", to_blocked(dsrc, s.n, s.ic, s.ih, s.iw, s.ib), my_dsrc);
-    bool pad0 = false;
-    cmp("backward-weights", unpack_weights(my_dw, s, &pad0), dw);
+    cmp("backward-weights", my_dw, dw);
     cmp("diff_b", my_db, db);
   }
 }

@@ -302,7 +302,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   std::vector<float> input, truth;  // read on the root process only
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
-  std::vector<double> step, fwd, bwd, upd, halo, wts, io, hx, hxf, hov;
+  std::vector<double> step, fwd, bwd, upd, rel, halo, wts, io, hx, hxf, hov;
   std::vector<LayerTimes> layer_sum(net.layers.size());
   for (int i = 0; i < steps; ++i) {
     trainer.reset_times();
@@ -316,6 +316,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     fwd.push_back(t.fwd);
     bwd.push_back(t.bwd);
     upd.push_back(t.update);
+    rel.push_back(t.reload);
     halo.push_back(t.halo);
     wts.push_back(t.weights);
     io.push_back(t.io);
@@ -331,7 +332,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   const auto all_step = comm.all_gather(median(step)), all_fwd = comm.all_gather(median(fwd)),
              all_bwd = comm.all_gather(median(bwd)), all_halo = comm.all_gather(median(halo)),
              all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
-             all_upd = comm.all_gather(median(upd)), all_rss = comm.all_gather(rss),
+             all_upd = comm.all_gather(median(upd)), all_rel = comm.all_gather(median(rel)), all_rss = comm.all_gather(rss),
              all_hx = comm.all_gather(median(hx)), all_hxf = comm.all_gather(median(hxf)),
              all_hov = comm.all_gather(median(hov));
   const Trainer::Memory mem = trainer.memory();
@@ -401,6 +402,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                      {"fwd_s", mx(all_fwd)},
                      {"bwd_s", mx(all_bwd)},
                      {"update_s", mx(all_upd)},
+                     {"reload_s", mx(all_rel)},  // update_s's re-formatting of the weights for the kernels
                      {"halo_s", mx(all_halo)},
                      {"halo_exchange_s", mx(all_hx)},       // halo_s without the batch-norm all-reduces
                      {"halo_exchange_fwd_s", mx(all_hxf)},  // its forward part

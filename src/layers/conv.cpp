@@ -199,11 +199,12 @@ class OwnConv final : public ConvImpl {
       case ConvPass::BackwardData:
         return own_conv_backward_data(shape_, io.diff_dst, io.weights, io.diff_src);
       case ConvPass::BackwardWeights:
-        return own_conv_backward_weights(shape_, io.src, io.diff_dst, io.diff_weights, io.diff_bias);
+        return own_conv_backward_weights(shape_, io.src, io.diff_dst, io.diff_weights, io.diff_bias, io.accumulate);
     }
   }
   const memory::desc& weights_desc() const override { return weights_; }
   const std::string& name() const override { return name_; }
+  bool accumulates() const override { return pass_ == ConvPass::BackwardWeights; }  // into the plain gradient
 
  private:
   static OwnPass own_pass(ConvPass p) {

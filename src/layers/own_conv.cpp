@@ -53,8 +53,11 @@ inline tt::OwnConvShape flat_1x1(tt::OwnConvShape s) {
   }
   return s;
 }
-// Backward-weights sums a chunk of about this many output pixels in registers.
-constexpr int kWeightsChunkPixels = 512;
+// Backward-weights sums a chunk of about this many output pixels in registers, then adds
+// the sums into the plain gradient one lane at a time: fewer, larger chunks make fewer of
+// those scattered adds (512 pixels cost W1 4 % more under the AVX2 cap than 8192); the
+// chunk's zero-padded input rows are copied once (W1: at most 1 MB).
+constexpr int kWeightsChunkPixels = 8192;
 }  // namespace tt::own_detail
 #endif
 
@@ -401,10 +404,18 @@ HWY_INLINE void KeepInRegister(V& v) {
 }
 
 // out[ob][t][:] += Σ_rows Σ_px sp[row][px][t] · dp[ob][row][px][:]
+// Where the sums go: the plain gradient, out[o · o_stride + t · t_stride] for output
+// channel o (from the call's first block) and row t, real channels o < o_valid and rows
+// t < t_valid only (the blocked maps' padded lanes are not weights).
+struct WOut {
+  float* out;
+  ptrdiff_t o_stride, t_stride;
+  int o_valid, t_valid;
+};
+
 template <int B, int T, int NOB, int PX>
 HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_t sp_row, const float* HWY_RESTRICT dp,
-                         ptrdiff_t d_ob, ptrdiff_t d_row, int rows, int npx, float* HWY_RESTRICT out,
-                         ptrdiff_t out_ob) {
+                         ptrdiff_t d_ob, ptrdiff_t d_row, int rows, int npx, const WOut& o) {
   using C = Cfg<B>;
   using D = typename C::D;
   using V = hn::Vec<D>;
@@ -437,25 +448,30 @@ HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_
       }
     }
   }
-  for (int t = 0; t < T; ++t)
-    for (int ob = 0; ob < NOB; ++ob)
-      for (int v = 0; v < NV; ++v) {
-        float* o = out + ob * out_ob + t * B + v * L;
-        hn::StoreU(hn::Add(hn::LoadU(d, o), acc[t][ob][v]), d, o);
-      }
+  // Added lane by lane: plain weights hold an output channel's sums ic·k·k floats apart.
+  // Once per call (hundreds of pixels), where a oneDNN-style blocked gradient would cost a
+  // whole reorder pass over the weights afterwards.
+  alignas(64) float lanes[B];
+  for (int t = 0; t < std::min(T, o.t_valid); ++t)
+    for (int ob = 0; ob < NOB; ++ob) {
+      for (int v = 0; v < NV; ++v) hn::StoreU(acc[t][ob][v], d, lanes + v * L);
+      const int n = std::min(B, o.o_valid - ob * B);
+      float* HWY_RESTRICT w = o.out + ob * B * o.o_stride + t * o.t_stride;
+      for (int j = 0; j < n; ++j) w[j * o.o_stride] += lanes[j];
+    }
 }
 
 template <int B, int IB>
-void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db) {
+void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db, bool accumulate) {
   using C = Cfg<B>;
   constexpr int WOBN = C::WOBN;
   constexpr int WT = IB == 1 ? std::min(4, C::WT) : C::WT;  // plain: kx taps per call
   const int ocbs = cdiv(s.oc, B), icbs = cdiv(s.ic, B);
   const int ncb = IB == 1 ? s.ic : icbs;
   const ptrdiff_t kk = ptrdiff_t(s.k) * s.k;
-  const ptrdiff_t w_ob = ncb * kk * IB * B;  // one block of output channels
+  const ptrdiff_t o_stride = ptrdiff_t(s.ic) * kk;  // plain oihw
   const ptrdiff_t d_ob = ptrdiff_t(s.oh) * s.ow * B;
-  std::fill(dw, dw + ocbs * w_ob, 0.f);
+  if (!accumulate) std::fill(dw, dw + ptrdiff_t(s.oc) * o_stride, 0.f);
 
   if (db) {  // Σ over samples and pixels in double: a bias gradient is often a small sum of large terms
     for (int ob = 0; ob < ocbs; ++ob) {
@@ -510,18 +526,21 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
           const float* sp_row = pad + cb * cb_len + ptrdiff_t(ya * s.s + ky - s.pt - iy_a) * row_len;
           const float* dp = dd + ((ptrdiff_t(img) * ocbs + ob0) * s.oh + ya) * s.ow * B;
           const ptrdiff_t sp_px = ptrdiff_t(s.s) * IB, sp_rstride = ptrdiff_t(s.s) * row_len, d_row = ptrdiff_t(s.ow) * B;
-          float* wout = dw + ob0 * w_ob + (cb * kk + ky * s.k) * IB * B;
+          // weight (o = ob0·B, i = the call's first row's channel, ky, kx = 0)
+          const int o_valid = s.oc - ob0 * B;
+          float* wout = dw + ptrdiff_t(ob0) * B * o_stride + ky * s.k;
           WithN<WOBN>(nob, [&]<int NOB>() {
-            auto call = [&]<int TT>(const float* sp, float* out) {
+            auto call = [&]<int TT>(const float* sp, const WOut& o) {
               if (s.s == 1)
-                WMicro<B, TT, NOB, IB>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, out, w_ob);
+                WMicro<B, TT, NOB, IB>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, o);
               else
-                WMicro<B, TT, NOB, 0>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, out, w_ob);
+                WMicro<B, TT, NOB, 0>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, o);
             };
-            if constexpr (IB == 1) {  // rows of the call: kx taps
+            if constexpr (IB == 1) {  // rows of the call: kx taps of input channel cb
               for (int kx0 = 0; kx0 < s.k; kx0 += WT) {
                 const int tn = std::min(WT, s.k - kx0);
-                auto one = [&]<int TT>() { call.template operator()<TT>(sp_row + kx0, wout + kx0 * B); };
+                const WOut o{wout + cb * kk + kx0, o_stride, 1, o_valid, tn};
+                auto one = [&]<int TT>() { call.template operator()<TT>(sp_row + kx0, o); };
                 if (tn == WT) one.template operator()<WT>();
                 else if (tn == 3) one.template operator()<3>();
                 else if (tn == 2) one.template operator()<2>();
@@ -529,27 +548,16 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
               }
             } else {  // rows of the call: lanes i of the input block
               for (int kx = 0; kx < s.k; ++kx)
-                for (int i0 = 0; i0 < IB; i0 += WT)
-                  call.template operator()<WT>(sp_row + kx * IB + i0, wout + (kx * IB + i0) * B);
+                for (int i0 = 0; i0 < IB; i0 += WT) {
+                  const int i = cb * IB + i0;
+                  if (i >= s.ic) break;
+                  const WOut o{wout + i * kk + kx, o_stride, kk, o_valid, s.ic - i};
+                  call.template operator()<WT>(sp_row + kx * IB + i0, o);
+                }
             }
           });
         }
       }
-    }
-
-  // padded channels of the gradient are zero whatever the inputs' padding held
-  const int o_valid = s.oc - (ocbs - 1) * B, i_valid = s.ic - (icbs - 1) * B;
-  for (int ob = 0; ob < ocbs; ++ob)
-    for (int cb = 0; cb < ncb; ++cb) {
-      const bool o_part = ob == ocbs - 1 && o_valid < B;
-      const bool i_part = IB != 1 && cb == ncb - 1 && i_valid < B;
-      if (!o_part && !i_part) continue;
-      for (ptrdiff_t tap = 0; tap < kk; ++tap)
-        for (int i = 0; i < IB; ++i) {
-          float* e = dw + ob * w_ob + (cb * kk + tap) * IB * B + i * B;
-          for (int j = 0; j < B; ++j)
-            if ((o_part && j >= o_valid) || (i_part && i >= i_valid)) e[j] = 0.f;
-        }
     }
 }
 
@@ -566,11 +574,13 @@ void BackwardDataImpl(const OwnConvShape& s, const float* dd, const float* w, fl
   else
     s.ib == 1 ? BackwardData<16, 1>(s, dd, w, dsrc) : BackwardData<16, 16>(s, dd, w, dsrc);
 }
-void BackwardWeightsImpl(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db) {
+void BackwardWeightsImpl(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db,
+                         bool accumulate) {
   if (s.b == 8)
-    s.ib == 1 ? BackwardWeights<8, 1>(s, src, dd, dw, db) : BackwardWeights<8, 8>(s, src, dd, dw, db);
+    s.ib == 1 ? BackwardWeights<8, 1>(s, src, dd, dw, db, accumulate) : BackwardWeights<8, 8>(s, src, dd, dw, db, accumulate);
   else
-    s.ib == 1 ? BackwardWeights<16, 1>(s, src, dd, dw, db) : BackwardWeights<16, 16>(s, src, dd, dw, db);
+    s.ib == 1 ? BackwardWeights<16, 1>(s, src, dd, dw, db, accumulate)
+              : BackwardWeights<16, 16>(s, src, dd, dw, db, accumulate);
 }
 int64_t TargetImpl() { return HWY_TARGET; }
 
@@ -620,6 +630,7 @@ dnnl::memory::format_tag own_weights_tag(int b, int ib, OwnPass pass) {
   s.b = b;
   s.ib = ib;
   check(s);
+  if (pass == OwnPass::BackwardWeights) return tag::oihw;
   if (pass == OwnPass::BackwardData) return b == 8 ? tag::OIhw8o8i : tag::OIhw16o16i;
   if (ib == 1) return b == 8 ? tag::Abcd8a : tag::Abcd16a;  // Oihw8o / Oihw16o
   return b == 8 ? tag::OIhw8i8o : tag::OIhw16i16o;
@@ -627,6 +638,7 @@ dnnl::memory::format_tag own_weights_tag(int b, int ib, OwnPass pass) {
 
 long own_weights_floats(const OwnConvShape& s, OwnPass pass) {
   check(s);
+  if (pass == OwnPass::BackwardWeights) return long(s.oc) * s.ic * s.k * s.k;
   const long ocp = long(own_detail::cdiv(s.oc, s.b)) * s.b;
   const long icp = pass == OwnPass::BackwardData || s.ib != 1 ? long(own_detail::cdiv(s.ic, s.b)) * s.b : s.ic;
   return ocp * icp * s.k * s.k;
@@ -643,11 +655,12 @@ void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const 
   HWY_DYNAMIC_DISPATCH(BackwardDataImpl)(own_detail::flat_1x1(s), diff_dst, w, diff_src);
 }
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
-                               float* diff_b) {
+                               float* diff_b, bool accumulate) {
   check(s);
   apply_isa_cap();
   const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
-  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, diff_b);
+  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, diff_b,
+                                            accumulate);
 }
 
 std::string own_conv_target() {

@@ -15,7 +15,7 @@
 // values to the whole map for every cell whose taps all lie inside the tile's box.
 // Backward-weights sums over pixels in chunks of rows (accurate, not tile-invariant).
 //
-// Padded channels of the outputs (dst, diff_src, diff_w, diff_b) are written as zero;
+// Padded channels of the outputs (dst, diff_src, diff_b) are written as zero;
 // padded channels of the inputs (src, diff_dst) and padded weight entries must be zero.
 // The kernels use the OpenMP threads of the caller's team size (omp_get_max_threads());
 // the result does not depend on the thread count.
@@ -34,9 +34,9 @@ struct OwnConvShape {
 
 enum class OwnPass { Forward, BackwardData, BackwardWeights };
 
-// Weight layout of a pass: forward and backward-weights OIhw{b}i{b}o (ib == b) or
-// Oihw{b}o (ib == 1, oneDNN's Abcd8a / Abcd16a); backward-data OIhw{b}o{b}i (either ib;
-// input channels padded to a multiple of b). Throws tt::Error for b or ib not supported.
+// Weight layout of a pass: forward OIhw{b}i{b}o (ib == b) or Oihw{b}o (ib == 1, oneDNN's
+// Abcd8a / Abcd16a); backward-data OIhw{b}o{b}i (either ib; input channels padded to a
+// multiple of b); backward-weights plain oihw. Throws tt::Error for b or ib not supported.
 dnnl::memory::format_tag own_weights_tag(int b, int ib, OwnPass pass);
 // Floats of a weight (or weight-gradient) buffer in that layout.
 long own_weights_floats(const OwnConvShape& s, OwnPass pass);
@@ -47,9 +47,10 @@ void own_conv_forward(const OwnConvShape& s, const float* src, const float* w, c
                       float* dst);
 // Overwrites all of diff_src (ih x iw, padded channels zero); cells no output reads get 0.
 void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const float* w, float* diff_src);
-// Overwrites diff_w (forward's weight layout) and diff_b (oc floats), like oneDNN.
+// diff_w is plain oihw (the parameter vector's layout): overwritten, or added to with
+// `accumulate`. diff_b (oc floats) is overwritten.
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
-                               float* diff_b /*may be null*/);
+                               float* diff_b /*may be null*/, bool accumulate = false);
 
 // Highway target that runs, lower case: "avx2", "avx3" (AVX-512), "neon", "sse4", "emu128"...
 std::string own_conv_target();
