@@ -304,7 +304,11 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // Under KernelPath::Auto, wide products go to OpenBLAS where oneDNN has no JIT kernel for
 // them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
 // cut, where oneDNN has no AVX-512 kernel: on an AVX2 machine OpenBLAS ran YOLOv2's 13x13
-// layers at 78-88 GFLOP/s against 26-31 for jit:avx2. Tiled layers keep oneDNN's JIT
+// layers at 78-88 GFLOP/s against 26-31 for jit:avx2. After the cut backward-weights run on
+// OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's blocked one needs
+// a reorder pass over the weights (Zen 4: YOLOv2's after-cut backward-weights 163-169 ms
+// against 205-206, the step 3.5 % shorter; its forward and backward-data on OpenBLAS were
+// 40 % slower). Tiled layers keep oneDNN's JIT
 // kernels for forward and backward-data (OpenBLAS backward-weights made no difference to W1
 // there and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4); their backward-weights
 // run on the own kernel on x86, faster than oneDNN's on AVX2 and AVX-512 (bench/RESULTS.md).
@@ -325,7 +329,8 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
-  if (gemm_candidate && (tiled ? is_reference_impl(impl) : impl.find("avx512") == std::string::npos))
+  const bool gemm_after_cut = pass == ConvPass::BackwardWeights || impl.find("avx512") == std::string::npos;
+  if (gemm_candidate && (tiled ? is_reference_impl(impl) : gemm_after_cut))
     return {ConvChoice::Gemm, "gemm:openblas"};
   if (own_only) return {ConvChoice::Own, own};
   if (forward) {
