@@ -102,6 +102,18 @@ int WeightCache::slot(const memory::desc& d, Use use) {
   e.src = memory(plain_, ctx_.eng, DNNL_MEMORY_NONE);
   e.dst = memory(d, ctx_.eng, DNNL_MEMORY_NONE);
   e.to_format = dnnl::reorder(e.src, e.dst);
+  // From a blocked copy made just before, where oneDNN moves whole blocks (backward-data's
+  // OIhw16o16i from forward's OIhw16i16o: 2.3-2.8 ms for YOLOv2's 1024x1024x3x3 weights,
+  // against 6.2-8.8 ms from the plain ones).
+  for (size_t i = 0; !staged_ && i < entries_.size(); ++i) {
+    if (entries_[i].in_place) continue;
+    const dnnl::reorder::primitive_desc pd(ctx_.eng, entries_[i].desc, ctx_.eng, d);
+    if (std::string(pd.impl_info_str()) != "jit:blk") continue;
+    e.from = int(i);
+    e.src = memory(entries_[i].desc, ctx_.eng, DNNL_MEMORY_NONE);
+    e.to_format = dnnl::reorder(pd);
+    break;
+  }
   e.args = {{DNNL_ARG_FROM, e.src}, {DNNL_ARG_TO, e.dst}};
   entries_.push_back(std::move(e));
   return int(entries_.size() - 1);
@@ -156,7 +168,7 @@ void WeightCache::refresh(const float* plain_weights) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (e.in_place) continue;
-    e.src.set_data_handle(const_cast<float*>(plain_weights));
+    e.src.set_data_handle(e.from < 0 ? const_cast<float*>(plain_weights) : data(e.from));
     e.dst.set_data_handle(data(int(i)));
     e.to_format.execute(ctx_.strm, e.args);
   }

@@ -125,6 +125,7 @@ class WeightCache {
     Buffer buf;        // not staged
     size_t stage = 0;  // staged: the staging buffer
     dnnl::reorder to_format;
+    int from = -1;  // the entry to_format reads (refreshed before this one), or -1: the plain weights
     memory src, dst;
     Args args;  // built once: executing with a fresh argument map would allocate
     std::vector<RowsReorder> rows;

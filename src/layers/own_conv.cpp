@@ -56,8 +56,8 @@ inline tt::OwnConvShape flat_1x1(tt::OwnConvShape s) {
 // Backward-weights sums a chunk of about this many output pixels in registers, then adds
 // the sums into the plain gradient one lane at a time: fewer, larger chunks make fewer of
 // those scattered adds (W1's backward-weights under the AVX2 cap, `bench --layers`: 129-131
-// ms in chunks of 512 pixels, 119-120 ms in chunks of 8192); the
-// chunk's zero-padded input rows are copied once (W1: at most 1 MB).
+// ms in chunks of 512 pixels, 119-120 ms in chunks of 8192). A chunk's zero-padded input
+// rows are copied once (W1: at most 1 MB).
 constexpr int kWeightsChunkPixels = 8192;
 }  // namespace tt::own_detail
 #endif
@@ -404,10 +404,10 @@ HWY_INLINE void KeepInRegister(V& v) {
 #endif
 }
 
-// out[ob][t][:] += Σ_rows Σ_px sp[row][px][t] · dp[ob][row][px][:]
-// Where the sums go: the plain gradient, out[o · o_stride + t · t_stride] for output
-// channel o (from the call's first block) and row t, real channels o < o_valid and rows
-// t < t_valid only (the blocked maps' padded lanes are not weights).
+// For row t (an input channel, or a kx tap of a plain input) and output channel o counted
+// from the call's first block: out[o · o_stride + t · t_stride] += Σ_rows Σ_px sp[row][px][t]
+// · dp[o / B][row][px][o % B], into the plain gradient, for real channels o < o_valid and
+// rows t < t_valid only (the blocked maps' padded lanes are not weights).
 struct WOut {
   float* out;
   ptrdiff_t o_stride, t_stride;
