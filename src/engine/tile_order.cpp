@@ -30,7 +30,7 @@ TileOrder::TileOrder(Comm& comm, std::vector<int> tile_rank, int64_t max_part)
   const int64_t chunk = std::min(chunk_floats(T), max_part);
   if (chunk > 0 && T > 1) {
     recv_ = Buffer(size_t(chunk * (T - int64_t(local_.size()))));
-    acc_ = Buffer(size_t(chunk));
+    chunk_ = chunk;
   }
 }
 
@@ -69,7 +69,7 @@ void TileOrder::reduce_scatter(const std::vector<float*>& mine, int64_t n, const
   };
   int64_t longest = 0;
   for (int r = 0; r < P; ++r) longest = std::max(longest, part(r).second - part(r).first);
-  const int64_t chunk = acc_.size();
+  const int64_t chunk = chunk_;
   if (longest > 0 && chunk == 0) fail("internal: tile-order buffers were sized for no gradient");
   // All processes step through the chunks together; each step is one complete exchange.
   for (int64_t c0 = 0; c0 < longest; c0 += chunk) {
@@ -97,13 +97,19 @@ void TileOrder::reduce_scatter(const std::vector<float*>& mine, int64_t n, const
     }
     comm_.wait_all();
     if (len <= 0) continue;
-    float* acc = acc_.data();
-    std::copy(src[0], src[0] + len, acc);
-    for (int t = 1; t < T; ++t) {
-      const float* s = src[size_t(t)];
-      for (int64_t i = 0; i < len; ++i) acc[i] += s[i];
+    // The left fold, a cache-sized block at a time: each block of every tile's piece is
+    // read before the block of out (which may be one of them) is written.
+    constexpr int64_t kBlock = 2048;
+    float acc[kBlock];
+    for (int64_t i0 = 0; i0 < len; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, len - i0);
+      std::copy(src[0] + i0, src[0] + i0 + m, acc);
+      for (int t = 1; t < T; ++t) {
+        const float* s = src[size_t(t)] + i0;
+        for (int64_t i = 0; i < m; ++i) acc[i] += s[i];
+      }
+      std::copy(acc, acc + m, out + from + i0);
     }
-    std::copy(acc, acc + len, out + from);
   }
 }
 

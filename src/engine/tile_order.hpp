@@ -32,7 +32,7 @@ class TileOrder {
                       const std::vector<int>& displs, float* out);
 
   // Bytes held for reduce_scatter's messages (the memory report counts them).
-  size_t buffer_bytes() const { return (recv_.size() + acc_.size()) * 4; }
+  size_t buffer_bytes() const { return recv_.size() * 4; }
 
  private:
   Comm& comm_;
@@ -40,7 +40,8 @@ class TileOrder {
   std::vector<int> by_rank_;                    // sum: the tiles in rank order, as all_gather_v moves their rows
   std::vector<int> slot_counts_, slot_displs_;  // rows per process
   std::vector<double> packed_;
-  Buffer recv_, acc_;                           // reduce_scatter: other processes' pieces, the running sum
+  Buffer recv_;                                 // reduce_scatter: other processes' pieces
+  int64_t chunk_ = 0;                           // reduce_scatter: floats per piece and step
 };
 
 }  // namespace tt

@@ -599,14 +599,14 @@ struct Replay {
     return n;
   }
   // Not sharded: the gradients of a rank's tiles after the first, and the buffers of the
-  // sum in tile order (TileOrder: a running sum and a piece per other rank's tile, in
-  // chunks of at most 4 Mi / T floats).
+  // sum in tile order (TileOrder: a piece per other rank's tile, in chunks of at most
+  // 4 Mi / T floats).
   double tile_order_floats() const {
     if (p.low_memory || T == 1) return 0;
     const double E = double(tiled_params());
     const double part = P == 1 ? E : std::ceil(double(net_params()) / P);
     const double chunk = std::min(std::max(65536., std::floor(4194304. / T)), std::min(part, E));
-    return (p.tiles_per_rank - 1) * E + chunk * (1 + T - p.tiles_per_rank);
+    return (p.tiles_per_rank - 1) * E + chunk * (T - p.tiles_per_rank);
   }
 
   void memory() {
