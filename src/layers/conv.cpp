@@ -318,10 +318,13 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   const bool gemm_candidate =
       ctx.config.path == KernelPath::Auto && (pass == ConvPass::BackwardWeights || !tiled) && gemm_pays(own_shape(g));
   // On x86 the own backward-weights beat oneDNN's JIT on W1's 3x3 shapes (1.11-1.17x under
-  // the AVX2 cap, 1.05x in all on AVX-512; bench/kernels/README.md); tiled layers take it.
-  // On ARM oneDNN has no JIT kernel and OpenBLAS keeps the wide ones (below).
+  // the AVX2 cap, 1.05x in all on AVX-512; bench/kernels/README.md), even at 13x13; tiled
+  // layers with such boxes take it. On small boxes its per-image calls cost more than they
+  // sum (Fashion-MNIST's 2x2 tiles of 4x4 to 14x14: 1.7-2x oneDNN's time), and its 1x1 and
+  // plain-input cases only match oneDNN. On ARM oneDNN has no JIT kernel and OpenBLAS
+  // keeps the wide ones (below).
   const bool own_weights = ctx.config.path == KernelPath::Auto && tiled && pass == ConvPass::BackwardWeights &&
-                           own.rfind("own:avx", 0) == 0;
+                           own.rfind("own:avx", 0) == 0 && g.k > 1 && g.in_cb > 1 && g.oh * g.ow >= 144;
   const bool own_only = ctx.config.path == KernelPath::Own || own_weights || (forward && g.k == 1 && g.s == 1);
   if (own_only && !gemm_candidate) return {ConvChoice::Own, own};
   const DnnlDescs d(g);
