@@ -728,14 +728,12 @@ void Segment::pointwise_backward(int l, bool owned_only) {
       conv_forward(t, l, ts.y[i].data);
     }
   }
-  if (L.spec->batch_normalize) {
-    bn_backward(l, owned_only);
-  } else {
-    for (int t : local_) {
-      TileState& ts = *tiles_[t];
-      act_backward(ts.cur, ts.y[i], owned_only ? plan_.at(t, l).own : ts.cur.box, L.a.data(), L.b.data(), L.spec->act);
-    }
+  for (int t : local_) {
+    TileState& ts = *tiles_[t];
+    const Box region = owned_only ? plan_.at(t, l).own : ts.cur.box;
+    act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
   }
+  if (L.spec->batch_normalize) bn_backward(l, owned_only);
   layer_times[size_t(i)].bwd_pointwise += now_s() - t0 - (bn_wait_ + weights_wait_ - waits0);
 }
 
@@ -748,9 +746,7 @@ void Segment::bn_backward(int l, bool owned_only) {
   for (int t : local_) {
     double* slot = L.slots.data() + size_t(t) * 2 * C;
     std::fill(slot, slot + 2 * C, 0.);
-    TileState& ts = *tiles_[t];
-    act_backward_sums(ts.cur, ts.y[i], owned_only ? plan_.at(t, l).own : ts.cur.box, plan_.at(t, l).own, L.a.data(),
-                      L.b.data(), s.act, L.mean.data(), L.rstd.data(), slot, slot + C);
+    bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), slot, slot + C);
     // A tile's sums are its share of dβ and dγ; the batch reduction adds them up.
     float* g = grad_of(t);
     for (int c = 0; c < C; ++c) {

@@ -427,25 +427,8 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
     grad_to_plain_.execute(ctx_.strm, grad_args_);
     ctx_.strm.wait();
   }
-  if (g_.bias) add_bias_grad(g_, diff_dst, grad_b);
-}
-
-// Σ of the delta per channel, in double, whatever kernel ran: a bias gradient is often a
-// small sum of large terms, and the float sums of oneDNN, OpenBLAS and the own kernels
-// differ from each other by several times the rounding of the result (a layer's tiled and
-// untiled runs may use different kernels).
-void add_bias_grad(const ConvGeom& g, const float* diff_dst, float* grad_b) {
-  const int cb = g.cb, blocks = (g.oc + cb - 1) / cb;
-  const ptrdiff_t pixels = ptrdiff_t(g.oh) * g.ow;
-  std::vector<double> sum(size_t(blocks * cb), 0.);
-  for (int img = 0; img < g.n; ++img)
-    for (int ob = 0; ob < blocks; ++ob) {
-      const float* r = diff_dst + (ptrdiff_t(img) * blocks + ob) * pixels * cb;
-      double* s = sum.data() + ob * cb;
-      for (ptrdiff_t x = 0; x < pixels; ++x)
-        for (int j = 0; j < cb; ++j) s[j] += double(r[x * cb + j]);
-    }
-  for (int c = 0; c < g.oc; ++c) grad_b[c] += float(sum[size_t(c)]);
+  // The bias gradient in double whatever kernel ran (the kernels' own float sums differ).
+  if (g_.bias) add_channel_sums(diff_dst, g_.n, g_.oc, g_.cb, long(g_.oh) * g_.ow, grad_b);
 }
 
 void ConvKernel::prepare_grad_rows(int rows) {

@@ -27,9 +27,6 @@ struct ConvGeom {
 ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
                    bool bias);
 
-// grad_b[c] += Σ over samples and pixels of diff_dst (nChw{g.cb}c, g.oh x g.ow), in double.
-void add_bias_grad(const ConvGeom& g, const float* diff_dst, float* grad_b);
-
 enum class ConvPass { Forward, BackwardData, BackwardWeights };
 const char* conv_pass_name(ConvPass p);  // "forward", "backward-data", "backward-weights"
 

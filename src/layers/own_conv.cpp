@@ -463,7 +463,7 @@ HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_
 }
 
 template <int B, int IB>
-void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db, bool accumulate) {
+void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, bool accumulate) {
   using C = Cfg<B>;
   constexpr int WOBN = C::WOBN;
   constexpr int WT = IB == 1 ? std::min(4, C::WT) : C::WT;  // plain: kx taps per call
@@ -473,18 +473,6 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
   const ptrdiff_t o_stride = ptrdiff_t(s.ic) * kk;  // plain oihw
   const ptrdiff_t d_ob = ptrdiff_t(s.oh) * s.ow * B;
   if (!accumulate) std::fill(dw, dw + ptrdiff_t(s.oc) * o_stride, 0.f);
-
-  if (db) {  // Σ over samples and pixels in double: a bias gradient is often a small sum of large terms
-    for (int ob = 0; ob < ocbs; ++ob) {
-      double sum[B] = {};
-      for (int img = 0; img < s.n; ++img) {
-        const float* r = dd + (ptrdiff_t(img) * ocbs + ob) * s.oh * s.ow * B;
-        for (ptrdiff_t x = 0; x < ptrdiff_t(s.oh) * s.ow; ++x)
-          for (int j = 0; j < B; ++j) sum[j] += double(r[x * B + j]);
-      }
-      for (int j = 0; j < B && ob * B + j < s.oc; ++j) db[ob * B + j] = float(sum[j]);
-    }
-  }
 
   const int chunk = std::max(1, own_detail::kWeightsChunkPixels / s.ow);
   const int wp = (s.ow - 1) * s.s + s.k;  // padded row: column xp holds input column xp - pl
@@ -575,13 +563,11 @@ void BackwardDataImpl(const OwnConvShape& s, const float* dd, const float* w, fl
   else
     s.ib == 1 ? BackwardData<16, 1>(s, dd, w, dsrc) : BackwardData<16, 16>(s, dd, w, dsrc);
 }
-void BackwardWeightsImpl(const OwnConvShape& s, const float* src, const float* dd, float* dw, float* db,
-                         bool accumulate) {
+void BackwardWeightsImpl(const OwnConvShape& s, const float* src, const float* dd, float* dw, bool accumulate) {
   if (s.b == 8)
-    s.ib == 1 ? BackwardWeights<8, 1>(s, src, dd, dw, db, accumulate) : BackwardWeights<8, 8>(s, src, dd, dw, db, accumulate);
+    s.ib == 1 ? BackwardWeights<8, 1>(s, src, dd, dw, accumulate) : BackwardWeights<8, 8>(s, src, dd, dw, accumulate);
   else
-    s.ib == 1 ? BackwardWeights<16, 1>(s, src, dd, dw, db, accumulate)
-              : BackwardWeights<16, 16>(s, src, dd, dw, db, accumulate);
+    s.ib == 1 ? BackwardWeights<16, 1>(s, src, dd, dw, accumulate) : BackwardWeights<16, 16>(s, src, dd, dw, accumulate);
 }
 int64_t TargetImpl() { return HWY_TARGET; }
 
@@ -660,8 +646,27 @@ void own_conv_backward_weights(const OwnConvShape& s, const float* src, const fl
   check(s);
   apply_isa_cap();
   const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
-  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, diff_b,
-                                            accumulate);
+  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, accumulate);
+  if (diff_b) {
+    std::fill(diff_b, diff_b + s.oc, 0.f);
+    add_channel_sums(diff_dst, s.n, s.oc, s.b, long(s.oh) * s.ow, diff_b);
+  }
+}
+
+// In double: a bias gradient is often a small sum of large terms, and the float sums of
+// oneDNN, OpenBLAS and a vector kernel differ from each other by several times the
+// rounding of the result (a layer's tiled and untiled runs may use different kernels).
+void add_channel_sums(const float* map, int n, int c, int b, long pixels, float* sum) {
+  const int blocks = own_detail::cdiv(c, b);
+  std::vector<double> acc(size_t(blocks) * b, 0.);
+  for (int img = 0; img < n; ++img)
+    for (int ob = 0; ob < blocks; ++ob) {
+      const float* r = map + (ptrdiff_t(img) * blocks + ob) * pixels * b;
+      double* a = acc.data() + ptrdiff_t(ob) * b;
+      for (long x = 0; x < pixels; ++x)
+        for (int j = 0; j < b; ++j) a[j] += double(r[x * b + j]);
+    }
+  for (int k = 0; k < c; ++k) sum[k] += float(acc[size_t(k)]);
 }
 
 std::string own_conv_target() {

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "layers/simd_block.hpp"
-#include "util/error.hpp"
 
 namespace tt {
 
@@ -159,41 +158,6 @@ void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, cons
     }
 }
 
-// act_backward on `region` and bn_grad_sums on `own` (inside it) in one sweep, each row's
-// sums taken while the row is in cache: the same operations in the same order as the two
-// calls one after the other.
-template <int B>
-void act_backward_sums_b(const TensorView& g, const TensorView& y, const Box& r, const Box& own, const float* a,
-                         const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
-                         double* sum_gx) {
-  for (int s = 0; s < g.n; ++s)
-    for (int blk = 0; blk < g.cblocks(); ++blk) {
-      float aa[B], bb[B];
-      double m[B], rs[B], sg[B] = {}, sgx[B] = {};
-      block_of<B>(a, blk, g.c, aa);
-      block_of<B>(b, blk, g.c, bb);
-      block_of<B>(mean, blk, g.c, m);
-      block_of<B>(rstd, blk, g.c, rs);
-      for (int yy = r.y0; yy < r.y1; ++yy) {
-        float* d = g.at(s, blk, yy, r.x0);
-        const float* p = y.at(s, blk, yy, r.x0);
-        if (yy < own.y0 || yy >= own.y1 || own.empty()) {
-          act_row<B>(d, p, r.w(), aa, bb, act);
-          continue;
-        }
-        const int i0 = own.x0 - r.x0, i1 = own.x1 - r.x0;
-        act_row<B>(d, p, i0, aa, bb, act);
-        act_row<B>(d + i0 * B, p + i0 * B, i1 - i0, aa, bb, act);
-        sums_row<B>(d + i0 * B, p + i0 * B, i1 - i0, m, rs, sg, sgx);
-        act_row<B>(d + i1 * B, p + i1 * B, r.w() - i1, aa, bb, act);
-      }
-      for (int c = 0; c < B && blk * B + c < g.c; ++c) {
-        sum_g[blk * B + c] += sg[c];
-        sum_gx[blk * B + c] += sgx[c];
-      }
-    }
-}
-
 template <int B>
 void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
                     double* sum_g, double* sum_gx) {
@@ -247,12 +211,6 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
 }
 void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
   with_block(g.cb, [&](auto B) { act_backward_b<B>(g, y, r, a, b, act); });
-}
-void act_backward_sums(const TensorView& g, const TensorView& y, const Box& region, const Box& own, const float* a,
-                       const float* b, Act act, const double* mean, const double* rstd, double* sum_g, double* sum_gx) {
-  if (!own.empty() && !contains(region, own))
-    fail("internal: batch-norm sums over ", own.str(), ", outside the activation's box ", region.str());
-  with_block(g.cb, [&](auto B) { act_backward_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
 }
 void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
                   double* sum_g, double* sum_gx) {
