@@ -329,6 +329,37 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
         }
       EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), kTol) << "conv_backward_data on cells inside a box";
     }
+    // backward_data onto part of the input box only (a tiled backward computes just the
+    // input cells it needs): every side cut by up to what leaves each window a cell.
+    {
+      const Box u = window_in_unclamped(o, win);
+      auto cut = [&](int at, int edge, int dir) {  // move `at` inwards, keep |edge - at| < k
+        const int most = c.k - 1 - dir * (at - edge);
+        return at + dir * randint(rng, 0, std::max(0, most));
+      };
+      Box part{cut(in_box.y0, u.y0, 1), cut(in_box.y1, u.y1, -1), cut(in_box.x0, u.x0, 1), cut(in_box.x1, u.x1, -1)};
+      if (part.empty()) part = in_box;
+      SCOPED_TRACE("input part " + box_str(part));
+      kernels.push_back(std::make_unique<ConvKernel>(
+          ctx, wc, conv_geom_on(c.n, c.ic, c.oc, win, o, part, B, c.cb, c.bias), ConvKernel::kBwdData));
+      wc.refresh(w.data());
+      const ConvGeom& g = kernels.back()->geom();
+      EXPECT_EQ(g.ih, part.h());
+      EXPECT_LT(std::max({g.pad.t, g.pad.b, g.pad.l, g.pad.r}), c.k);
+      Blocked dpart(c.n, c.ic, c.cb, part);
+      std::fill_n(dpart.buf.data(), dpart.buf.size(), 7.f);
+      kernels.back()->backward_data(ddst.t.data, dpart.t.data);
+      std::vector<double> want(dx_o.size(), 0.);
+      for (int s = 0; s < c.n; ++s)
+        for (int ch = 0; ch < c.ic; ++ch)
+          for (int yy = part.y0; yy < part.y1; ++yy)
+            for (int xx = part.x0; xx < part.x1; ++xx) {
+              const size_t i = ((size_t(s) * c.ic + ch) * c.ih + yy) * c.iw + xx;
+              want[i] = dx_o[i];
+            }
+      EXPECT_LE(rel_diff(to_map(dpart.t, c.ih, c.iw).v, want), kTol) << "conv_backward_data on part of the input box";
+      EXPECT_TRUE(padded_channels_zero(dpart.t)) << "conv_backward_data on a part leaves padded channels non-zero";
+    }
     std::vector<float> gw(w.size(), 0.f), gb(b.size(), 0.f);
     k->backward_weights(src.t.data, ddst.t.data, gw.data(), gb.data());
     EXPECT_LE(rel_diff(gw, dw_o), kTol) << "conv_backward_weights on a box";

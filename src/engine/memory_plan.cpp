@@ -39,16 +39,29 @@ bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_t
   return true;
 }
 
-// After backward-data the input delta sits on box `reach` = window_in(delta). It is
-// used as it is (no copy to the delta_in box) when it is exactly that box, or when only
-// its delta_in cells are read next: by the halo exchange at a group start or the gather
-// at the segment's input.
-bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
+Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const TileLayer& x = plan.at(t, l);
   const LayerSpec& s = net.layers[l];
   const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
-  if (reach == x.delta_in) return true;
-  if (!contains(reach, x.delta_in)) return false;
+  if (s.type != LayerType::Conv) return reach;
+  const Box need = intersect(reach, x.delta_in);
+  // Each delta row and column must still reach into the box, or the kernel would see a
+  // window made of padding only (a geometry oneDNN rejects).
+  const Box u = window_in_unclamped(x.delta, s.win);
+  const bool every_window_meets =
+      !need.empty() && need.y0 - u.y0 < s.win.size && u.y1 - need.y1 < s.win.size && need.x0 - u.x0 < s.win.size &&
+      u.x1 - need.x1 < s.win.size;
+  return every_window_meets ? need : reach;
+}
+
+// After backward-data the input delta sits on bwd_data_box. It is used as it is (no copy
+// to the delta_in box) when it is exactly that box, or when only its delta_in cells are
+// read next: by the halo exchange at a group start or the gather at the segment's input.
+bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
+  const TileLayer& x = plan.at(t, l);
+  const Box in = bwd_data_box(net, plan, t, l);
+  if (in == x.delta_in) return true;
+  if (!contains(in, x.delta_in)) return false;
   return l == plan.first || (plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles));
 }
 
@@ -98,11 +111,11 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
   for (int l = last - 1; l >= first; --l) {
     BackwardStep& st = tp.bwd[size_t(l - first)];
     const TileLayer& x = plan.at(t, l);
-    const LayerSpec& s = net.layers[l];
     st.out = at;
     if (!pointwise_before_exchange(net, plan, l)) recomputed_y(l, 1 - at);
     if (l == first && !need_input_delta) break;
-    st.in = use(1 - at, floats(l, true, window_in(x.delta, s.win, s.in.h, s.in.w)));
+    st.in_box = bwd_data_box(net, plan, t, l);
+    st.in = use(1 - at, floats(l, true, st.in_box));
     st.keep_reach = keep_reach(net, plan, t, l, local_tiles);
     if (st.keep_reach)
       at = st.in;

@@ -42,8 +42,9 @@ struct LayerMemory {  // one layer i = l - first of one tile
 struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
   int out = 0;              // dL/d(output) on its delta box, when the layer's backward starts
   int y = -1;               // the recomputed convolution output (-1: kept from forward)
-  int in = 1;               // dL/d(input) as backward-data writes it, on window_in(delta box)
-  bool keep_reach = false;  // used on that box as it is; else copied into `out` on delta_in
+  int in = 1;               // dL/d(input) as backward-data writes it, on in_box
+  Box in_box;               // bwd_data_box
+  bool keep_reach = false;  // used on in_box as it is; else copied into `out` on delta_in
   int halo = -1;            // at a group start: dL/d(output of the layer before), exchanged
 };
 
@@ -81,6 +82,11 @@ bool input_aliases(const Plan& plan, int t, int l);
 bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l);
 // No local tile needs a neighbour's delta at group start l (a 1x1 grid).
 bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles);
+// The box backward-data of layer l writes on tile t: for a convolution only the cells of
+// the input delta the tile needs (delta_in, within reach of its delta box), not every
+// cell its delta box reaches (window_in), which would compute a halo's partial sums only
+// to throw them away; for max-pool window_in.
+Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l);
 // The input delta of layer l on tile t is used on the box backward-data writes.
 bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
 // Tile t's forward box at group start l as [interior, border strips...]: the interior

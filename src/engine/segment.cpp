@@ -106,8 +106,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     if (L.spec->type != LayerType::Conv) continue;
     const LayerSpec& s = *L.spec;
     std::vector<std::pair<ConvGeom, int>> want;
-    auto request = [&](const Box& out, int kind) {
-      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
+    auto request = [&](const Box& out, int kind, const Box& in) {
+      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& w : want)
         if (w.first == g) {
           w.second |= kind;
@@ -117,10 +117,13 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     };
     for (int t : local_) {
       const TileLayer& x = plan_.at(t, l);
-      request(x.fwd, ConvKernel::kFwd);
-      for (const Box& part : mem_.tiles[t].layers[l - first].parts) request(part, ConvKernel::kFwd);
-      request(mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own, ConvKernel::kBwdWeights);
-      if (l > first || need_input_delta) request(x.delta, ConvKernel::kBwdData);
+      auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
+      request(x.fwd, ConvKernel::kFwd, whole(x.fwd));
+      for (const Box& part : mem_.tiles[t].layers[l - first].parts) request(part, ConvKernel::kFwd, whole(part));
+      const Box bw = mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own;
+      request(bw, ConvKernel::kBwdWeights, whole(bw));
+      if (l > first || need_input_delta)
+        request(x.delta, ConvKernel::kBwdData, mem_.tiles[t].bwd[size_t(l - first)].in_box);
     }
     for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds, opt.tiled));
   }
@@ -147,8 +150,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
     };
-    auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out) -> ConvKernel* {
-      ConvGeom g = conv_geom(batch, s.in.c, s.out.c, s.win, out, s.in.h, s.in.w, L.out_cb, L.in_cb, !s.batch_normalize);
+    auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out, const Box& in) -> ConvKernel* {
+      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
       for (auto& k : L.kernels)
         if (k->geom() == g) return k.get();
       return nullptr;
@@ -165,10 +168,12 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
       if (s.type == LayerType::Conv) {
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
-        ts->fwd[i] = find_kernel(L, s, x.fwd);
-        for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part));
-        ts->bwd_weights[i] = find_kernel(L, s, m.weights_on_delta ? x.delta : x.own);
-        if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta);
+        auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
+        ts->fwd[i] = find_kernel(L, s, x.fwd, whole(x.fwd));
+        for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part, whole(part)));
+        const Box bw = m.weights_on_delta ? x.delta : x.own;
+        ts->bwd_weights[i] = find_kernel(L, s, bw, whole(bw));
+        if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta, mp.bwd[size_t(i)].in_box);
       } else {
         ts->argmax[i].assign(m.argmax_bytes, kNoWinner);
       }
@@ -572,8 +577,8 @@ void Segment::backward_layer(int l) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
-    const TensorView din{ts.data(mem_.tiles[t].bwd[size_t(i)].in), batch_, s.in.c, L.in_cb,
-                         window_in(x.delta, s.win, s.in.h, s.in.w)};
+    const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
+    const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
     if (conv) {
       ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
     } else {
@@ -618,15 +623,14 @@ void Segment::backward_layer(int l) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
-    const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
-    const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, reach};
+    const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
     if (st.keep_reach) {
       ts.cur = din;
     } else {
       TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};
       zero(dst);
-      copy_region(din, dst, intersect(reach, x.delta_in));
+      copy_region(din, dst, intersect(st.in_box, x.delta_in));
       ts.cur = dst;
     }
   }

@@ -13,7 +13,13 @@ using dt = memory::data_type;
 
 ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
                    bool bias) {
-  Box in = window_in(out, w, ih, iw);
+  return conv_geom_on(n, ic, oc, w, out, window_in(out, w, ih, iw), cb, in_cb, bias);
+}
+
+ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, const Box& in, int cb, int in_cb,
+                      bool bias) {
+  const Box u = window_in_unclamped(out, w);
+  if (!contains(u, in)) throw std::logic_error("conv_geom_on: input box outside the output box's windows");
   ConvGeom g;
   g.n = n;
   g.ic = ic;
@@ -24,7 +30,7 @@ ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int i
   g.iw = in.w();
   g.oh = out.h();
   g.ow = out.w();
-  g.pad = border_pad(out, w, ih, iw);
+  g.pad = Pad{in.y0 - u.y0, u.y1 - in.y1, in.x0 - u.x0, u.x1 - in.x1};
   g.cb = cb;
   g.in_cb = in_cb;
   g.bias = bias;

@@ -26,6 +26,10 @@ struct ConvGeom {
 // Geometry for computing output box `out` of a layer with window `w` on an ih x iw map.
 ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
                    bool bias);
+// The same on input box `in`, any part of out's windows (the rest is padding): for a
+// backward-data that computes only the input cells a tile needs.
+ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, const Box& in, int cb, int in_cb,
+                      bool bias);
 
 enum class ConvPass { Forward, BackwardData, BackwardWeights };
 const char* conv_pass_name(ConvPass p);  // "forward", "backward-data", "backward-weights"
