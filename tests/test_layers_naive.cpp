@@ -696,20 +696,48 @@ TEST_P(Pointwise, BatchNormBackward) {
     mean[ch] = std::uniform_real_distribution<double>(-0.5, 0.5)(rng);
     rstd[ch] = std::uniform_real_distribution<double>(0.5, 2.)(rng);
   }
+  // The activation's backward on the region, the sums over a smaller owned box within it.
+  const Box own{5, 7, 4, 8};
+  const std::vector<float> a = uniform(rng, f.c, 0.5f, 1.5f), b = uniform(rng, f.c, -0.5f, 0.5f);
   std::vector<double> sg(f.c, 1.), sgx(f.c, -1.), want_g(f.c, 1.), want_gx(f.c, -1.);
+  std::vector<double> g_act(f.g.buf.size());
   for (int s = 0; s < f.n; ++s)
     for (int ch = 0; ch < f.c; ++ch)
       for (int yy = f.region.y0; yy < f.region.y1; ++yy)
         for (int xx = f.region.x0; xx < f.region.x1; ++xx) {
-          const double gv = f.g.t.at(s, ch / B, yy, xx)[ch % B], yv = f.y.t.at(s, ch / B, yy, xx)[ch % B];
+          const int64_t off = f.g.t.offset(s, ch / B, yy, xx) + ch % B;
+          const double yv = f.y.buf.data()[off];
+          const double gv = f.g.buf.data()[off] * test::act_grad_ref(Act::Leaky, double(a[ch]) * yv + b[ch]);
+          g_act[size_t(off)] = gv;
+          if (!contains(own, Box{yy, yy + 1, xx, xx + 1})) continue;
           want_g[ch] += gv;
           want_gx[ch] += gv * (yv - mean[ch]) * rstd[ch];
         }
-  bn_grad_sums(f.g.t, f.y.t, f.region, mean.data(), rstd.data(), sg.data(), sgx.data());
+  const std::vector<float> g_in(f.g.buf.data(), f.g.buf.data() + f.g.buf.size());
+  act_backward_bn_sums(f.g.t, f.y.t, f.region, own, a.data(), b.data(), Act::Leaky, mean.data(), rstd.data(),
+                       sg.data(), sgx.data());
   for (int ch = 0; ch < f.c; ++ch) {
-    EXPECT_NEAR(sg[ch], want_g[ch], 1e-5 * (1 + std::fabs(want_g[ch]))) << "bn_grad_sums Σg, channel " << ch;
-    EXPECT_NEAR(sgx[ch], want_gx[ch], 1e-5 * (1 + std::fabs(want_gx[ch]))) << "bn_grad_sums Σg·x̂, channel " << ch;
+    EXPECT_NEAR(sg[ch], want_g[ch], 1e-5 * (1 + std::fabs(want_g[ch]))) << "act_backward_bn_sums Σg, channel " << ch;
+    EXPECT_NEAR(sgx[ch], want_gx[ch], 1e-5 * (1 + std::fabs(want_gx[ch])))
+        << "act_backward_bn_sums Σg·x̂, channel " << ch;
   }
+  int bad_act = 0;
+  for (int s = 0; s < f.n; ++s)
+    for (int blk = 0; blk < f.g.t.cblocks(); ++blk)
+      for (int yy = f.box.y0; yy < f.box.y1; ++yy)
+        for (int xx = f.box.x0; xx < f.box.x1; ++xx)
+          for (int cc = 0; cc < B; ++cc) {
+            const int64_t off = f.g.t.offset(s, blk, yy, xx) + cc;
+            const float gv = f.g.buf.data()[off];
+            if (!f.in_region(yy, xx))
+              bad_act += gv != g_in[size_t(off)];
+            else if (blk * B + cc < f.c)
+              bad_act += std::fabs(gv - g_act[size_t(off)]) > 1e-6 * (1 + std::fabs(g_act[size_t(off)]));
+          }
+  EXPECT_EQ(bad_act, 0) << "act_backward_bn_sums: activation backward on the region, nothing outside it";
+  EXPECT_THROW(act_backward_bn_sums(f.g.t, f.y.t, own, f.region, a.data(), b.data(), Act::Leaky, mean.data(),
+                                    rstd.data(), sg.data(), sgx.data()),
+               std::logic_error);
 
   const std::vector<float> k1 = uniform(rng, f.c), k2 = uniform(rng, f.c), k3 = uniform(rng, f.c),
                            mf = uniform(rng, f.c);

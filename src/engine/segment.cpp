@@ -732,10 +732,18 @@ void Segment::pointwise_backward(int l, bool owned_only) {
       conv_forward(t, l, ts.y[i].data);
     }
   }
+  const int C = L.spec->out.c;
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     const Box region = owned_only ? plan_.at(t, l).own : ts.cur.box;
-    act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
+    if (L.spec->batch_normalize) {  // with the tile's share of the batch-norm sums
+      double* slot = L.slots.data() + size_t(t) * 2 * C;
+      std::fill(slot, slot + 2 * C, 0.);
+      act_backward_bn_sums(ts.cur, ts.y[i], region, plan_.at(t, l).own, L.a.data(), L.b.data(), L.spec->act,
+                           L.mean.data(), L.rstd.data(), slot, slot + C);
+    } else {
+      act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
+    }
   }
   if (L.spec->batch_normalize) bn_backward(l, owned_only);
   layer_times[size_t(i)].bwd_pointwise += now_s() - t0 - (bn_wait_ + weights_wait_ - waits0);
@@ -748,10 +756,9 @@ void Segment::bn_backward(int l, bool owned_only) {
   const ParamSlice& ps = params_.slices[s.index];
   const float* gamma = params_.values.data() + ps.scales;
   for (int t : local_) {
-    double* slot = L.slots.data() + size_t(t) * 2 * C;
-    std::fill(slot, slot + 2 * C, 0.);
-    bn_grad_sums(tiles_[t]->cur, tiles_[t]->y[i], plan_.at(t, l).own, L.mean.data(), L.rstd.data(), slot, slot + C);
-    // A tile's sums are its share of dβ and dγ; the batch reduction adds them up.
+    // A tile's sums (act_backward_bn_sums) are its share of dβ and dγ; the batch reduction
+    // adds them up.
+    const double* slot = L.slots.data() + size_t(t) * 2 * C;
     float* g = grad_of(t);
     for (int c = 0; c < C; ++c) {
       g[ps.biases + c] += float(slot[c]);

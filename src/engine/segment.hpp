@@ -135,7 +135,7 @@ class Segment {
   void compute(int t, int l, int part);
   void backward_layer(int l);
   void bn_forward(int l, bool training);
-  void bn_backward(int l, bool owned_only);
+  void bn_backward(int l, bool owned_only);  // after act_backward_bn_sums filled the tiles' slots
   void sum_over_tiles(std::vector<double>& slots, int width, double* total);
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);

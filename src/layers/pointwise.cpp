@@ -1,6 +1,7 @@
 #include "layers/pointwise.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "layers/simd_block.hpp"
 
@@ -49,17 +50,23 @@ template <int B>
 void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) {
   // Double accumulators: the sums then round the same whichever tile adds which cells,
   // so batch statistics (and the forward values after them) do not depend on the grid.
+  using W = Wide<B>;
   rows2<B>(y, y, r, [&](const float* p, const float*, int blk, int n) {
-    double s[B] = {}, q[B] = {};
+    typename W::D s[W::N] = {}, q[W::N] = {};
     for (int i = 0; i < n; ++i)
-      for (int c = 0; c < B; ++c) {
-        const double v = p[i * B + c];
-        s[c] += v;
-        q[c] += v * v;
+      for (int k = 0; k < W::N; ++k) {
+        const typename W::D v = W::load(p + i * B + k * W::L);
+        s[k] += v;
+        q[k] += v * v;
       }
+    double ss[B], qq[B];
+    for (int k = 0; k < W::N; ++k) {
+      W::store(ss + k * W::L, s[k]);
+      W::store(qq + k * W::L, q[k]);
+    }
     for (int c = 0; c < B && blk * B + c < y.c; ++c) {
-      sum[blk * B + c] += s[c];
-      sq[blk * B + c] += q[c];
+      sum[blk * B + c] += ss[c];
+      sq[blk * B + c] += qq[c];
     }
   });
 }
@@ -138,12 +145,19 @@ template <int B>
 void sums_row(const float* d, const float* p, int n, const double* m, const double* rs, double* sg, double* sgx) {
   // Double throughout, as in channel_sums: these sums set the mean-removal terms of every
   // delta, which then cancel inside the next weight gradient.
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < B; ++c) {
-      const double dv = d[i * B + c];
-      sg[c] += dv;
-      sgx[c] += dv * (p[i * B + c] - m[c]) * rs[c];
+  using W = Wide<B>;
+  for (int k = 0; k < W::N; ++k) {
+    const int o = k * W::L;
+    const typename W::D vm = W::load(m + o), vrs = W::load(rs + o);
+    typename W::D g = W::load(sg + o), gx = W::load(sgx + o);
+    for (int i = 0; i < n; ++i) {
+      const typename W::D dv = W::load(d + i * B + o);
+      g += dv;
+      gx += dv * (W::load(p + i * B + o) - vm) * vrs;
     }
+    W::store(sg + o, g);
+    W::store(sgx + o, gx);
+  }
 }
 
 template <int B>
@@ -159,14 +173,23 @@ void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, cons
 }
 
 template <int B>
-void bn_grad_sums_b(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
-                    double* sum_g, double* sum_gx) {
+void act_backward_bn_sums_b(const TensorView& g, const TensorView& y, const Box& r, const Box& own, const float* a,
+                            const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
+                            double* sum_gx) {
   for (int s = 0; s < g.n; ++s)
     for (int blk = 0; blk < g.cblocks(); ++blk) {
+      float aa[B], bb[B];
+      block_of<B>(a, blk, g.c, aa);
+      block_of<B>(b, blk, g.c, bb);
       double m[B], rs[B], sg[B] = {}, sgx[B] = {};
       block_of<B>(mean, blk, g.c, m);
       block_of<B>(rstd, blk, g.c, rs);
-      for (int yy = r.y0; yy < r.y1; ++yy) sums_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), m, rs, sg, sgx);
+      // One sweep: each row is summed while still in cache from its activation pass.
+      for (int yy = r.y0; yy < r.y1; ++yy) {
+        act_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), aa, bb, act);
+        if (yy >= own.y0 && yy < own.y1)
+          sums_row<B>(g.at(s, blk, yy, own.x0), y.at(s, blk, yy, own.x0), own.w(), m, rs, sg, sgx);
+      }
       for (int c = 0; c < B && blk * B + c < g.c; ++c) {
         sum_g[blk * B + c] += sg[c];
         sum_gx[blk * B + c] += sgx[c];
@@ -212,9 +235,12 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, 
 void act_backward(const TensorView& g, const TensorView& y, const Box& r, const float* a, const float* b, Act act) {
   with_block(g.cb, [&](auto B) { act_backward_b<B>(g, y, r, a, b, act); });
 }
-void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& r, const double* mean, const double* rstd,
-                  double* sum_g, double* sum_gx) {
-  with_block(g.cb, [&](auto B) { bn_grad_sums_b<B>(g, y, r, mean, rstd, sum_g, sum_gx); });
+void act_backward_bn_sums(const TensorView& g, const TensorView& y, const Box& region, const Box& own, const float* a,
+                          const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
+                          double* sum_gx) {
+  if (!contains(region, own)) throw std::logic_error("act_backward_bn_sums: summed box outside the region");
+  with_block(g.cb,
+             [&](auto B) { act_backward_bn_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
 }
 void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
                        const float* k3, const float* mean) {

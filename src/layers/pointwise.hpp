@@ -16,9 +16,11 @@ void affine_act_forward(const TensorView& y, const TensorView& z, const Box& reg
                         Act act);
 // g ← g · act'(a*y + b) on `region`: turns dL/dz into dL/d(pre-activation), in place.
 void act_backward(const TensorView& g, const TensorView& y, const Box& region, const float* a, const float* b, Act act);
-// With x̂ = (y - mean)·rstd: sum_g[c] += Σ g, sum_gx[c] += Σ g·x̂ over `region`.
-void bn_grad_sums(const TensorView& g, const TensorView& y, const Box& region, const double* mean, const double* rstd,
-                  double* sum_g, double* sum_gx);
+// act_backward on `region`, then with x̂ = (y - mean)·rstd: sum_g[c] += Σ g,
+// sum_gx[c] += Σ g·x̂ over `own` (within region), in one sweep over the rows.
+void act_backward_bn_sums(const TensorView& g, const TensorView& y, const Box& region, const Box& own, const float* a,
+                          const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
+                          double* sum_gx);
 // g ← k1[c]·g + k2[c]·(y − mean[c]) + k3[c] on `region` (batch-norm backward folded per
 // channel; centring y first avoids cancelling two large terms).
 void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& region, const float* k1, const float* k2,

@@ -53,4 +53,31 @@ struct Block<1> {
   static void store_bytes(uint8_t* p, T v) { *p = uint8_t(v); }
 };
 
+// The same B lanes as N vectors of L <= 8 lanes each, widened to double for sums that must
+// not depend on how cells are split between tiles. Eight doubles are one AVX-512 or two
+// AVX2 registers; one vector of 16 doubles compiled to much slower code (GCC 12).
+template <int B>
+struct Wide {
+  static constexpr int L = B < 8 ? B : 8, N = B / L;
+  typedef float F __attribute__((vector_size(L * sizeof(float))));
+  typedef double D __attribute__((vector_size(L * sizeof(double))));
+  // Templates for the same reason as Block's byte helpers.
+  template <class T = D, class U = F>
+  static T load(const float* p) {
+    U v;
+    std::memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, T);
+  }
+  template <class T = D>
+  static T load(const double* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  template <class T>
+  static void store(double* p, T v) {
+    std::memcpy(p, &v, sizeof v);
+  }
+};
+
 }  // namespace tt
