@@ -12,13 +12,40 @@ namespace tt {
 
 namespace {
 
-template <int cb>
+// One output pixel's window (rows y0..y1, columns x0..x1 of the input, window origin
+// wy, wx), all channels of a block at once. KS > 0: a window of KS x KS inside the input,
+// with constant trip counts.
+template <int cb, int KS>
+inline void pool_pixel(const float* in0, int64_t in_row, const Box& ib, int wy, int wx, int y0, int y1, int x0, int x1,
+                       int size, float* q, uint8_t* a) {
+  using K = Block<cb>;
+  typename K::V best = K::splat(-std::numeric_limits<float>::infinity());
+  typename K::I arg = typename K::I{} + kNoWinner;
+  auto visit = [&](int iy, int ix) {
+    const typename K::V p = K::load(in0 + (iy - ib.y0) * in_row + int64_t(ix - ib.x0) * cb);
+    const typename K::I wins = p > best;  // strictly: the first of equal maxima wins
+    best = wins ? p : best;
+    arg = wins ? typename K::I{} + ((iy - wy) * size + (ix - wx)) : arg;
+  };
+  if constexpr (KS > 0) {
+    for (int dy = 0; dy < KS; ++dy)
+      for (int dx = 0; dx < KS; ++dx) visit(wy + dy, wx + dx);
+    K::store(q, best);
+  } else {
+    for (int iy = y0; iy < y1; ++iy)
+      for (int ix = x0; ix < x1; ++ix) visit(iy, ix);
+    K::store(q, arg == kNoWinner ? K::splat(0.f) : best);  // NaN-free even for an all-padding window
+  }
+  K::store_bytes(a, arg);
+}
+
+// KS: the window size as a constant (0: any), for the pixels whose window lies inside
+// the input; the others clamp theirs. Same cells in the same order either way.
+template <int cb, int KS>
 void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8_t* argmax, const Box& argmax_box,
                const Window& w) {
-  using K = Block<cb>;
   const TensorView arg_view{nullptr, out.n, out.c, cb, argmax_box};
   const Box& ib = in.box;
-  const typename K::V lowest = K::splat(-std::numeric_limits<float>::infinity()), zero = K::splat(0.f);
   const int64_t in_row = int64_t(ib.w()) * cb;
   for (int s = 0; s < out.n; ++s)
     for (int blk = 0; blk < out.cblocks(); ++blk) {
@@ -26,21 +53,16 @@ void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8
       for (int oy = ob.y0; oy < ob.y1; ++oy) {
         float* q = out.at(s, blk, oy, ob.x0);
         uint8_t* a = argmax + arg_view.offset(s, blk, oy, ob.x0);
+        const int wy = oy * w.stride - w.pad;  // window origin
+        const int y0 = std::max(wy, ib.y0), y1 = std::min(wy + w.size, ib.y1);
+        const bool rows_inside = y0 == wy && y1 == wy + w.size;
         for (int ox = ob.x0; ox < ob.x1; ++ox, q += cb, a += cb) {
-          typename K::V best = lowest;
-          typename K::I arg = typename K::I{} + kNoWinner;
-          const int wy = oy * w.stride - w.pad, wx = ox * w.stride - w.pad;  // window origin
-          const int y0 = std::max(wy, ib.y0), y1 = std::min(wy + w.size, ib.y1);
+          const int wx = ox * w.stride - w.pad;
           const int x0 = std::max(wx, ib.x0), x1 = std::min(wx + w.size, ib.x1);
-          for (int iy = y0; iy < y1; ++iy)
-            for (int ix = x0; ix < x1; ++ix) {
-              const typename K::V p = K::load(in0 + (iy - ib.y0) * in_row + int64_t(ix - ib.x0) * cb);
-              const typename K::I wins = p > best;  // strictly: the first of equal maxima wins
-              best = wins ? p : best;
-              arg = wins ? typename K::I{} + ((iy - wy) * w.size + (ix - wx)) : arg;
-            }
-          K::store(q, arg == kNoWinner ? zero : best);  // NaN-free even for an all-padding window
-          K::store_bytes(a, arg);
+          if (KS > 0 && rows_inside && x0 == wx && x1 == wx + w.size)
+            pool_pixel<cb, KS>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a);
+          else
+            pool_pixel<cb, 0>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a);
         }
       }
     }
@@ -62,8 +84,8 @@ std::vector<std::pair<int, int>> outputs_reading(int i0, int i1, int o0, int o1,
 // Windows that do not overlap (stride = size, as YOLO's 2x2 pools): each input cell has
 // one output at most, so each output writes its window (its gradient at the winner, zero
 // elsewhere) with the winner loaded once. Same bits as the gather below (0 + g). Returns
-// false, doing nothing, if the windows do not cover diff_in's box.
-template <int cb>
+// false, doing nothing, if the windows do not cover diff_in's box. KS as in forward_b.
+template <int cb, int KS>
 bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                        const TensorView& diff_in, const Window& w) {
   using K = Block<cb>;
@@ -80,10 +102,18 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
         const int wy = oy * w.stride - w.pad, y0 = std::max(wy, db.y0), y1 = std::min(wy + w.size, db.y1);
         const float* g = diff_out.at(s, blk, oy, region.x0);
         const uint8_t* a = argmax + arg_view.offset(s, blk, oy, region.x0);
+        const bool rows_inside = y0 == wy && y1 == wy + w.size;
         for (int ox = region.x0; ox < region.x1; ++ox, g += cb, a += cb) {
           const int wx = ox * w.stride - w.pad, x0 = std::max(wx, db.x0), x1 = std::min(wx + w.size, db.x1);
           const typename K::I arg = K::load_bytes(a);
           const typename K::V gz = zero + K::load(g);
+          if (KS > 0 && rows_inside && x0 == wx && x1 == wx + w.size) {  // constant trip counts
+            for (int dy = 0; dy < KS; ++dy) {
+              float* d = d0 + (wy + dy - db.y0) * d_row + int64_t(wx - db.x0) * cb;
+              for (int dx = 0; dx < KS; ++dx) K::store(d + dx * cb, arg == dy * KS + dx ? gz : zero);
+            }
+            continue;
+          }
           for (int iy = y0; iy < y1; ++iy) {
             float* d = d0 + (iy - db.y0) * d_row + int64_t(x0 - db.x0) * cb;
             for (int ix = x0; ix < x1; ++ix, d += cb)
@@ -101,7 +131,11 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
 template <int cb>
 void backward_b(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
                 const TensorView& diff_in, const Window& w) {
-  if (w.stride == w.size && backward_disjoint<cb>(diff_out, region, out_box, argmax, diff_in, w)) return;
+  if (w.stride == w.size) {
+    const bool done = w.size == 2 ? backward_disjoint<cb, 2>(diff_out, region, out_box, argmax, diff_in, w)
+                                  : backward_disjoint<cb, 0>(diff_out, region, out_box, argmax, diff_in, w);
+    if (done) return;
+  }
   using K = Block<cb>;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   const Box& db = diff_in.box;
@@ -137,7 +171,14 @@ void backward_b(const TensorView& diff_out, const Box& region, const Box& out_bo
 
 void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
                      const Box& argmax_box, const Window& w) {
-  with_block(in.cb, [&](auto B) { forward_b<B>(in, out, region, argmax, argmax_box, w); });
+  with_block(in.cb, [&](auto B) {
+    if (w.size == 2)
+      forward_b<B, 2>(in, out, region, argmax, argmax_box, w);
+    else if (w.size == 3)
+      forward_b<B, 3>(in, out, region, argmax, argmax_box, w);
+    else
+      forward_b<B, 0>(in, out, region, argmax, argmax_box, w);
+  });
 }
 
 void copy_winners(const uint8_t* src, const Box& src_box, uint8_t* dst, const Box& dst_box, const TensorView& shape,
