@@ -536,12 +536,16 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
                 else one.template operator()<1>();
               }
             } else {  // rows of the call: lanes i of the input block
+              // A lone output block (the last of a layer whose block count WOBN does not
+              // divide) takes twice the rows, to keep as many accumulators in flight.
+              constexpr int T2 = std::min(2 * WT, IB);
+              constexpr int TT = NOB == 1 && (T2 + 1) * C::NV + 1 <= kRegs ? T2 : WT;
               for (int kx = 0; kx < s.k; ++kx)
-                for (int i0 = 0; i0 < IB; i0 += WT) {
+                for (int i0 = 0; i0 < IB; i0 += TT) {
                   const int i = cb * IB + i0;
                   if (i >= s.ic) break;
                   const WOut o{wout + i * kk + kx, o_stride, kk, o_valid, s.ic - i};
-                  call.template operator()<WT>(sp_row + kx * IB + i0, o);
+                  call.template operator()<TT>(sp_row + kx * IB + i0, o);
                 }
             }
           });
