@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -575,6 +576,28 @@ TEST_P(MaxPoolNaive, FullMapAndBoxes) {
     }
   }
   EXPECT_LE(rel_diff(dx_sum.v, dx_ref), 1e-6) << "maxpool_backward summed over a partition";
+
+  // The pointwise pass of the convolution before, applied by the pool on the fly: the
+  // bits and winners of affine_act_forward then max-pool, on the full map and on boxes.
+  const std::vector<float> a = uniform(rng, size_t(pc.c), -1.5f, 1.5f), b = uniform(rng, size_t(pc.c));
+  for (Act act : {Act::Leaky, Act::Relu, Act::Linear}) {
+    SCOPED_TRACE(act_name(act));
+    const PoolInputAct pre{a.data(), b.data(), act};
+    for (const Box& o : {out_full, partition(rng, oh, ow).front()}) {
+      const Box ib = window_in(o, win, pc.h, pc.w);
+      Blocked y = to_box(x, pc.cb, ib), z(pc.n, pc.c, pc.cb, ib);
+      affine_act_forward(y.t, z.t, ib, a.data(), b.data(), act);
+      Blocked want(pc.n, pc.c, pc.cb, o), got(pc.n, pc.c, pc.cb, o);
+      std::vector<uint8_t> want_arg(size_t(want.t.size()), 77), got_arg(size_t(got.t.size()), 77);
+      maxpool_forward(z.t, want.t, o, want_arg.data(), o, win);
+      maxpool_forward(y.t, got.t, o, got_arg.data(), o, win, &pre);
+      EXPECT_EQ(std::memcmp(want.buf.data(), got.buf.data(), want.buf.size() * sizeof(float)), 0)
+          << "pooled values differ from affine_act_forward then max-pool on " << box_str(o);
+      EXPECT_EQ(want_arg, got_arg) << "winners differ on " << box_str(o);
+    }
+  }
+  const PoolInputAct logistic{a.data(), b.data(), Act::Logistic};
+  EXPECT_THROW(maxpool_forward(in.t, out.t, out.t.box, arg.data(), out.t.box, win, &logistic), Error);
 }
 
 std::vector<PoolCase> pool_cases() {

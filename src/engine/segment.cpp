@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "layers/affine_act.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
@@ -189,6 +190,20 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     for (int l = first + 1; l < last; ++l)
       if (mp.layers[l - first].in == MapStore::PrevOutput) ts->in[l - first] = ts->z[l - 1 - first];
     tiles_.push_back(std::move(ts));
+  }
+  // A max-pool right after a convolution reads the convolution's y through its
+  // batch-norm and activation when nothing else reads z: the pool's input is z itself
+  // (no crop, no halo), and y holds every cell the pool reads.
+  act_in_pool_.assign(size_t(last - first), 0);
+  for (int l = first; l + 1 < last; ++l) {
+    const LayerState& L = *layers_[l - first];
+    const int i = l - first;
+    bool fuse = L.spec->type == LayerType::Conv && L.pointwise && vector_act(L.spec->act) &&
+                net.layers[l + 1].type == LayerType::MaxPool && plan_.fwd_halo[size_t(i + 1)].empty();
+    for (int t : local_)
+      fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
+             contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in);
+    act_in_pool_[size_t(i)] = fuse;
   }
   crop_src_ = Buffer(mem_.crop_floats);
   stage_ = Buffer(mem_.stage_floats);
@@ -400,6 +415,7 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
   if (s.type == LayerType::Conv && L.pointwise) {
     if (s.batch_normalize) bn_forward(l, training);
     for (int t : local_) {
+      if (act_in_pool_[size_t(i)]) break;
       TileState& ts = *tiles_[t];
       affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
     }
@@ -417,7 +433,11 @@ void Segment::compute(int t, int l, int part) {
   TileState& ts = *tiles_[t];
   const TileLayer& x = plan_.at(t, l);
   const Box box = part < 0 ? x.fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
-  if (s.type != LayerType::Conv) {
+  if (s.type != LayerType::Conv && i > 0 && act_in_pool_[size_t(i - 1)]) {
+    const LayerState& C = *layers_[size_t(i - 1)];
+    const PoolInputAct pre{C.a.data(), C.b.data(), C.spec->act};
+    maxpool_forward(ts.y[i - 1], ts.z[i], box, ts.argmax[i].data(), x.held, s.win, &pre);
+  } else if (s.type != LayerType::Conv) {
     maxpool_forward(ts.in[i], ts.z[i], box, ts.argmax[i].data(), x.held, s.win);
   } else if (part >= 0) {
     const Box src = window_in(box, s.win, s.in.h, s.in.w);

@@ -158,6 +158,9 @@ class Segment {
   Buffer crop_src_;                                                  // input cells of an owned box for backward-weights
   Buffer stage_;                                                     // overlap: a part's input crop, then its output
   std::vector<std::vector<std::vector<ConvKernel*>>> part_kernels_;  // [tile][layer]: per overlap part
+  // Per layer: a convolution whose batch-norm and activation the max-pool after it applies
+  // to its input on the fly (its z is never written: one pass over the map less).
+  std::vector<char> act_in_pool_;
   Comm& comm_;
   std::vector<int> tile_rank_;
   std::vector<int> local_;  // tiles this process runs

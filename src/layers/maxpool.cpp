@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "layers/affine_act.hpp"
 #include "layers/simd_block.hpp"
 
 namespace tt {
@@ -15,14 +16,15 @@ namespace {
 // One output pixel's window (rows y0..y1, columns x0..x1 of the input, window origin
 // wy, wx), all channels of a block at once. KS > 0: a window of KS x KS inside the input,
 // with constant trip counts.
-template <int cb, int KS>
+// `pre` maps an input block to the value pooled (identity, or AffineAct).
+template <int cb, int KS, class Pre>
 inline void pool_pixel(const float* in0, int64_t in_row, const Box& ib, int wy, int wx, int y0, int y1, int x0, int x1,
-                       int size, float* q, uint8_t* a) {
+                       int size, float* q, uint8_t* a, const Pre& pre) {
   using K = Block<cb>;
   typename K::V best = K::splat(-std::numeric_limits<float>::infinity());
   typename K::I arg = typename K::I{} + kNoWinner;
   auto visit = [&](int iy, int ix) {
-    const typename K::V p = K::load(in0 + (iy - ib.y0) * in_row + int64_t(ix - ib.x0) * cb);
+    const typename K::V p = pre(K::load(in0 + (iy - ib.y0) * in_row + int64_t(ix - ib.x0) * cb));
     const typename K::I wins = p > best;  // strictly: the first of equal maxima wins
     best = wins ? p : best;
     arg = wins ? typename K::I{} + ((iy - wy) * size + (ix - wx)) : arg;
@@ -41,15 +43,16 @@ inline void pool_pixel(const float* in0, int64_t in_row, const Box& ib, int wy, 
 
 // KS: the window size as a constant (0: any), for the pixels whose window lies inside
 // the input; the others clamp theirs. Same cells in the same order either way.
-template <int cb, int KS>
+template <int cb, int KS, class PreOf>
 void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8_t* argmax, const Box& argmax_box,
-               const Window& w) {
+               const Window& w, const PreOf& pre_of) {
   const TensorView arg_view{nullptr, out.n, out.c, cb, argmax_box};
   const Box& ib = in.box;
   const int64_t in_row = int64_t(ib.w()) * cb;
   for (int s = 0; s < out.n; ++s)
     for (int blk = 0; blk < out.cblocks(); ++blk) {
       const float* in0 = in.at(s, blk, ib.y0, ib.x0);
+      const auto pre = pre_of(blk);
       for (int oy = ob.y0; oy < ob.y1; ++oy) {
         float* q = out.at(s, blk, oy, ob.x0);
         uint8_t* a = argmax + arg_view.offset(s, blk, oy, ob.x0);
@@ -60,9 +63,9 @@ void forward_b(const TensorView& in, const TensorView& out, const Box& ob, uint8
           const int wx = ox * w.stride - w.pad;
           const int x0 = std::max(wx, ib.x0), x1 = std::min(wx + w.size, ib.x1);
           if (KS > 0 && rows_inside && x0 == wx && x1 == wx + w.size)
-            pool_pixel<cb, KS>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a);
+            pool_pixel<cb, KS>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a, pre);
           else
-            pool_pixel<cb, 0>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a);
+            pool_pixel<cb, 0>(in0, in_row, ib, wy, wx, y0, y1, x0, x1, w.size, q, a, pre);
         }
       }
     }
@@ -170,14 +173,20 @@ void backward_b(const TensorView& diff_out, const Box& region, const Box& out_bo
 }  // namespace
 
 void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
-                     const Box& argmax_box, const Window& w) {
-  with_block(in.cb, [&](auto B) {
+                     const Box& argmax_box, const Window& w, const PoolInputAct* pre) {
+  auto run = [&]<int B>(const auto& pre_of) {
     if (w.size == 2)
-      forward_b<B, 2>(in, out, region, argmax, argmax_box, w);
+      forward_b<B, 2>(in, out, region, argmax, argmax_box, w, pre_of);
     else if (w.size == 3)
-      forward_b<B, 3>(in, out, region, argmax, argmax_box, w);
+      forward_b<B, 3>(in, out, region, argmax, argmax_box, w, pre_of);
     else
-      forward_b<B, 0>(in, out, region, argmax, argmax_box, w);
+      forward_b<B, 0>(in, out, region, argmax, argmax_box, w, pre_of);
+  };
+  with_block(in.cb, [&](auto B) {
+    if (!pre) return run.template operator()<B>([](int) { return [](auto v) { return v; }; });
+    with_vector_act(pre->act, [&](auto A) {
+      run.template operator()<B>([&](int blk) { return affine_act_of<B, A>(pre->a, pre->b, blk, in.c); });
+    });
   });
 }
 

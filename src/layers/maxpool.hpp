@@ -7,15 +7,25 @@
 #include <cstdint>
 
 #include "layers/tensor.hpp"
+#include "model/net_spec.hpp"
 
 namespace tt {
 
 constexpr uint8_t kNoWinner = 255;
 
+// Pools act(a[c]·x + b[c]) of its input x instead of x: a convolution's batch-norm and
+// activation applied on the fly, with the bits affine_act_forward gives (an act with a
+// vector form only: not Logistic).
+struct PoolInputAct {
+  const float* a;
+  const float* b;
+  Act act;
+};
+
 // The outputs `region` ⊆ out.box of out from in (whose box must contain window_in(region));
 // argmax is laid out on `argmax_box` ⊇ out.box (a byte per output element).
 void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
-                     const Box& argmax_box, const Window& w);
+                     const Box& argmax_box, const Window& w, const PoolInputAct* pre = nullptr);
 // Writes diff_in: each cell of its box the sum of the gradients (diff_out on `region` ⊆
 // out_box) of the outputs it won, zero where it won none; diff_in's box must contain
 // window_in(region). argmax is laid out on `out_box`.

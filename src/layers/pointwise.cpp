@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "layers/affine_act.hpp"
 #include "layers/simd_block.hpp"
 
 namespace tt {
@@ -74,8 +75,22 @@ void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) 
 template <int B>
 void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
                           Act act) {
+  using K = Block<B>;
   for (int s = 0; s < y.n; ++s)
     for (int blk = 0; blk < y.cblocks(); ++blk) {
+      // Each pixel's B channels are loaded before any is stored, so y and z may be the
+      // same buffer (in place).
+      if (vector_act(act)) {
+        with_vector_act(act, [&](auto A) {
+          const auto f = affine_act_of<B, A>(a, b, blk, y.c);
+          for (int yy = r.y0; yy < r.y1; ++yy) {
+            const float* p = y.at(s, blk, yy, r.x0);
+            float* q = z.at(s, blk, yy, r.x0);
+            for (int i = 0; i < r.w(); ++i) K::store(q + i * B, f(K::load(p + i * B)));
+          }
+        });
+        continue;
+      }
       float aa[B], bb[B], mask[B];
       for (int c = 0; c < B; ++c) {
         bool real = blk * B + c < y.c;
@@ -86,34 +101,10 @@ void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r
       for (int yy = r.y0; yy < r.y1; ++yy) {
         const float* p = y.at(s, blk, yy, r.x0);
         float* q = z.at(s, blk, yy, r.x0);
-        const int n = r.w();
-        // Each pixel's B channels are loaded before any is stored, so y and z may be the
-        // same buffer (in place).
-        using K = Block<B>;
-        const typename K::V va = K::load(aa), vb = K::load(bb), zero = K::splat(0.f);
-        switch (act) {
-          case Act::Leaky:
-            for (int i = 0; i < n; ++i) {
-              const typename K::V v = va * K::load(p + i * B) + vb;
-              K::store(q + i * B, v > zero ? v : v * 0.1f);
-            }
-            break;
-          case Act::Relu:
-            for (int i = 0; i < n; ++i) {
-              const typename K::V v = va * K::load(p + i * B) + vb;
-              K::store(q + i * B, v > zero ? v : zero);
-            }
-            break;
-          case Act::Linear:
-            for (int i = 0; i < n; ++i) K::store(q + i * B, va * K::load(p + i * B) + vb);
-            break;
-          case Act::Logistic:
-            for (int i = 0; i < n; ++i) {
-              float v[B];
-              for (int c = 0; c < B; ++c) v[c] = aa[c] * p[i * B + c] + bb[c];
-              for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] / (1.f + std::exp(-v[c]));
-            }
-            break;
+        for (int i = 0; i < r.w(); ++i) {
+          float v[B];
+          for (int c = 0; c < B; ++c) v[c] = aa[c] * p[i * B + c] + bb[c];
+          for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] / (1.f + std::exp(-v[c]));
         }
       }
     }
