@@ -737,8 +737,8 @@ TEST_P(Pointwise, BatchNormBackward) {
           want_gx[ch] += gv * (yv - mean[ch]) * rstd[ch];
         }
   const std::vector<float> g_in(f.g.buf.data(), f.g.buf.data() + f.g.buf.size());
-  act_backward_bn_sums(f.g.t, f.y.t, f.region, own, a.data(), b.data(), Act::Leaky, mean.data(), rstd.data(),
-                       sg.data(), sgx.data());
+  act_backward_bn_sums(f.g.t, f.y.t, f.region, own, a.data(), b.data(), Act::Leaky, mean.data(), rstd.data(), sg.data(),
+                       sgx.data());
   for (int ch = 0; ch < f.c; ++ch) {
     EXPECT_NEAR(sg[ch], want_g[ch], 1e-5 * (1 + std::fabs(want_g[ch]))) << "act_backward_bn_sums Σg, channel " << ch;
     EXPECT_NEAR(sgx[ch], want_gx[ch], 1e-5 * (1 + std::fabs(want_gx[ch])))

@@ -48,16 +48,15 @@ Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
   // Each delta row and column must still reach into the box, or the kernel would see a
   // window made of padding only (a geometry oneDNN rejects).
   const Box u = window_in_unclamped(x.delta, s.win);
-  const bool every_window_meets =
-      !need.empty() && need.y0 - u.y0 < s.win.size && u.y1 - need.y1 < s.win.size && need.x0 - u.x0 < s.win.size &&
-      u.x1 - need.x1 < s.win.size;
+  const bool every_window_meets = !need.empty() && need.y0 - u.y0 < s.win.size && u.y1 - need.y1 < s.win.size &&
+                                  need.x0 - u.x0 < s.win.size && u.x1 - need.x1 < s.win.size;
   return every_window_meets ? need : reach;
 }
 
 // After backward-data the input delta sits on bwd_data_box. It is used as it is (no copy
 // to the delta_in box) when it is exactly that box, or when only its delta_in cells are
 // read next: by the halo exchange at a group start or the gather at the segment's input.
-bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
+bool keep_in_box(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
   const TileLayer& x = plan.at(t, l);
   const Box in = bwd_data_box(net, plan, t, l);
   if (in == x.delta_in) return true;
@@ -116,8 +115,8 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     if (l == first && !need_input_delta) break;
     st.in_box = bwd_data_box(net, plan, t, l);
     st.in = use(1 - at, floats(l, true, st.in_box));
-    st.keep_reach = keep_reach(net, plan, t, l, local_tiles);
-    if (st.keep_reach)
+    st.keep_in_box = keep_in_box(net, plan, t, l, local_tiles);
+    if (st.keep_in_box)
       at = st.in;
     else
       use(at, floats(l, true, x.delta_in));

@@ -39,13 +39,13 @@ struct LayerMemory {  // one layer i = l - first of one tile
   std::vector<Box> parts;
 };
 
-struct BackwardStep {       // one layer of one tile in backward: the delta buffer (0 or 1) that holds
-  int out = 0;              // dL/d(output) on its delta box, when the layer's backward starts
-  int y = -1;               // the recomputed convolution output (-1: kept from forward)
-  int in = 1;               // dL/d(input) as backward-data writes it, on in_box
-  Box in_box;               // bwd_data_box
-  bool keep_reach = false;  // used on in_box as it is; else copied into `out` on delta_in
-  int halo = -1;            // at a group start: dL/d(output of the layer before), exchanged
+struct BackwardStep {        // one layer of one tile in backward: the delta buffer (0 or 1) that holds
+  int out = 0;               // dL/d(output) on its delta box, when the layer's backward starts
+  int y = -1;                // the recomputed convolution output (-1: kept from forward)
+  int in = 1;                // dL/d(input) as backward-data writes it, on in_box
+  Box in_box;                // bwd_data_box
+  bool keep_in_box = false;  // used on in_box as it is; else copied into `out` on delta_in
+  int halo = -1;             // at a group start: dL/d(output of the layer before), exchanged
 };
 
 struct TileMemoryPlan {             // one tile's buffers; empty for a tile another process runs
@@ -88,7 +88,7 @@ bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_t
 // to throw them away; for max-pool window_in.
 Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l);
 // The input delta of layer l on tile t is used on the box backward-data writes.
-bool keep_reach(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
+bool keep_in_box(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
 // Tile t's forward box at group start l as [interior, border strips...]: the interior
 // needs only the tile's own cells of the previous output, so it is computed while the
 // halo from far tiles (far[from]) is in flight. Empty when nothing comes from a far tile

@@ -645,7 +645,7 @@ void Segment::backward_layer(int l) {
     const TileLayer& x = plan_.at(t, l);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
     const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
-    if (st.keep_reach) {
+    if (st.keep_in_box) {
       ts.cur = din;
     } else {
       TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};

@@ -5,8 +5,8 @@
 #include <type_traits>
 
 #include "layers/simd_block.hpp"
-#include "util/error.hpp"
 #include "model/net_spec.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
