@@ -3,9 +3,12 @@
 // replay's bookkeeping, the grouping search against exhaustive search, the optimizer's
 // answers, and calibration's output. No timing is asserted anywhere.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
@@ -16,6 +19,7 @@
 #include "test_util.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
+#include "util/sys.hpp"
 
 namespace tt {
 namespace {
@@ -294,6 +298,32 @@ TEST(PlannerCostModel, ModelOfAnotherNetIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("c.json: devices[0].model was calibrated on"), std::string::npos) << e.what();
   }
+}
+
+// calibrate's spinners measure the cores the device gives, not the one core mpirun bound
+// the rank to (a bound rank measured 1.00 of 2 cores: every multi-rank prediction 2x).
+TEST(PlannerCalibrate, SpinnersLeaveTheRanksCoreBinding) {
+  cpu_set_t allowed;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "one core allowed";
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  cpu_set_t bound, after;
+  std::thread bound_thread([&] {  // a thread of its own: the test binary's threads keep their cores
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    pthread_getaffinity_np(pthread_self(), sizeof bound, &bound);
+    allow_all_cpus();
+    pthread_getaffinity_np(pthread_self(), sizeof after, &after);
+  });
+  bound_thread.join();
+  EXPECT_EQ(CPU_COUNT(&bound), 1);
+  cpu_set_t both;
+  CPU_AND(&both, &after, &allowed);
+  EXPECT_TRUE(CPU_EQUAL(&both, &allowed))
+      << CPU_COUNT(&after) << " cores after allow_all_cpus, " << CPU_COUNT(&allowed) << " allowed";
 }
 
 TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {

@@ -128,6 +128,14 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   co.threads = o.threads;
   co.kernels = o.kernels;
   co.steps = steps;
+  // The cores each host gives: its ranks spin at once, each free of mpirun's binding to
+  // one core, and their shares add up.
+  comm.all_gather(0.);  // start together
+  const std::vector<double> shares = comm.all_gather(cpu_time_share());
+  double host_share = 0;
+  for (int r = 0; r < P; ++r)
+    if (hosts[size_t(r)] == hosts[size_t(me)]) host_share += shares[size_t(r)];
+  co.cpu_capacity = capacity_of(host_share);
   if (leader) {
     DeviceModel m = calibrate_device(net, co);
     m.host = hosts[size_t(me)];

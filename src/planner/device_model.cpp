@@ -44,12 +44,11 @@ LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& t)
   return f;
 }
 
-double cpu_capacity() {
+double cpu_time_share() {
   // Measured, not read: inside an emulated device (ip netns exec) /sys/fs/cgroup is not
   // visible, and containers limit CPU in ways files do not always show. One spinning
-  // thread per online core for 0.3 s; the CPU time they got over the wall time is the
-  // number of cores this device gives. Within 10 % of the core count counts as all of
-  // them (other processes' moments).
+  // thread per online core for 0.3 s, each free to run on any core (mpirun binds each
+  // rank to one, which is not what the device gives); their CPU time over the wall time.
   const int n = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   constexpr double kSpin = 0.3;
   std::vector<double> got(size_t(n), 0.);
@@ -57,6 +56,7 @@ double cpu_capacity() {
   const double t0 = now_s();
   for (int i = 0; i < n; ++i)
     threads.emplace_back([&got, i, t0] {
+      allow_all_cpus();
       timespec a{}, b{};
       clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
       volatile double x = 0;
@@ -67,9 +67,16 @@ double cpu_capacity() {
   for (auto& t : threads) t.join();
   double cpu = 0;
   for (double g : got) cpu += g;
-  const double cap = cpu / (now_s() - t0);
-  return cap > 0.9 * n ? n : std::max(0.01, cap);
+  return cpu / (now_s() - t0);
 }
+
+double capacity_of(double share) {
+  // Within 10 % of the core count counts as all of them (other processes' moments).
+  const int n = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return share > 0.9 * n ? n : std::max(0.01, share);
+}
+
+double cpu_capacity() { return capacity_of(cpu_time_share()); }
 
 std::string net_signature(const NetSpec& net) {
   std::string s;
@@ -222,7 +229,7 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   m.signature = net_signature(net0);
   m.host = LocalComm().host();
   m.threads = o.threads;
-  m.cpu_capacity = cpu_capacity();
+  m.cpu_capacity = o.cpu_capacity > 0 ? o.cpu_capacity : cpu_capacity();
   m.batch = net0.micro_batch();
   const int spatial = net0.first_untileable();
   std::vector<SizePoint> pts;

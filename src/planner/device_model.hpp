@@ -53,8 +53,14 @@ struct DeviceModel {
   nlohmann::json points;                       // the measurements the fits came from
 };
 
-// Cores this device gives its processes (measured: CPU time over wall time of one
-// spinning thread per online core; a cgroup quota shows).
+// CPU time over wall time of one spinning thread per online core, each free to run on
+// any core: what this process gets while it spins (a cgroup quota shows; processes
+// spinning at once share it).
+double cpu_time_share();
+// The cores a device gives from the share its processes got together: all of them
+// within 10 %.
+double capacity_of(double share);
+// Cores this device gives one process measuring alone: capacity_of(cpu_time_share()).
 double cpu_capacity();
 
 // The layer shapes a model depends on, e.g. "conv3/1:3>32 max2/2 ...": a model is only
@@ -66,6 +72,9 @@ struct CalibrateOptions {
   std::string kernels = "auto";
   int steps = 3;  // timed steps per map size (after one untimed)
   std::vector<double> scales = {1.0, 0.75, 0.5, 0.35, 0.25, 0.18};  // of the input's side
+  // Cores the device gives, measured by the caller with every process on it at once
+  // (capacity_of the summed cpu_time_share); 0: cpu_capacity() here.
+  double cpu_capacity = 0;
 };
 // Times the untiled engine on whole maps of each scale in this process (one process:
 // run it on one rank per device at a time).

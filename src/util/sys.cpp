@@ -1,9 +1,12 @@
 #include "util/sys.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +64,14 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     std::remove(tmp.c_str());
     fail("cannot rename '", tmp, "' to '", path, "'");
   }
+}
+
+void allow_all_cpus() {
+  const long conf = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (long c = 0; c < conf && c < CPU_SETSIZE; ++c) CPU_SET(int(c), &all);
+  pthread_setaffinity_np(pthread_self(), sizeof all, &all);  // fails only if the cgroup allows none of them
 }
 
 }  // namespace tt

@@ -21,6 +21,10 @@ double peak_rss_mb();
 // /proc; -1 where the kernel does not say (no /proc/thread-self/io).
 int64_t thread_read_bytes();
 
+// Lets the calling thread run on every core its cgroup allows, whatever core the process
+// was bound to (mpirun binds each rank to one).
+void allow_all_cpus();
+
 // Throws unless `path`'s folder exists and is writable: checked before a long run, not
 // after it.
 void check_can_write(const std::string& path);
