@@ -56,9 +56,8 @@ Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
 // After backward-data the input delta sits on bwd_data_box. It is used as it is (no copy
 // to the delta_in box) when it is exactly that box, or when only its delta_in cells are
 // read next: by the halo exchange at a group start or the gather at the segment's input.
-bool keep_in_box(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles) {
+bool keep_in_box(const Plan& plan, int t, int l, const Box& in, const std::vector<int>& local_tiles) {
   const TileLayer& x = plan.at(t, l);
-  const Box in = bwd_data_box(net, plan, t, l);
   if (in == x.delta_in) return true;
   if (!contains(in, x.delta_in)) return false;
   return l == plan.first || (plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles));
@@ -115,7 +114,7 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     if (l == first && !need_input_delta) break;
     st.in_box = bwd_data_box(net, plan, t, l);
     st.in = use(1 - at, floats(l, true, st.in_box));
-    st.keep_in_box = keep_in_box(net, plan, t, l, local_tiles);
+    st.keep_in_box = keep_in_box(plan, t, l, st.in_box, local_tiles);
     if (st.keep_in_box)
       at = st.in;
     else

@@ -87,8 +87,9 @@ bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_t
 // cell its delta box reaches (window_in), which would compute a halo's partial sums only
 // to throw them away; for max-pool window_in.
 Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l);
-// The input delta of layer l on tile t is used on the box backward-data writes.
-bool keep_in_box(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<int>& local_tiles);
+// The input delta of layer l on tile t is used on the box backward-data writes (`in`,
+// bwd_data_box).
+bool keep_in_box(const Plan& plan, int t, int l, const Box& in, const std::vector<int>& local_tiles);
 // Tile t's forward box at group start l as [interior, border strips...]: the interior
 // needs only the tile's own cells of the previous output, so it is computed while the
 // halo from far tiles (far[from]) is in flight. Empty when nothing comes from a far tile

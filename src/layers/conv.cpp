@@ -4,6 +4,7 @@
 
 #include "layers/gemm_conv.hpp"
 #include "layers/own_conv.hpp"
+#include "layers/pointwise.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -19,7 +20,7 @@ ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int i
 ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, const Box& in, int cb, int in_cb,
                       bool bias) {
   const Box u = window_in_unclamped(out, w);
-  if (!contains(u, in)) throw std::logic_error("conv_geom_on: input box outside the output box's windows");
+  if (!contains(u, in)) fail("internal: input box ", in.str(), " outside the windows of output box ", out.str());
   ConvGeom g;
   g.n = n;
   g.ic = ic;

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "layers/own_conv.hpp"
+#include "layers/pointwise.hpp"
 #include "util/error.hpp"
 
 #ifndef TT_OWN_CONV_COMMON
@@ -655,22 +656,6 @@ void own_conv_backward_weights(const OwnConvShape& s, const float* src, const fl
     std::fill(diff_b, diff_b + s.oc, 0.f);
     add_channel_sums(diff_dst, s.n, s.oc, s.b, long(s.oh) * s.ow, diff_b);
   }
-}
-
-// In double: a bias gradient is often a small sum of large terms, and the float sums of
-// oneDNN, OpenBLAS and a vector kernel differ from each other by several times the
-// rounding of the result (a layer's tiled and untiled runs may use different kernels).
-void add_channel_sums(const float* map, int n, int c, int b, long pixels, float* sum) {
-  const int blocks = own_detail::cdiv(c, b);
-  std::vector<double> acc(size_t(blocks) * b, 0.);
-  for (int img = 0; img < n; ++img)
-    for (int ob = 0; ob < blocks; ++ob) {
-      const float* r = map + (ptrdiff_t(img) * blocks + ob) * pixels * b;
-      double* a = acc.data() + ptrdiff_t(ob) * b;
-      for (long x = 0; x < pixels; ++x)
-        for (int j = 0; j < b; ++j) a[j] += double(r[x * b + j]);
-    }
-  for (int k = 0; k < c; ++k) sum[k] += float(acc[size_t(k)]);
 }
 
 std::string own_conv_target() {

@@ -52,10 +52,6 @@ void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const 
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
                                float* diff_b /*may be null*/, bool accumulate = false);
 
-// sum[k] += Σ over samples and pixels of channel k of a blocked map [n][c/b][pixels][b], in
-// double: the bias gradient of every convolution kernel.
-void add_channel_sums(const float* map, int n, int c, int b, long pixels, float* sum);
-
 // Highway target that runs, lower case: "avx2", "avx3" (AVX-512), "neon", "sse4", "emu128"...
 std::string own_conv_target();
 

@@ -1,10 +1,11 @@
 #include "layers/pointwise.hpp"
 
 #include <cmath>
-#include <stdexcept>
+#include <vector>
 
 #include "layers/affine_act.hpp"
 #include "layers/simd_block.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
@@ -47,7 +48,7 @@ void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
       for (int y = r.y0; y < r.y1; ++y) f(a.at(s, blk, y, r.x0), b.at(s, blk, y, r.x0), blk, r.w());
 }
 
-template <int B>
+template <int B, bool kSquares>
 void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) {
   // Double accumulators: the sums then round the same whichever tile adds which cells,
   // so batch statistics (and the forward values after them) do not depend on the grid.
@@ -58,7 +59,7 @@ void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) 
       for (int k = 0; k < W::N; ++k) {
         const typename W::D v = W::load(p + i * B + k * W::L);
         s[k] += v;
-        q[k] += v * v;
+        if constexpr (kSquares) q[k] += v * v;
       }
     double ss[B], qq[B];
     for (int k = 0; k < W::N; ++k) {
@@ -67,7 +68,7 @@ void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) 
     }
     for (int c = 0; c < B && blk * B + c < y.c; ++c) {
       sum[blk * B + c] += ss[c];
-      sq[blk * B + c] += qq[c];
+      if constexpr (kSquares) sq[blk * B + c] += qq[c];
     }
   });
 }
@@ -217,7 +218,16 @@ void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r,
 float activate(Act act, float v) { return act_f(act, v); }
 
 void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
-  with_block(y.cb, [&](auto B) { channel_sums_b<B>(y, r, sum, sq); });
+  with_block(y.cb, [&](auto B) { channel_sums_b<B, true>(y, r, sum, sq); });
+}
+void add_channel_sums(const float* map, int n, int c, int b, long pixels, float* sum) {
+  // In double: a bias gradient is often a small sum of large terms, and the float sums of
+  // oneDNN, OpenBLAS and a vector kernel differ from each other by several times the
+  // rounding of the result (a layer's tiled and untiled runs may use different kernels).
+  const TensorView v{const_cast<float*>(map), n, c, b, Box{0, 1, 0, int(pixels)}};  // pixels as one row
+  std::vector<double> s(size_t(c), 0.);
+  with_block(b, [&](auto B) { channel_sums_b<B, false>(v, v.box, s.data(), nullptr); });
+  for (int k = 0; k < c; ++k) sum[k] += float(s[size_t(k)]);
 }
 void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
                         Act act) {
@@ -229,7 +239,8 @@ void act_backward(const TensorView& g, const TensorView& y, const Box& r, const 
 void act_backward_bn_sums(const TensorView& g, const TensorView& y, const Box& region, const Box& own, const float* a,
                           const float* b, Act act, const double* mean, const double* rstd, double* sum_g,
                           double* sum_gx) {
-  if (!contains(region, own)) throw std::logic_error("act_backward_bn_sums: summed box outside the region");
+  if (!contains(region, own))
+    fail("internal: batch-norm sums over ", own.str(), ", outside the activation's box ", region.str());
   with_block(g.cb,
              [&](auto B) { act_backward_bn_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
 }

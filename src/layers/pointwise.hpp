@@ -11,6 +11,9 @@ namespace tt {
 
 // sum[c] += Σ y, sq[c] += Σ y² over `region` (all samples).
 void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq);
+// sum[k] += Σ over samples and pixels of channel k of a blocked map [n][c/b][pixels][b],
+// in double: the bias gradient of every convolution kernel.
+void add_channel_sums(const float* map, int n, int c, int b, long pixels, float* sum);
 // z = act(a*y + b) on `region`; y and z may alias.
 void affine_act_forward(const TensorView& y, const TensorView& z, const Box& region, const float* a, const float* b,
                         Act act);
