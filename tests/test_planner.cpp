@@ -201,6 +201,30 @@ TEST(PlannerCostModel, ReplayBookkeeping) {
   EXPECT_LT(b.weights_s, a.weights_s);
 }
 
+// The scatter and gather at the cut go one way through rank 0's link: at the rate one pair
+// measured, whatever the all-to-all efficiency; the weights' all-gather pays that efficiency.
+TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  auto cluster = [&](double many_flows) {
+    nlohmann::json devs = nlohmann::json::array();
+    for (int d = 0; d < 4; ++d)
+      devs.push_back({{"name", "d" + std::to_string(d)},
+                      {"cores", 4},
+                      {"memory_mb", 4096},
+                      {"model", device_model_to_json(synthetic_model(net))}});
+    const nlohmann::json j{
+        {"devices", devs},
+        {"links", {{"bandwidth_mbit", 30}, {"latency_us", 100}, {"efficiency", {{"many_flows", many_flows}}}}}};
+    return resolve_cluster(parse_cluster(j, "synthetic.json", {}), net, nullptr);
+  };
+  const Partition p = part(2, 2, "none", cut);
+  const Prediction full = predict(net, p, cluster(1)), crowded = predict(net, p, cluster(0.5));
+  EXPECT_GT(full.io_s, 0);
+  EXPECT_NEAR(crowded.io_s, full.io_s, 1e-9);
+  EXPECT_GT(crowded.weights_s, 1.3 * full.weights_s);  // the reduce-scatter half is a ring
+}
+
 // Maps, deltas and kept weights (with the tiles' separate gradients) of a one-process run:
 // the model against the trainer.
 TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {
