@@ -225,6 +225,51 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
   EXPECT_GT(crowded.weights_s, 1.3 * full.weights_s);  // the reduce-scatter half is a ring
 }
 
+// --low-memory's weight chunks at their own calibrated efficiencies; a file without them
+// falls back to the pair rate (gather) and the ring's values (reduce-scatter).
+TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  auto spec = [&](nlohmann::json efficiency) {
+    nlohmann::json devs = nlohmann::json::array();
+    for (int d = 0; d < 4; ++d)
+      devs.push_back({{"name", "d" + std::to_string(d)},
+                      {"cores", 4},
+                      {"memory_mb", 4096},
+                      {"model", device_model_to_json(synthetic_model(net))}});
+    const nlohmann::json j{
+        {"devices", devs},
+        {"links", {{"bandwidth_mbit", 100}, {"latency_us", 100}, {"efficiency", std::move(efficiency)}}}};
+    return parse_cluster(j, "synthetic.json", {});
+  };
+  const ClusterSpec old = spec({{"ring", 0.8}, {"many_flows", 0.6}, {"ring_overhead_s", 0.01},
+                                {"many_flows_overhead_s", 0.002}});
+  EXPECT_EQ(old.chunk_gather_efficiency, 1);
+  EXPECT_EQ(old.chunk_gather_overhead_s, 0.002);
+  EXPECT_EQ(old.chunk_reduce_scatter_efficiency, 0.8);
+  EXPECT_EQ(old.chunk_reduce_scatter_overhead_s, 0.01);
+  const ClusterSpec slow = spec({{"chunk_gather", 0.5}, {"chunk_reduce_scatter", 0.5},
+                                 {"chunk_gather_overhead_s", 0.003}, {"chunk_reduce_scatter_overhead_s", 0.004}});
+  // One rank's 1 MB chunk, the others' links idle: (P-1) MB out of the owner at half the rate.
+  const std::vector<int> devs{0, 1, 2, 3};
+  const std::vector<double> owned{262144, 0, 0, 0};
+  const LinkSpec l = slow.link(0, 1);
+  EXPECT_NEAR(chunk_gather_time(slow, devs, owned), l.latency_s() + 3 * 1048576 / l.bytes_per_s() / 0.5 + 0.003, 1e-12);
+  EXPECT_NEAR(chunk_reduce_scatter_time(slow, devs, owned),
+              3 * (l.latency_s() + 1048576 / l.bytes_per_s() / 0.5) + 0.004, 1e-12);
+  // Round trip through a saved file, and the model reads them.
+  const ClusterSpec back = parse_cluster(cluster_to_json(slow), "back.json", {});
+  EXPECT_EQ(back.chunk_gather_efficiency, 0.5);
+  EXPECT_EQ(back.chunk_reduce_scatter_overhead_s, 0.004);
+  const Partition lm = part(2, 2, "none", cut, 1, 1, true), plain = part(2, 2, "none", cut);
+  const ClusterSpec fast = spec({{"chunk_gather", 1}, {"chunk_reduce_scatter", 1}});
+  const Prediction a = predict(net, lm, resolve_cluster(fast, net, nullptr)),
+                   b = predict(net, lm, resolve_cluster(slow, net, nullptr));
+  EXPECT_GT(b.weights_s, 1.8 * a.weights_s);
+  EXPECT_NEAR(predict(net, plain, resolve_cluster(slow, net, nullptr)).weights_s,
+              predict(net, plain, resolve_cluster(fast, net, nullptr)).weights_s, 1e-12);
+}
+
 // Maps, deltas and kept weights (with the tiles' separate gradients) of a one-process run:
 // the model against the trainer.
 TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {

@@ -174,8 +174,9 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   // (what the update moves; at most about 3 s of traffic). The efficiency of a shaped link
   // grows with the message: probed at a third of W1's size on 30 Mbit/s, it predicted the
   // update's collectives 5-10 % slow.
-  double rs_s[2] = {0, 0}, ag_s[2] = {0, 0};
+  double rs_s[2] = {0, 0}, ag_s[2] = {0, 0}, cg_s[2] = {0, 0}, crs_s[2] = {0, 0};
   int64_t coll_floats[2] = {0, 0};
+  const int64_t chunk_floats[2] = {1 << 16, 1 << 18};
   if (P > 1) {
     double slowest = 1e300;  // the slowest link's bytes/s, from the pairs
     for (const std::string& s : all_pairs)
@@ -202,6 +203,28 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
         const std::vector<double> ag = comm.all_gather(now_s() - t);
         rs_s[k] = std::min(rs_s[k], *std::max_element(rs.begin(), rs.end()));
         ag_s[k] = std::min(ag_s[k], *std::max_element(ag.begin(), ag.end()));
+      }
+    }
+    // A --low-memory weight chunk (0.25 and 1 MB) owned by rank 0 alone, as most are: its
+    // all-gather and its ring reduce-scatter, the way Segment moves them.
+    for (int k = 0; k < 2; ++k) {
+      const int n = int(chunk_floats[k]);
+      std::vector<float> data(size_t(n), 1.f), tmp(static_cast<size_t>(n));
+      std::vector<int> counts(size_t(P), 0), displs(size_t(P), n);
+      counts[0] = n;
+      displs[0] = 0;
+      cg_s[k] = crs_s[k] = 1e300;
+      for (int rep = 0; rep < 2; ++rep) {
+        comm.all_gather(0.0);
+        double t = now_s();
+        comm.all_gather_v(data.data(), counts, displs);
+        const std::vector<double> g = comm.all_gather(now_s() - t);
+        comm.all_gather(0.0);
+        t = now_s();
+        comm.reduce_scatter(data.data(), counts, displs, tmp.data());
+        const std::vector<double> rs = comm.all_gather(now_s() - t);
+        cg_s[k] = std::min(cg_s[k], *std::max_element(g.begin(), g.end()));
+        crs_s[k] = std::min(crs_s[k], *std::max_element(rs.begin(), rs.end()));
       }
     }
   }
@@ -310,10 +333,14 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   if (!by_devices.empty()) {
     std::vector<int> rank_dev;
     for (int r = 0; r < P; ++r) rank_dev.push_back(dev_of(r));
-    double rs_pred[2], ag_pred[2];
+    double rs_pred[2], ag_pred[2], cg_pred[2], crs_pred[2];
     for (int k = 0; k < 2; ++k) {
       rs_pred[k] = reduce_scatter_time(c, rank_dev, 4. * double(coll_floats[k]));
       ag_pred[k] = all_gather_time(c, rank_dev, 4. * double(coll_floats[k]));
+      std::vector<double> owned(size_t(P), 0.);
+      owned[0] = double(chunk_floats[k]);
+      cg_pred[k] = chunk_gather_time(c, rank_dev, owned);
+      crs_pred[k] = chunk_reduce_scatter_time(c, rank_dev, owned);
     }
     auto fit = [](const double pred[2], const double meas[2]) {
       const double slope = (meas[1] - meas[0]) / std::max(pred[1] - pred[0], 1e-12);  // = 1 / efficiency
@@ -322,14 +349,27 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     };
     const auto [ring, ring_o] = fit(rs_pred, rs_s);
     const auto [many, many_o] = fit(ag_pred, ag_s);
-    cluster["links"]["efficiency"] = {
-        {"ring", ring}, {"many_flows", many}, {"ring_overhead_s", ring_o}, {"many_flows_overhead_s", many_o}};
+    const auto [cg, cg_o] = fit(cg_pred, cg_s);
+    const auto [crs, crs_o] = fit(crs_pred, crs_s);
+    cluster["links"]["efficiency"] = {{"ring", ring},
+                                      {"many_flows", many},
+                                      {"ring_overhead_s", ring_o},
+                                      {"many_flows_overhead_s", many_o},
+                                      {"chunk_gather", cg},
+                                      {"chunk_gather_overhead_s", cg_o},
+                                      {"chunk_reduce_scatter", crs},
+                                      {"chunk_reduce_scatter_overhead_s", crs_o}};
     c = parse_cluster(cluster, out, profiles);
     std::printf(
         "collectives of %.1f and %.1f MB: reduce-scatter %.3f and %.3f s (%.0f%% of the links' rate + %.1f ms a call), "
         "all-gather %.3f and %.3f s (%.0f%% + %.1f ms)\n",
         4. * coll_floats[0] / 1048576, 4. * coll_floats[1] / 1048576, rs_s[0], rs_s[1], 100 * ring, 1e3 * ring_o,
         ag_s[0], ag_s[1], 100 * many, 1e3 * many_o);
+    std::printf(
+        "one rank's weight chunk of %.2f and %.2f MB: all-gather %.3f and %.3f s (%.0f%% + %.1f ms), reduce-scatter "
+        "%.3f and %.3f s (%.0f%% + %.1f ms)\n",
+        4. * chunk_floats[0] / 1048576, 4. * chunk_floats[1] / 1048576, cg_s[0], cg_s[1], 100 * cg, 1e3 * cg_o,
+        crs_s[0], crs_s[1], 100 * crs, 1e3 * crs_o);
   }
   save_cluster(c, out);
   for (const nlohmann::json& d : devices) {

@@ -408,12 +408,27 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
   if (const json* ef = member(*links, "efficiency")) {
     const At eat = lat["efficiency"];
     need_object(*ef, eat);
-    check_keys(*ef, eat, {"ring", "many_flows", "ring_overhead_s", "many_flows_overhead_s"});
+    check_keys(*ef, eat,
+               {"ring", "many_flows", "ring_overhead_s", "many_flows_overhead_s", "chunk_gather",
+                "chunk_gather_overhead_s", "chunk_reduce_scatter", "chunk_reduce_scatter_overhead_s"});
     if (const json* x = member(*ef, "ring")) c.ring_efficiency = positive(*x, eat["ring"]);
     if (const json* x = member(*ef, "many_flows")) c.many_flows_efficiency = positive(*x, eat["many_flows"]);
     if (const json* x = member(*ef, "ring_overhead_s")) c.ring_overhead_s = non_negative(*x, eat["ring_overhead_s"]);
     if (const json* x = member(*ef, "many_flows_overhead_s"))
       c.many_flows_overhead_s = non_negative(*x, eat["many_flows_overhead_s"]);
+  }
+  c.chunk_gather_overhead_s = c.many_flows_overhead_s;
+  c.chunk_reduce_scatter_efficiency = c.ring_efficiency;
+  c.chunk_reduce_scatter_overhead_s = c.ring_overhead_s;
+  if (const json* ef = member(*links, "efficiency")) {
+    const At eat = lat["efficiency"];
+    if (const json* x = member(*ef, "chunk_gather")) c.chunk_gather_efficiency = positive(*x, eat["chunk_gather"]);
+    if (const json* x = member(*ef, "chunk_gather_overhead_s"))
+      c.chunk_gather_overhead_s = non_negative(*x, eat["chunk_gather_overhead_s"]);
+    if (const json* x = member(*ef, "chunk_reduce_scatter"))
+      c.chunk_reduce_scatter_efficiency = positive(*x, eat["chunk_reduce_scatter"]);
+    if (const json* x = member(*ef, "chunk_reduce_scatter_overhead_s"))
+      c.chunk_reduce_scatter_overhead_s = non_negative(*x, eat["chunk_reduce_scatter_overhead_s"]);
   }
   if (const json* t = member(*links, "topology")) {
     c.topology = need_string(*t, lat["topology"]);
@@ -509,7 +524,11 @@ json cluster_to_json(const ClusterSpec& c) {
   links["efficiency"] = {{"ring", c.ring_efficiency},
                          {"many_flows", c.many_flows_efficiency},
                          {"ring_overhead_s", c.ring_overhead_s},
-                         {"many_flows_overhead_s", c.many_flows_overhead_s}};
+                         {"many_flows_overhead_s", c.many_flows_overhead_s},
+                         {"chunk_gather", c.chunk_gather_efficiency},
+                         {"chunk_gather_overhead_s", c.chunk_gather_overhead_s},
+                         {"chunk_reduce_scatter", c.chunk_reduce_scatter_efficiency},
+                         {"chunk_reduce_scatter_overhead_s", c.chunk_reduce_scatter_overhead_s}};
   if (c.bandwidth_mbit) links["bandwidth_mbit"] = *c.bandwidth_mbit;
   if (c.latency_us) links["latency_us"] = *c.latency_us;
   if (!c.pairs.empty()) {

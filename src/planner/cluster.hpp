@@ -84,6 +84,12 @@ struct ClusterSpec {
   // the per-layer weight chunks of --low-memory, pay besides their bytes.
   double ring_efficiency = 1, many_flows_efficiency = 1;
   double ring_overhead_s = 0, many_flows_overhead_s = 0;
+  // The same for --low-memory's weight chunks, which mostly have one owner: its all-gather
+  // (the owner sends the chunk to every other rank) and its ring reduce-scatter (the chunk
+  // passes from rank to rank). When the file does not give them: the pair rate with the
+  // many-flows call cost, and the ring's values.
+  double chunk_gather_efficiency = 1, chunk_reduce_scatter_efficiency = 1;
+  double chunk_gather_overhead_s = 0, chunk_reduce_scatter_overhead_s = 0;
   // The links as the file gives them; link() resolves them.
   std::optional<double> bandwidth_mbit;  // links.bandwidth_mbit: default for every pair
   std::optional<double> latency_us;      // links.latency_us: default for every pair

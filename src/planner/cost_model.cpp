@@ -154,6 +154,47 @@ double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, d
 
 namespace {
 
+// The slowest link between two ranks (seconds for `bytes`), at an efficiency across devices.
+double worst_link(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes, double efficiency) {
+  double worst = 0;
+  for (size_t r = 0; r < rank_dev.size(); ++r)
+    for (size_t q = 0; q < rank_dev.size(); ++q)
+      if (q != r) {
+        const LinkSpec k = c.link(rank_dev[r], rank_dev[q]);
+        worst = std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / (rank_dev[r] == rank_dev[q] ? 1 : efficiency));
+      }
+  return worst;
+}
+
+bool across_devices(const std::vector<int>& rank_dev) {
+  return std::any_of(rank_dev.begin(), rank_dev.end(), [&](int d) { return d != rank_dev.front(); });
+}
+
+}  // namespace
+
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats) {
+  const double P = double(rank_dev.size());
+  double chunk = 0, busiest = 0;
+  for (double f : floats) chunk += f;
+  for (double f : floats) busiest = std::max(busiest, std::max((P - 1) * f, chunk - f));
+  return worst_link(c, rank_dev, 4 * busiest, c.chunk_gather_efficiency) +
+         (across_devices(rank_dev) ? c.chunk_gather_overhead_s : 0);
+}
+
+double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                 const std::vector<double>& floats) {
+  const int P = int(rank_dev.size());
+  double t = 0;
+  for (int st = 0; st + 1 < P; ++st) {
+    double biggest = 0;
+    for (int r = 0; r < P; ++r) biggest = std::max(biggest, floats[size_t(((r - st - 1) % P + P) % P)]);
+    t += worst_link(c, rank_dev, 4 * biggest, c.chunk_reduce_scatter_efficiency);
+  }
+  return t + (across_devices(rank_dev) ? c.chunk_reduce_scatter_overhead_s : 0);
+}
+
+namespace {
+
 constexpr double kMB = 1048576.0;
 
 // E[max of n independent standard normal draws] (tabulated to 16, then the asymptotic form).
@@ -354,7 +395,6 @@ struct Replay {
       if (net.layers[size_t(l)].type == LayerType::Conv) n += net.layers[size_t(l)].weight_count();
     return n;
   }
-  bool across_devices() const { return rank_dev.back() != rank_dev.front(); }
   // --low-memory moves layer l's weights in chunks of whole output channels, about 1 MB
   // each (Segment::plan_chunks), each chunk split among the ranks that own parts of it
   // (shards are contiguous runs of all the tiled convolutions' weights, make_shard_plan).
@@ -379,43 +419,16 @@ struct Replay {
     }
     return parts;
   }
-  // The slowest link between two ranks (seconds for `bytes`), at an efficiency.
-  double worst_link(double bytes, double efficiency) const {
-    double worst = 0;
-    for (int r = 0; r < P; ++r)
-      for (int q = 0; q < P; ++q)
-        if (q != r) {
-          const LinkSpec k = link(r, q);
-          const double eff = rank_dev[size_t(r)] == rank_dev[size_t(q)] ? 1 : efficiency;
-          worst = std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / eff);
-        }
-    return worst;
-  }
-  // All-gather of each chunk (linear: every rank sends its part to every other one, so a
-  // rank's link carries (P-1) x its part out and the rest in) and the ring reduce-scatter
-  // of its gradient (step s: rank r passes part r-s-1 on), each with its fixed cost. A
-  // chunk mostly has one owner, whose flows all leave through its link one way, as the
-  // scatter at the cut does: the rate one pair measured, not the crowded all-gather's.
+  // The chunks of layer l's weights (--low-memory): gathered before each use, their
+  // gradients reduce-scattered once.
   double chunked_gather_cost(int l) const {
     double t = 0;
-    for (const auto& parts : chunk_parts(l)) {
-      double chunk = 0, busiest = 0;
-      for (double c : parts) chunk += c;
-      for (double c : parts) busiest = std::max(busiest, std::max((P - 1) * c, chunk - c));
-      t += worst_link(4 * busiest, 1) + (across_devices() ? cm.spec.many_flows_overhead_s : 0);
-    }
+    for (const auto& parts : chunk_parts(l)) t += chunk_gather_time(cm.spec, rank_dev, parts);
     return t;
   }
   double chunked_reduce_scatter_cost(int l) const {
     double t = 0;
-    for (const auto& parts : chunk_parts(l)) {
-      for (int st = 0; st + 1 < P; ++st) {
-        double biggest = 0;
-        for (int r = 0; r < P; ++r) biggest = std::max(biggest, parts[size_t(((r - st - 1) % P + P) % P)]);
-        t += worst_link(4 * biggest, cm.spec.ring_efficiency);
-      }
-      t += across_devices() ? cm.spec.ring_overhead_s : 0;
-    }
+    for (const auto& parts : chunk_parts(l)) t += chunk_reduce_scatter_time(cm.spec, rank_dev, parts);
     return t;
   }
   // Sharded weights of layer l: all-gathered (forward, backward-data, recomputation) and formatted.

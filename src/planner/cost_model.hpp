@@ -81,6 +81,12 @@ struct Prediction {
 // next rank) and the linear all-gather (every rank's part to every other rank).
 double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
 double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
+// link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
+// r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs.
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats);
+double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                 const std::vector<double>& floats);
 
 // Throws when the partition does not fit the net or the cluster (too few devices).
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm);
