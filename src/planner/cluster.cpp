@@ -416,12 +416,9 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
     if (const json* x = member(*ef, "ring_overhead_s")) c.ring_overhead_s = non_negative(*x, eat["ring_overhead_s"]);
     if (const json* x = member(*ef, "many_flows_overhead_s"))
       c.many_flows_overhead_s = non_negative(*x, eat["many_flows_overhead_s"]);
-  }
-  c.chunk_gather_overhead_s = c.many_flows_overhead_s;
-  c.chunk_reduce_scatter_efficiency = c.ring_efficiency;
-  c.chunk_reduce_scatter_overhead_s = c.ring_overhead_s;
-  if (const json* ef = member(*links, "efficiency")) {
-    const At eat = lat["efficiency"];
+    c.chunk_gather_overhead_s = c.many_flows_overhead_s;  // unless the file gives the chunks' own
+    c.chunk_reduce_scatter_efficiency = c.ring_efficiency;
+    c.chunk_reduce_scatter_overhead_s = c.ring_overhead_s;
     if (const json* x = member(*ef, "chunk_gather")) c.chunk_gather_efficiency = positive(*x, eat["chunk_gather"]);
     if (const json* x = member(*ef, "chunk_gather_overhead_s"))
       c.chunk_gather_overhead_s = non_negative(*x, eat["chunk_gather_overhead_s"]);

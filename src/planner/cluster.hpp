@@ -78,10 +78,9 @@ struct ClusterSpec {
   LinkSpec shared_memory{40000, 1};         // between two ranks on one device
   // links.efficiency: the fraction of the links' rates that collective traffic gets, as
   // calibrate measured it: a ring (one flow each way per device: the gradient
-  // reduce-scatter) and many flows at once (all-gathers, the scatter and gather at the
-  // cut, halos); 1 when not measured.
-  // And the fixed cost of one such collective call (seconds): what many small ones, e.g.
-  // the per-layer weight chunks of --low-memory, pay besides their bytes.
+  // reduce-scatter) and many flows at once (the weights' all-gather, halos); 1 when not
+  // measured. (The scatter and gather at the cut, one way through rank 0's link, run at
+  // the pair rate.) And the fixed cost of one such collective call (seconds).
   double ring_efficiency = 1, many_flows_efficiency = 1;
   double ring_overhead_s = 0, many_flows_overhead_s = 0;
   // The same for --low-memory's weight chunks, which mostly have one owner: its all-gather
