@@ -66,9 +66,10 @@ DeviceModel synthetic_model(const NetSpec& net) {
   return m;
 }
 
-// `devices` devices with that model, one shared link.
-ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, double memory_mb = 4096,
-                               std::vector<double> speeds = {}) {
+// `devices` devices with that model, one shared link (with `efficiency` as links.efficiency
+// when given).
+ClusterSpec synthetic_spec(const NetSpec& net, int devices, double mbit, double memory_mb = 4096,
+                           std::vector<double> speeds = {}, const nlohmann::json& efficiency = nullptr) {
   nlohmann::json devs = nlohmann::json::array();
   const nlohmann::json model = device_model_to_json(synthetic_model(net));
   for (int d = 0; d < devices; ++d)
@@ -77,8 +78,14 @@ ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, dou
                     {"memory_mb", memory_mb},
                     {"speed", speeds.empty() ? 1.0 : speeds[size_t(d)]},
                     {"model", model}});
-  const nlohmann::json j{{"devices", devs}, {"links", {{"bandwidth_mbit", mbit}, {"latency_us", 100}}}};
-  return resolve_cluster(parse_cluster(j, "synthetic.json", {}), net, nullptr);
+  nlohmann::json j{{"devices", devs}, {"links", {{"bandwidth_mbit", mbit}, {"latency_us", 100}}}};
+  if (!efficiency.is_null()) j["links"]["efficiency"] = efficiency;
+  return parse_cluster(j, "synthetic.json", {});
+}
+
+ClusterModel synthetic_cluster(const NetSpec& net, int devices, double mbit, double memory_mb = 4096,
+                               std::vector<double> speeds = {}) {
+  return resolve_cluster(synthetic_spec(net, devices, mbit, memory_mb, std::move(speeds)), net, nullptr);
 }
 
 Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int per = 1, bool lm = false) {
@@ -207,16 +214,7 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const int cut = resolve_cut(net, -1);
   auto cluster = [&](double many_flows) {
-    nlohmann::json devs = nlohmann::json::array();
-    for (int d = 0; d < 4; ++d)
-      devs.push_back({{"name", "d" + std::to_string(d)},
-                      {"cores", 4},
-                      {"memory_mb", 4096},
-                      {"model", device_model_to_json(synthetic_model(net))}});
-    const nlohmann::json j{
-        {"devices", devs},
-        {"links", {{"bandwidth_mbit", 30}, {"latency_us", 100}, {"efficiency", {{"many_flows", many_flows}}}}}};
-    return resolve_cluster(parse_cluster(j, "synthetic.json", {}), net, nullptr);
+    return resolve_cluster(synthetic_spec(net, 4, 30, 4096, {}, {{"many_flows", many_flows}}), net, nullptr);
   };
   const Partition p = part(2, 2, "none", cut);
   const Prediction full = predict(net, p, cluster(1)), crowded = predict(net, p, cluster(0.5));
@@ -230,18 +228,7 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
 TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const int cut = resolve_cut(net, -1);
-  auto spec = [&](nlohmann::json efficiency) {
-    nlohmann::json devs = nlohmann::json::array();
-    for (int d = 0; d < 4; ++d)
-      devs.push_back({{"name", "d" + std::to_string(d)},
-                      {"cores", 4},
-                      {"memory_mb", 4096},
-                      {"model", device_model_to_json(synthetic_model(net))}});
-    const nlohmann::json j{
-        {"devices", devs},
-        {"links", {{"bandwidth_mbit", 100}, {"latency_us", 100}, {"efficiency", std::move(efficiency)}}}};
-    return parse_cluster(j, "synthetic.json", {});
-  };
+  auto spec = [&](const nlohmann::json& efficiency) { return synthetic_spec(net, 4, 100, 4096, {}, efficiency); };
   const ClusterSpec old = spec({{"ring", 0.8}, {"many_flows", 0.6}, {"ring_overhead_s", 0.01},
                                 {"many_flows_overhead_s", 0.002}});
   EXPECT_EQ(old.chunk_gather_efficiency, 1);

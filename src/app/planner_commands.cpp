@@ -177,6 +177,27 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   double rs_s[2] = {0, 0}, ag_s[2] = {0, 0}, cg_s[2] = {0, 0}, crs_s[2] = {0, 0};
   int64_t coll_floats[2] = {0, 0};
   const int64_t chunk_floats[2] = {1 << 16, 1 << 18};
+  // Rank r holding counts[r] floats at displs[r]: the reduce-scatter and the all-gather,
+  // each timed on its slowest rank, best of two.
+  auto time_collectives = [&](const std::vector<int>& counts, const std::vector<int>& displs, double* rs_out,
+                              double* ag_out) {
+    size_t end = 0;
+    for (size_t r = 0; r < counts.size(); ++r) end = std::max(end, size_t(displs[r] + counts[r]));
+    std::vector<float> data(end, 1.f), tmp(size_t(*std::max_element(counts.begin(), counts.end())));
+    *rs_out = *ag_out = 1e300;
+    for (int rep = 0; rep < 2; ++rep) {
+      comm.all_gather(0.0);
+      double t = now_s();
+      comm.reduce_scatter(data.data(), counts, displs, tmp.data());
+      const std::vector<double> rs = comm.all_gather(now_s() - t);
+      comm.all_gather(0.0);
+      t = now_s();
+      comm.all_gather_v(data.data(), counts, displs);
+      const std::vector<double> ag = comm.all_gather(now_s() - t);
+      *rs_out = std::min(*rs_out, *std::max_element(rs.begin(), rs.end()));
+      *ag_out = std::min(*ag_out, *std::max_element(ag.begin(), ag.end()));
+    }
+  };
   if (P > 1) {
     double slowest = 1e300;  // the slowest link's bytes/s, from the pairs
     for (const std::string& s : all_pairs)
@@ -187,45 +208,19 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     const int64_t three_s = int64_t(3 * slowest * P / (P - 1) / 4);
     coll_floats[1] = std::max<int64_t>(std::min(params, three_s), 1 << 20) / P * P;
     for (int k = 0; k < 2; ++k) {
-      const int64_t n = coll_floats[k];
-      std::vector<float> data(size_t(n), 1.f), tmp(size_t(n / P));
-      std::vector<int> counts(size_t(P), int(n / P)), displs;
-      for (int r = 0; r < P; ++r) displs.push_back(r * int(n / P));
-      rs_s[k] = ag_s[k] = 1e300;
-      for (int rep = 0; rep < 2; ++rep) {
-        comm.all_gather(0.0);
-        double t = now_s();
-        comm.reduce_scatter(data.data(), counts, displs, tmp.data());
-        const std::vector<double> rs = comm.all_gather(now_s() - t);
-        comm.all_gather(0.0);
-        t = now_s();
-        comm.all_gather_v(data.data(), counts, displs);
-        const std::vector<double> ag = comm.all_gather(now_s() - t);
-        rs_s[k] = std::min(rs_s[k], *std::max_element(rs.begin(), rs.end()));
-        ag_s[k] = std::min(ag_s[k], *std::max_element(ag.begin(), ag.end()));
-      }
+      const int part = int(coll_floats[k] / P);
+      std::vector<int> counts(size_t(P), part), displs;
+      for (int r = 0; r < P; ++r) displs.push_back(r * part);
+      time_collectives(counts, displs, &rs_s[k], &ag_s[k]);
     }
     // A --low-memory weight chunk (0.25 and 1 MB) owned by rank 0 alone, as most are: its
-    // all-gather and its ring reduce-scatter, the way Segment moves them.
+    // ring reduce-scatter and its all-gather, the way Segment moves them.
     for (int k = 0; k < 2; ++k) {
       const int n = int(chunk_floats[k]);
-      std::vector<float> data(size_t(n), 1.f), tmp(static_cast<size_t>(n));
       std::vector<int> counts(size_t(P), 0), displs(size_t(P), n);
       counts[0] = n;
       displs[0] = 0;
-      cg_s[k] = crs_s[k] = 1e300;
-      for (int rep = 0; rep < 2; ++rep) {
-        comm.all_gather(0.0);
-        double t = now_s();
-        comm.all_gather_v(data.data(), counts, displs);
-        const std::vector<double> g = comm.all_gather(now_s() - t);
-        comm.all_gather(0.0);
-        t = now_s();
-        comm.reduce_scatter(data.data(), counts, displs, tmp.data());
-        const std::vector<double> rs = comm.all_gather(now_s() - t);
-        cg_s[k] = std::min(cg_s[k], *std::max_element(g.begin(), g.end()));
-        crs_s[k] = std::min(crs_s[k], *std::max_element(rs.begin(), rs.end()));
-      }
+      time_collectives(counts, displs, &crs_s[k], &cg_s[k]);
     }
   }
   if (me != 0) return 0;
