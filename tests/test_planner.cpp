@@ -382,6 +382,46 @@ TEST(PlannerCalibrate, SpinnersLeaveTheRanksCoreBinding) {
       << CPU_COUNT(&after) << " cores after allow_all_cpus, " << CPU_COUNT(&allowed) << " allowed";
 }
 
+// A model whose calibration measured 1.2x its fits on the whole map and exactly its fits
+// on a map of half the side (as a device under a CPU quota does): the correction comes
+// out of the points, is interpolated in log(cells) between them and held beyond, and the
+// replay's compute follows it.
+TEST(PlannerCostModel, SizeCorrectionFollowsTheMeasuredPoints) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 64, 96, 1);
+  const int spatial = net.first_untileable();
+  DeviceModel m = synthetic_model(net);
+  const ClusterModel plain = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
+  for (auto [h, w, factor] : {std::tuple{64, 96, 1.2}, {32, 48, 1.0}}) {
+    NetSpec at = net;
+    resize_net(at, h, w);
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < spatial; ++l) {
+      const double cells = double(at.layers[size_t(l)].out.h) * at.layers[size_t(l)].out.w;
+      const LayerModel& f = m.layers[size_t(l)];
+      layers.push_back({factor * f.fwd.at(cells), factor * f.fwd_pointwise.at(cells), factor * f.bwd_pointwise.at(cells),
+                        factor * f.bwd_data.at(cells), factor * f.bwd_weights.at(cells)});
+    }
+    m.points.push_back({{"height", h}, {"width", w}, {"step_s", 1.0}, {"layers", layers}});
+  }
+  derive_size_correction(m, net);
+  ASSERT_EQ(m.size_correction.size(), 2u);
+  EXPECT_NEAR(m.size_correction[0][0], 0.25, 1e-12);
+  for (int l : {0, 5, spatial - 1}) {
+    const double full = m.full_cells[size_t(l)];
+    EXPECT_NEAR(m.correction(l, full), 1.2, 1e-12);
+    EXPECT_NEAR(m.correction(l, full / 4), 1.0, 1e-12);
+    EXPECT_NEAR(m.correction(l, full / 2), 1.1, 1e-12);  // halfway in log(cells)
+    EXPECT_NEAR(m.correction(l, 4 * full), 1.2, 1e-12);
+    EXPECT_NEAR(m.correction(l, full / 64), 1.0, 1e-12);
+  }
+  // One process on the whole map: every layer's compute 1.2x (the head is not a layer's).
+  const Partition whole = part(1, 1, "none", resolve_cut(net, -1));
+  const Prediction a = predict(net, whole, plain), b = predict(net, whole, local_cluster(m, 4, 4096, LinkSpec{40000, 1}));
+  const double head_f = m.head_fwd_per_sample * net.micro_batch(), head_b = m.head_bwd_per_sample * net.micro_batch();
+  EXPECT_NEAR((b.fwd_s - head_f) / (a.fwd_s - head_f), 1.2, 1e-9);
+  EXPECT_NEAR((b.bwd_s - head_b) / (a.bwd_s - head_b), 1.2, 1e-9);
+}
+
 TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
   const NetSpec net = net_at("tests/fixtures/pool_mix/net.cfg");
   CalibrateOptions o;
@@ -391,6 +431,7 @@ TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
   ASSERT_EQ(int(m.layers.size()), net.first_untileable());
   EXPECT_EQ(m.signature, net_signature(net));
   EXPECT_EQ(m.points.size(), 2u);
+  EXPECT_EQ(m.size_correction.size(), 2u);  // measured over fitted at each size
   for (const LayerModel& l : m.layers) {
     EXPECT_GE(l.fwd.a, 0);
     EXPECT_GE(l.fwd.b, 0);

@@ -75,6 +75,7 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     if (m.signature != sig)
       fail(c.path, ": devices[", d, "].model was calibrated on ", m.cfg, ", a different net than ", net.path,
            ": run tiletrain calibrate --cfg ", net.path);
+    derive_size_correction(m, net);
     cm.models.resize(c.devices.size());
     cm.models[d] = std::move(m);
     calibrated.push_back(int(d));
@@ -95,6 +96,7 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     const Profile* pr = c.profile_of(int(d));
     if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
     cm.models[d] = ref;
+    derive_size_correction(cm.models[d], net);
     cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
     cm.capacity.push_back(dev.cores);
   }
@@ -275,7 +277,9 @@ struct Replay {
 
   const DeviceModel& model(int r) const { return cm.models[size_t(rank_dev[size_t(r)])]; }
   double scale(int r) const { return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)]; }
-  double comp(int r, const LinearFit& f, double cells) const { return cells > 0 ? f.at(cells) * scale(r) : 0; }
+  double comp(int r, int l, const LinearFit& f, double cells) const {
+    return cells > 0 ? f.at(cells) * scale(r) * model(r).correction(l, cells) : 0;
+  }
   LinkSpec link(int a, int b) const { return cm.spec.link(rank_dev[size_t(a)], rank_dev[size_t(b)]); }
   double msg(int a, int b, double bytes) const {
     const LinkSpec l = link(a, b);
@@ -460,7 +464,7 @@ struct Replay {
         std::vector<double> interior(size_t(P), 0);
         for (int r = 0; r < P; ++r)
           for (int t : local[size_t(r)])
-            if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
+            if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
         exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
       }
       std::vector<double> pw(size_t(P), 0);
@@ -468,10 +472,10 @@ struct Replay {
         for (int t : local[size_t(r)]) {
           const double cells = double(batch) * plan.at(t, l).fwd.area();
           out.cells_computed += cells / batch;
-          if (parts(r, t).empty()) run(r, comp(r, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
+          if (parts(r, t).empty()) run(r, comp(r, l, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
           for (size_t k = 1; k < parts(r, t).size(); ++k)
-            run(r, comp(r, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
-          if (s.type == LayerType::Conv && conv_pointwise(s)) pw[size_t(r)] += comp(r, lm(r, l).fwd_pointwise, cells);
+            run(r, comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
+          if (s.type == LayerType::Conv && conv_pointwise(s)) pw[size_t(r)] += comp(r, l, lm(r, l).fwd_pointwise, cells);
         }
       pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::fwd_s);
       out.layer_s[size_t(l)] += last_end() - mark;
@@ -488,7 +492,7 @@ struct Replay {
     for (int l = cut; l < dense_begin; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
       const double cells = double(batch) * s.out.h * s.out.w;
-      run(0, comp(0, lm(0, l).fwd, cells) + comp(0, lm(0, l).fwd_pointwise, cells), &RankPrediction::fwd_s);
+      run(0, comp(0, l, lm(0, l).fwd, cells) + comp(0, l, lm(0, l).fwd_pointwise, cells), &RankPrediction::fwd_s);
     }
     run(0, model(0).head_fwd_per_sample * batch * scale(0), &RankPrediction::fwd_s);
   }
@@ -510,7 +514,7 @@ struct Replay {
       const LayerSpec& s = net.layers[size_t(l)];
       const LayerModel& m = lm(0, l);
       const double cells = double(batch) * s.out.h * s.out.w;
-      run(0, comp(0, m.bwd_pointwise, cells) + comp(0, m.bwd_data, cells) + comp(0, m.bwd_weights, cells),
+      run(0, comp(0, l, m.bwd_pointwise, cells) + comp(0, l, m.bwd_data, cells) + comp(0, l, m.bwd_weights, cells),
           &RankPrediction::bwd_s);
     }
     // Delta scatter.
@@ -530,10 +534,10 @@ struct Replay {
       for (int r = 0; r < P; ++r)
         for (int t : local[size_t(r)]) {
           const TileLayer& x = plan.at(t, l);
-          if (l > 0) run(r, comp(r, lm(r, l).bwd_data, double(batch) * x.delta.area()), &RankPrediction::bwd_s);
+          if (l > 0) run(r, comp(r, l, lm(r, l).bwd_data, double(batch) * x.delta.area()), &RankPrediction::bwd_s);
           if (conv) {
             const Box& wbox = weights_on_delta_box(net, plan, t, l) ? x.delta : x.own;
-            run(r, comp(r, lm(r, l).bwd_weights, double(batch) * wbox.area()), &RankPrediction::bwd_s);
+            run(r, comp(r, l, lm(r, l).bwd_weights, double(batch) * wbox.area()), &RankPrediction::bwd_s);
           }
         }
       if (p.low_memory && conv)
@@ -568,8 +572,8 @@ struct Replay {
     for (int r = 0; r < P; ++r)
       for (int t : local[size_t(r)]) {
         const TileLayer& x = plan.at(t, l);
-        pw[size_t(r)] += comp(r, lm(r, l).bwd_pointwise, double(batch) * (owned_only ? x.own : x.delta).area());
-        if (p.low_memory && recomputed(t, l)) pw[size_t(r)] += comp(r, lm(r, l).fwd, double(batch) * x.fwd.area());
+        pw[size_t(r)] += comp(r, l, lm(r, l).bwd_pointwise, double(batch) * (owned_only ? x.own : x.delta).area());
+        if (p.low_memory && recomputed(t, l)) pw[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * x.fwd.area());
       }
     const LayerSpec& s = net.layers[size_t(l)];
     pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::bwd_s);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -166,20 +167,27 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   const size_t L = net.layers.size();
   p.layers.resize(L);
   for (const LayerSpec& l : net.layers) p.cells.push_back(double(net.batch) * l.out.h * l.out.w);
-  // Per layer and pass: the median over steps, and (over 1 ms) the spread, standard
-  // deviation / mean across steps.
-  std::vector<double> spreads;
+  // Per layer and pass: the median over steps.
   for (size_t l = 0; l < L; ++l)
     for (const PassEntry& e : kPasses) {
-      const auto f = e.time;
       std::vector<double> all;
-      for (auto& st : steps) all.push_back(st[l].*f);
-      p.layers[l].*f = median(all);
-      p.compute += p.layers[l].*f;
+      for (auto& st : steps) all.push_back(st[l].*e.time);
+      p.layers[l].*e.time = median(all);
+      p.compute += p.layers[l].*e.time;
+    }
+  // The spread, standard deviation / mean across steps, of what a rank computes between
+  // two synchronisations: a layer's forward (with its batch-norm and activation), its
+  // backward; those of over 1 ms. Not of each pass: under a CPU quota a pass's time swings
+  // with where the quota's pause falls, but the pause falls in one pass or the next.
+  std::vector<double> spreads;
+  const auto fwd_of = [](const LayerTimes& t) { return t.fwd + t.fwd_pointwise; };
+  const auto bwd_of = [](const LayerTimes& t) { return t.bwd_pointwise + t.bwd_data + t.bwd_weights; };
+  for (size_t l = 0; l < L; ++l)
+    for (const auto& part : {std::function<double(const LayerTimes&)>(fwd_of), std::function<double(const LayerTimes&)>(bwd_of)}) {
       double m = 0, v = 0;
-      for (auto& st : steps) m += st[l].*f / double(steps.size());
+      for (auto& st : steps) m += part(st[l]) / double(steps.size());
       if (m < 1e-3 || steps.size() < 3) continue;
-      for (auto& st : steps) v += (st[l].*f - m) * (st[l].*f - m) / double(steps.size() - 1);
+      for (auto& st : steps) v += (part(st[l]) - m) * (part(st[l]) - m) / double(steps.size() - 1);
       spreads.push_back(std::sqrt(v) / m);
     }
   p.jitter = median(spreads);
@@ -307,7 +315,55 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   m.fit_median_err = median(errs);
   m.fit_max_err = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
   m.points = points;
+  derive_size_correction(m, net0);
   return m;
+}
+
+void derive_size_correction(DeviceModel& m, const NetSpec& net0) {
+  m.size_correction.clear();
+  m.full_cells.clear();
+  if (!m.points.is_array() || m.points.empty()) return;
+  const int spatial = int(m.layers.size());
+  std::vector<std::vector<double>> cells;  // per point, per layer
+  for (const nlohmann::json& p : m.points) {
+    NetSpec net = net0;
+    net.subdivisions = 1;
+    net.batch = m.batch;
+    resize_net(net, p.at("height").get<int>(), p.at("width").get<int>());
+    cells.emplace_back();
+    for (int l = 0; l < spatial; ++l)
+      cells.back().push_back(double(m.batch) * net.layers[size_t(l)].out.h * net.layers[size_t(l)].out.w);
+  }
+  size_t big = 0;
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (cells[i][0] > cells[big][0]) big = i;
+  m.full_cells = cells[big];
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const nlohmann::json& layers = m.points[i].at("layers");
+    double measured = 0, fitted = 0;
+    for (int l = 0; l < spatial; ++l)
+      for (size_t k = 0; k < std::size(kPasses); ++k) {
+        const double t = layers.at(size_t(l)).at(k).get<double>();
+        if (t <= 0) continue;
+        measured += t;
+        fitted += (m.layers[size_t(l)].*kPasses[k].fit).at(cells[i][size_t(l)]);
+      }
+    if (measured > 0 && fitted > 0) m.size_correction.push_back({cells[i][0] / m.full_cells[0], measured / fitted});
+  }
+  std::sort(m.size_correction.begin(), m.size_correction.end());
+}
+
+double DeviceModel::correction(int layer, double cells) const {
+  const auto& c = size_correction;
+  if (c.empty() || size_t(layer) >= full_cells.size() || full_cells[size_t(layer)] <= 0) return 1;
+  const double x = std::log(std::max(cells, 1e-9) / full_cells[size_t(layer)]);
+  if (x <= std::log(c.front()[0])) return c.front()[1];
+  if (x >= std::log(c.back()[0])) return c.back()[1];
+  size_t i = 1;
+  while (std::log(c[i][0]) < x) ++i;
+  const double x0 = std::log(c[i - 1][0]), x1 = std::log(c[i][0]);
+  if (x1 <= x0) return c[i][1];
+  return c[i - 1][1] + (c[i][1] - c[i - 1][1]) * (x - x0) / (x1 - x0);
 }
 
 nlohmann::json device_model_to_json(const DeviceModel& m) {

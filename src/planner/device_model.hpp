@@ -5,6 +5,7 @@
 // process needs besides the buffers the memory plan counts. The planner's cost model
 // (cost_model.hpp) reads it.
 #pragma once
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -51,7 +52,20 @@ struct DeviceModel {
   double jitter = 0;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
+  // What the fits miss at each calibrated map size (derive_size_correction): per point,
+  // {cells over the largest point's cells, measured over fitted layer time}, by the first.
+  // A device under a CPU quota needs it: its short kernels on small maps escape the
+  // quota's pauses, so its time per cell is not one line from small maps to large ones.
+  std::vector<std::array<double, 2>> size_correction;
+  std::vector<double> full_cells;  // per spatial layer: its cells at the largest point
+  // Measured over fitted for a box of `cells` of layer l: interpolated in log(cells),
+  // held beyond the ends; 1 without points.
+  double correction(int layer, double cells) const;
 };
+
+// Sets m.size_correction and m.full_cells from m.points, for the net m was calibrated on
+// (`net`: any input size; its layers are resized to each point's).
+void derive_size_correction(DeviceModel& m, const NetSpec& net);
 
 // CPU time over wall time of one spinning thread per online core, each free to run on
 // any core: what this process gets while it spins (a cgroup quota shows; processes
