@@ -282,32 +282,6 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
       m.layers[size_t(l)].*e.fit = fit;
     }
   }
-  // On a device under a CPU quota the short layers of small maps mostly escape the quota's
-  // pauses, and the relative least squares follow them: summed, the fits came out about
-  // 1.5x below the measured steps at every size (edge.sh's devices). There, every fit is
-  // scaled by one factor that brings their sums to the measured layer times.
-  if (m.cpu_capacity < 0.9 * m.threads) {
-    double num = 0, den = 0;
-    for (const SizePoint& p : pts) {
-      double measured = 0, fitted = 0;
-      for (int l = 0; l < spatial; ++l)
-        for (const PassEntry& e : kPasses) {
-          if (p.layers[size_t(l)].*e.time <= 0) continue;
-          measured += p.layers[size_t(l)].*e.time;
-          fitted += (m.layers[size_t(l)].*e.fit).at(p.cells[size_t(l)]);
-        }
-      if (measured <= 0 || fitted <= 0) continue;
-      num += fitted / measured;
-      den += fitted / measured * fitted / measured;
-    }
-    const double k = den > 0 ? num / den : 1;
-    for (int l = 0; l < spatial; ++l)
-      for (const PassEntry& e : kPasses) {
-        LinearFit& f = m.layers[size_t(l)].*e.fit;
-        f.a *= k;
-        f.b *= k;
-      }
-  }
   m.solo_compute_s = pts[0].compute;
   m.jitter = pts[0].jitter;
   m.head_fwd_per_sample = pts[0].head_fwd / m.batch;
