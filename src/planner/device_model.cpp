@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -180,10 +179,11 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   // backward; those of over 1 ms. Not of each pass: under a CPU quota a pass's time swings
   // with where the quota's pause falls, but the pause falls in one pass or the next.
   std::vector<double> spreads;
-  const auto fwd_of = [](const LayerTimes& t) { return t.fwd + t.fwd_pointwise; };
-  const auto bwd_of = [](const LayerTimes& t) { return t.bwd_pointwise + t.bwd_data + t.bwd_weights; };
+  double (*const parts[])(const LayerTimes&) = {
+      [](const LayerTimes& t) { return t.fwd + t.fwd_pointwise; },
+      [](const LayerTimes& t) { return t.bwd_pointwise + t.bwd_data + t.bwd_weights; }};
   for (size_t l = 0; l < L; ++l)
-    for (const auto& part : {std::function<double(const LayerTimes&)>(fwd_of), std::function<double(const LayerTimes&)>(bwd_of)}) {
+    for (const auto part : parts) {
       double m = 0, v = 0;
       for (auto& st : steps) m += part(st[l]) / double(steps.size());
       if (m < 1e-3 || steps.size() < 3) continue;
@@ -293,7 +293,7 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   return m;
 }
 
-void derive_size_correction(DeviceModel& m, const NetSpec& net0) {
+void derive_size_correction(DeviceModel& m, const NetSpec& net0) try {
   m.size_correction.clear();
   m.full_cells.clear();
   if (!m.points.is_array() || m.points.empty()) return;
@@ -325,6 +325,8 @@ void derive_size_correction(DeviceModel& m, const NetSpec& net0) {
     if (measured > 0 && fitted > 0) m.size_correction.push_back({cells[i][0] / m.full_cells[0], measured / fitted});
   }
   std::sort(m.size_correction.begin(), m.size_correction.end());
+} catch (const nlohmann::json::exception& e) {
+  fail("the device model of ", m.host, " (", m.cfg, "): its points are malformed: ", e.what());
 }
 
 double DeviceModel::correction(int layer, double cells) const {
