@@ -4,7 +4,7 @@
 # `tiletrain calibrate` wrote on the same machines) beside `tiletrain bench --json` (the
 # measurement: median step of 5 after 1 warm-up, peak RSS of the largest rank).
 #
-#   bench/planner/accuracy.sh [--only local,edge,paper] [--out DIR] [--append]
+#   bench/planner/accuracy.sh [--only local,edge,paper] [--links 30mbit,100mbit,1gbit] [--out DIR] [--append]
 #   bench/planner/accuracy.sh --repredict DIR   (predictions again from DIR's cluster files
 #                                                 with the current binary; measurements kept)
 #   bench/planner/accuracy.sh --recalibrate DIR (calibrate again, here and on each emulated
@@ -26,12 +26,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cd "$root"
-only=local,edge,paper out=$here/out repredict="" append=0 recalibrate=0
+only=local,edge,paper out=$here/out repredict="" append=0 recalibrate=0 edge_links="30mbit 100mbit 1gbit"
 while [ $# -gt 0 ]; do
   case $1 in
     --repredict) repredict=$2; shift 2 ;;
     --recalibrate) recalibrate=1; out=$2; repredict=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --links) edge_links=${2//,/ }; shift 2 ;;  # the edge part's links (a link measured again)
     --out) out=$2; shift 2 ;;
     --append) append=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -131,7 +132,7 @@ if want edge; then
   [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: edge needs root (cluster/edge.sh)" >&2; exit 1; }
   export EDGE_CLUSTER=planner
   trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-  for link in 30mbit 100mbit 1gbit; do
+  for link in $edge_links; do
     log "edge: 4 devices, $link"
     cluster/edge.sh down >/dev/null 2>&1 || true
     cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
