@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Is the optimizer's choice the fastest measured? On an emulated cluster of a profile:
-# calibrate, `plan --optimize --top 8`, then measure (bench) the
-# optimizer's candidates and 10 hand-picked partitions, one after the other, ROUNDS times
-# (default 3), each run the median of STEPS steps (default 5); each partition counts with
-# its median round. The same partition moved by up to 16 % from one round to the next
+# calibrate, `plan --optimize --top 8`, then measure (bench) the optimizer's candidates
+# and 10 hand-picked partitions, one after the other, ROUNDS times (default 3), each run
+# the median of STEPS steps (default 5); each partition counts with its median round. The same partition moved by up to 16 % from one round to the next
 # (pi4, 2 rounds of 3 steps), more than the optimizer's top 8 differ: the fastest of two
 # rounds picked whichever partition had had a lucky run.
 #

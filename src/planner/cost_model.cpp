@@ -83,7 +83,8 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
   if (!reference && calibrated.empty())
     fail(c.path, ": no device has a calibrated model for ", net.path,
          ", and none was given (plan --model FILE): run tiletrain calibrate --cfg ", net.path, " --out FILE");
-  const DeviceModel& ref = reference ? *reference : cm.models[size_t(calibrated[0])];
+  DeviceModel ref = reference ? *reference : cm.models[size_t(calibrated[0])];
+  if (reference) derive_size_correction(ref, net);  // a calibrated device's was derived above
   cm.models.resize(c.devices.size());
   for (size_t d = 0; d < c.devices.size(); ++d) {
     const DeviceSpec& dev = c.devices[d];
@@ -96,7 +97,6 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     const Profile* pr = c.profile_of(int(d));
     if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
     cm.models[d] = ref;
-    derive_size_correction(cm.models[d], net);
     cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
     cm.capacity.push_back(dev.cores);
   }
