@@ -96,8 +96,15 @@ set_memory() {  # device, MB
   fi
 }
 
+# The bucket holds 2 ms at the link's rate, 32 KB at least: with 32 KB at 1 Gbit/s (0.26 ms)
+# every late wake-up of tbf's timer on this busy host lost tokens, so a "1 Gbit/s" link ran
+# the gradient exchange at 0.4-0.5 of its rate, and at one of two speeds from one minute
+# to the next (2x2 steps of 0.84 and 1.00 s, bench/RESULTS.md twelfth session). Links up
+# to 128 Mbit/s keep 32 KB, as before.
 shape() {  # namespace, interface, rate: tbf on the interface's egress
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 32kb latency 50ms
+  local burst
+  burst=$(awk -v b="$(rate_bps "$3")" 'BEGIN { x = int(b / 8 * 0.002); if (x < 32768) x = 32768; print x }')
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "$burst" latency 50ms
 }
 
 # TCP in these namespaces gives up on unacknowledged data after about 13 s instead of

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <omp.h>
+#include <unistd.h>
 #include <cstdio>
 #include <thread>
 #include <random>
@@ -15,6 +17,10 @@ namespace tt {
 namespace {
 constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
 }  // namespace
+
+double busy_poll_window_s(double cpu_cores, int ranks_on_host, int threads_per_rank) {
+  return double(ranks_on_host) * std::max(1, threads_per_rank) <= cpu_cores + 1e-9 ? 0.002 : 0.;
+}
 
 MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(options) {
   int provided = 0;  // only this thread calls MPI; the heartbeat thread does not
@@ -32,6 +38,8 @@ MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(
   // fails, nothing beats yet to tell, so these waits have a deadline of their own.
   start_limit_s_ = options_.stall_timeout_s;
   hosts_ = gather_hosts();
+  ranks_on_host_ = int(std::count(hosts_.begin(), hosts_.end(), host_));
+  cpu_cores_ = std::min(double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), cgroup_cpu_quota_cores());
   if (size_ > 1 && (options_.peer_timeout_s > 0 || options_.stall_timeout_s > 0)) {
     // A job number tells this job's beats from any other's.
     uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
@@ -62,10 +70,10 @@ void MpiComm::check(int rc, const char* what) const {
   fail("rank ", rank_, ": MPI ", what, " failed: ", std::string(msg, size_t(len)));
 }
 
-// Polls rather than blocks, so that it can watch the heartbeat. After 2 ms it naps 100 us
-// between polls: a rank that waits long (for a slower device) leaves the CPU to others,
-// which on a device whose CPU is shared or capped (and under a CPU quota) is time the
-// computing ranks need.
+// Polls rather than blocks, so that it can watch the heartbeat. After busy_poll_window_s
+// (2 ms, or none where the host's CPU is shared or capped) it naps 100 us between polls:
+// a rank that waits long (for a slower device) leaves the CPU to others, which on a device
+// whose CPU is shared or capped (and under a CPU quota) is time the computing ranks need.
 void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers) {
   const double start = MPI_Wtime();
   double next_check = start + 0.2;
@@ -80,12 +88,16 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<con
   } not_waiting{heartbeat_.get()};
   if (heartbeat_ && read_bytes >= 0) heartbeat_->set_stalled_since(Heartbeat::clock_ns());
   all_stalled_since_ = -1;
+  if (omp_get_max_threads() != busy_threads_) {  // the command sets its thread count after MPI starts
+    busy_threads_ = omp_get_max_threads();
+    busy_window_s_ = busy_poll_window_s(cpu_cores_, ranks_on_host_, busy_threads_);
+  }
   for (;;) {
     int done = 0;
     check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
     if (done) return;
     const double now = MPI_Wtime();
-    if (now - start > 0.002) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (now - start >= busy_window_s_) std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (!heartbeat_) {
       if (start_limit_s_ > 0 && now - start > start_limit_s_)
         fail("rank ", rank_, " (", host_, "): the ranks could not exchange their first messages within ",

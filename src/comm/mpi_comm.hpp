@@ -23,6 +23,13 @@ struct MpiOptions {
   double stall_timeout_s = 60;  // every rank waiting with no data arriving: stuck (0: never)
 };
 
+// How long a rank waiting for messages polls without pause before it naps between polls:
+// 2 ms where each of this host's ranks has its cores to itself (`cpu_cores` = the cores
+// this process may use), none where they share them or run under a CPU quota smaller than
+// their threads: a polling rank would spend the CPU time its host's computing ranks need
+// (under a quota, time it would pause for later; bench/RESULTS.md, twelfth session).
+double busy_poll_window_s(double cpu_cores, int ranks_on_host, int threads_per_rank);
+
 class MpiComm final : public Comm {
  public:
   MpiComm(int* argc, char*** argv, const MpiOptions& options);
@@ -71,6 +78,10 @@ class MpiComm final : public Comm {
   std::vector<int> request_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
   bool warned_deaf_ = false;  // said once that a peer's beats never arrive
+  double cpu_cores_ = 1;       // cores this process may use (online, and the cgroup's quota)
+  int ranks_on_host_ = 1;
+  int busy_threads_ = 0;       // the thread count busy_window_s_ was worked out for
+  double busy_window_s_ = 0;
 };
 
 }  // namespace tt

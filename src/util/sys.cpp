@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +65,60 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     std::remove(tmp.c_str());
     fail("cannot rename '", tmp, "' to '", path, "'");
   }
+}
+
+namespace {
+// Cores a cgroup directory's own quota allows, +infinity if it sets none.
+double quota_in(const std::string& dir, bool v2) {
+  std::ifstream f(dir + (v2 ? "/cpu.max" : "/cpu.cfs_quota_us"));
+  if (!f) return INFINITY;
+  if (v2) {  // "max 100000" or "45000 100000"
+    std::string quota;
+    double period = 0;
+    if (!(f >> quota >> period) || quota == "max" || period <= 0) return INFINITY;
+    return std::strtod(quota.c_str(), nullptr) / period;
+  }
+  double quota = -1, period = 0;
+  std::ifstream p(dir + "/cpu.cfs_period_us");
+  if (!(f >> quota) || quota <= 0 || !(p >> period) || period <= 0) return INFINITY;  // -1: none
+  return quota / period;
+}
+}  // namespace
+
+double cgroup_cpu_quota_cores(const std::string& self_cgroup, const std::string& cgroup_root) {
+  std::ifstream f(self_cgroup);
+  std::string line;
+  double cores = INFINITY;
+  while (std::getline(f, line)) {  // "hierarchy:controllers:path"
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    std::string mount;
+    bool v2 = false;
+    if (controllers.empty()) {  // v2: the unified hierarchy at the root (hybrid: below "unified")
+      v2 = true;
+      mount = cgroup_root;
+      if (access((mount + "/cgroup.controllers").c_str(), R_OK) != 0) mount = cgroup_root + "/unified";
+    } else {
+      bool cpu = false;
+      for (size_t at = 0; at <= controllers.size();) {
+        const size_t end = std::min(controllers.find(',', at), controllers.size());
+        cpu = cpu || controllers.compare(at, end - at, "cpu") == 0;
+        at = end + 1;
+      }
+      if (!cpu) continue;
+      mount = cgroup_root + "/" + controllers;
+      if (access(mount.c_str(), R_OK) != 0) mount = cgroup_root + "/cpu";
+    }
+    for (;;) {  // this cgroup and every parent: the tightest quota holds
+      cores = std::min(cores, quota_in(mount + (path == "/" ? "" : path), v2));
+      if (path.empty() || path == "/") break;
+      const size_t slash = path.rfind('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  }
+  return cores;
 }
 
 void allow_all_cpus() {

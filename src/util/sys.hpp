@@ -25,6 +25,13 @@ int64_t thread_read_bytes();
 // was bound to (mpirun binds each rank to one).
 void allow_all_cpus();
 
+// The CPU time this process's cgroup may use, in cores: the smallest CPU quota
+// (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us) on the path from its
+// cgroup up to the root; +infinity where none is set or none can be read. The two paths
+// are parameters for the tests.
+double cgroup_cpu_quota_cores(const std::string& self_cgroup = "/proc/self/cgroup",
+                              const std::string& cgroup_root = "/sys/fs/cgroup");
+
 // Throws unless `path`'s folder exists and is writable: checked before a long run, not
 // after it.
 void check_can_write(const std::string& path);
