@@ -1,5 +1,5 @@
-// How a rank learns whether its CPU is its own (util/sys.hpp cgroup_cpu_quota_cores) and
-// what it does with that when it waits (comm/mpi_comm.hpp busy_poll_window_s), on cgroup
+// How a rank learns its CPU quota (util/sys.hpp cgroup_cpu_quota_cores) and what it does
+// with that when it waits (comm/mpi_comm.hpp busy_poll_window_s), on cgroup
 // trees written here: v1 with cpu and cpuacct mounted together, v2, a hybrid, and none.
 #include <gtest/gtest.h>
 
@@ -76,13 +76,13 @@ TEST_F(CgroupTree, NothingReadableMeansNoQuota) {
   EXPECT_TRUE(std::isinf(cgroup_cpu_quota_cores((root_ / "absent").string(), (root_ / "fs").string())));
 }
 
-TEST(BusyPoll, OnlyWhereEveryRankHasItsCores) {
-  EXPECT_EQ(busy_poll_window_s(2, 2, 1), 0.002);  // two ranks, two cores
+TEST(BusyPoll, NapsAtOnceOnlyUnderATightQuota) {
+  EXPECT_EQ(busy_poll_window_s(INFINITY, 1, 1), 0.002);  // no quota
+  EXPECT_EQ(busy_poll_window_s(INFINITY, 4, 2), 0.002);  // no quota, oversubscribed: the scheduler shares
+  EXPECT_EQ(busy_poll_window_s(2, 2, 1), 0.002);         // a quota of two cores for two ranks
   EXPECT_EQ(busy_poll_window_s(2, 1, 2), 0.002);
-  EXPECT_EQ(busy_poll_window_s(INFINITY, 1, 1), 0.002);
-  EXPECT_EQ(busy_poll_window_s(2, 4, 1), 0.);     // oversubscribed
   EXPECT_EQ(busy_poll_window_s(2, 2, 2), 0.);     // threads count too
-  EXPECT_EQ(busy_poll_window_s(0.45, 1, 1), 0.);  // an emulated device under a quota
+  EXPECT_EQ(busy_poll_window_s(0.45, 1, 1), 0.);  // an emulated device at 0.45 of a core
   EXPECT_EQ(busy_poll_window_s(4, 1, 0), 0.002);  // a thread count of 0 is read as 1
 }
 

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <climits>
 #include <omp.h>
-#include <unistd.h>
 #include <cstdio>
 #include <thread>
 #include <random>
@@ -18,8 +17,8 @@ namespace {
 constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
 }  // namespace
 
-double busy_poll_window_s(double cpu_cores, int ranks_on_host, int threads_per_rank) {
-  return double(ranks_on_host) * std::max(1, threads_per_rank) <= cpu_cores + 1e-9 ? 0.002 : 0.;
+double busy_poll_window_s(double quota_cores, int ranks_on_host, int threads_per_rank) {
+  return double(ranks_on_host) * std::max(1, threads_per_rank) <= quota_cores + 1e-9 ? 0.002 : 0.;
 }
 
 MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(options) {
@@ -39,7 +38,7 @@ MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(
   start_limit_s_ = options_.stall_timeout_s;
   hosts_ = gather_hosts();
   ranks_on_host_ = int(std::count(hosts_.begin(), hosts_.end(), host_));
-  cpu_cores_ = std::min(double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))), cgroup_cpu_quota_cores());
+  quota_cores_ = cgroup_cpu_quota_cores();
   if (size_ > 1 && (options_.peer_timeout_s > 0 || options_.stall_timeout_s > 0)) {
     // A job number tells this job's beats from any other's.
     uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
@@ -71,7 +70,7 @@ void MpiComm::check(int rc, const char* what) const {
 }
 
 // Polls rather than blocks, so that it can watch the heartbeat. After busy_poll_window_s
-// (2 ms, or none where the host's CPU is shared or capped) it naps 100 us between polls:
+// (2 ms, or none under a CPU quota smaller than the host's ranks) it naps 100 us between polls:
 // a rank that waits long (for a slower device) leaves the CPU to others, which on a device
 // whose CPU is shared or capped (and under a CPU quota) is time the computing ranks need.
 void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<const int> peers) {
@@ -90,7 +89,7 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<con
   all_stalled_since_ = -1;
   if (omp_get_max_threads() != busy_threads_) {  // the command sets its thread count after MPI starts
     busy_threads_ = omp_get_max_threads();
-    busy_window_s_ = busy_poll_window_s(cpu_cores_, ranks_on_host_, busy_threads_);
+    busy_window_s_ = busy_poll_window_s(quota_cores_, ranks_on_host_, busy_threads_);
   }
   for (;;) {
     int done = 0;

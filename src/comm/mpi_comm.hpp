@@ -24,11 +24,13 @@ struct MpiOptions {
 };
 
 // How long a rank waiting for messages polls without pause before it naps between polls:
-// 2 ms where each of this host's ranks has its cores to itself (`cpu_cores` = the cores
-// this process may use), none where they share them or run under a CPU quota smaller than
-// their threads: a polling rank would spend the CPU time its host's computing ranks need
-// (under a quota, time it would pause for later; bench/RESULTS.md, twelfth session).
-double busy_poll_window_s(double cpu_cores, int ranks_on_host, int threads_per_rank);
+// none where the host's CPU quota (`quota_cores`, cgroup_cpu_quota_cores) is smaller than
+// the threads of its ranks, else 2 ms. Under a quota every poll is CPU time the computing
+// ranks of the device then lack in the same period (an emulated device at 0.45 of a core:
+// 2x2 steps 11 % and 2 ranks a device 23 % shorter without the 2 ms, bench/RESULTS.md,
+// twelfth session). Without one, the scheduler shares the cores and Open MPI yields when
+// oversubscribed: 4 ranks on 2 cores ran slower napping at once (0.272 s against 0.23).
+double busy_poll_window_s(double quota_cores, int ranks_on_host, int threads_per_rank);
 
 class MpiComm final : public Comm {
  public:
@@ -78,7 +80,7 @@ class MpiComm final : public Comm {
   std::vector<int> request_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
   bool warned_deaf_ = false;  // said once that a peer's beats never arrive
-  double cpu_cores_ = 1;       // cores this process may use (online, and the cgroup's quota)
+  double quota_cores_ = 0;     // the cgroup's CPU quota in cores (+infinity: none)
   int ranks_on_host_ = 1;
   int busy_threads_ = 0;       // the thread count busy_window_s_ was worked out for
   double busy_window_s_ = 0;
