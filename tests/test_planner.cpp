@@ -422,6 +422,26 @@ TEST(PlannerCostModel, SizeCorrectionFollowsTheMeasuredPoints) {
   EXPECT_NEAR((b.bwd_s - head_b) / (a.bwd_s - head_b), 1.2, 1e-9);
 }
 
+// calibrate sweeps the map sizes twice and keeps each size's faster sweep: a slow spell of
+// the host in one sweep does not end up in the model.
+TEST(PlannerCalibrate, EachSizeKeepsItsFastestSweep) {
+  std::vector<std::pair<size_t, int>> calls;
+  const double secs[2][3] = {{1.0, 0.5, 0.9}, {0.8, 0.7, 0.9}};  // [round][size]
+  const auto best = fastest_of_sweeps<std::pair<double, int>>(
+      3, 2,
+      [&](size_t i, int round) {
+        calls.emplace_back(i, round);
+        return std::pair{secs[round][i], round};
+      },
+      [](const std::pair<double, int>& p) { return p.first; });
+  const std::vector<std::pair<size_t, int>> order{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}};
+  EXPECT_EQ(calls, order);  // whole sweeps, one after the other
+  EXPECT_EQ(best[0], (std::pair{0.8, 1}));
+  EXPECT_EQ(best[1], (std::pair{0.5, 0}));
+  EXPECT_EQ(best[2], (std::pair{0.9, 0}));  // a tie keeps the first
+  EXPECT_EQ(fastest_of_sweeps<int>(2, 0, [](size_t i, int) { return int(i); }, [](int v) { return v; }).size(), 2u);
+}
+
 TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
   const NetSpec net = net_at("tests/fixtures/pool_mix/net.cfg");
   CalibrateOptions o;

@@ -240,21 +240,28 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   m.cpu_capacity = o.cpu_capacity > 0 ? o.cpu_capacity : cpu_capacity();
   m.batch = net0.micro_batch();
   const int spatial = net0.first_untileable();
-  std::vector<SizePoint> pts;
+  std::vector<NetSpec> sized;  // the net at each map size it accepts
   for (double s : o.scales) {
     NetSpec net = net0;
     net.subdivisions = 1;
     net.batch = net0.micro_batch();
     const int h = std::max(1, int(std::lround(net0.height * s))), w = std::max(1, int(std::lround(net0.width * s)));
-    if (!pts.empty() && h == pts.back().height && w == pts.back().width) continue;
+    if (!sized.empty() && h == sized.back().height && w == sized.back().width) continue;
     try {
       resize_net(net, h, w);
     } catch (const Error&) {
       break;  // the net does not fit a map this small: enough sizes
     }
-    pts.push_back(measure(net, o, pts.empty() ? &m : nullptr));
+    sized.push_back(std::move(net));
   }
-  if (pts.empty()) fail(net0.path, ": calibration needs at least one map size the net accepts");
+  if (sized.empty()) fail(net0.path, ": calibration needs at least one map size the net accepts");
+  // Every size in o.rounds sweeps, each size keeping its fastest sweep. A shared host slows
+  // a device for seconds at a time: one sweep of four emulated devices at once measured all
+  // of them 15-20 % slow at the two largest sizes, while the training steps minutes later
+  // ran at the speed the other sweeps had measured (bench/RESULTS.md, thirteenth session).
+  const std::vector<SizePoint> pts = fastest_of_sweeps<SizePoint>(
+      sized.size(), o.rounds, [&](size_t i, int round) { return measure(sized[i], o, round == 0 && i == 0 ? &m : nullptr); },
+      [](const SizePoint& p) { return p.compute; });
   // Per layer and pass: seconds against the cells of the layer's output map at each size.
   m.layers.resize(size_t(spatial));
   std::vector<double> errs;

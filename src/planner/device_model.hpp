@@ -5,6 +5,7 @@
 // process needs besides the buffers the memory plan counts. The planner's cost model
 // (cost_model.hpp) reads it.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -86,12 +87,26 @@ std::string net_signature(const NetSpec& net);
 struct CalibrateOptions {
   int threads = 1;
   std::string kernels = "auto";
-  int steps = 3;  // timed steps per map size (after one untimed)
+  int steps = 3;   // timed steps per map size (after one untimed)
+  int rounds = 2;  // sweeps over the sizes; each size keeps its fastest (median-of-steps) sweep
   std::vector<double> scales = {1.0, 0.75, 0.5, 0.35, 0.25, 0.18};  // of the input's side
   // Cores the device gives, measured by the caller with every process on it at once
   // (capacity_of the summed cpu_time_share); 0: cpu_capacity() here.
   double cpu_capacity = 0;
 };
+// `rounds` sweeps of measure(i, round) over i = 0..n-1 (a whole sweep before the next);
+// for each i the result with the smallest time(result).
+template <class Point, class Measure, class Time>
+std::vector<Point> fastest_of_sweeps(size_t n, int rounds, Measure measure, Time time) {
+  std::vector<Point> best(n);
+  for (int round = 0; round < std::max(1, rounds); ++round)
+    for (size_t i = 0; i < n; ++i) {
+      Point p = measure(i, round);
+      if (round == 0 || time(p) < time(best[i])) best[i] = std::move(p);
+    }
+  return best;
+}
+
 // Times the untiled engine on whole maps of each scale in this process (one process:
 // run it on one rank per device at a time).
 DeviceModel calibrate_device(const NetSpec& net, const CalibrateOptions& o);
