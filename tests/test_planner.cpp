@@ -220,7 +220,25 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
   const Prediction full = predict(net, p, cluster(1)), crowded = predict(net, p, cluster(0.5));
   EXPECT_GT(full.io_s, 0);
   EXPECT_NEAR(crowded.io_s, full.io_s, 1e-9);
-  EXPECT_GT(crowded.weights_s, 1.3 * full.weights_s);  // the reduce-scatter half is a ring
+  EXPECT_GT(crowded.weights_s, 1.8 * full.weights_s);  // both halves are all-to-all
+}
+
+// The gradients' reduce-scatter is the engine's tile-order exchange (every rank sends each
+// other rank its part at once), not a ring: with two ranks on each of 4 devices, each
+// device's link carries 2 x 6 of the 8 parts out (the ring: 7 of 8), and the all-gather
+// 2 x 6 in. Counted here from the bytes, at full efficiency on one shared link.
+TEST(PlannerCostModel, GradientReduceScatterIsTheTileOrderAllToAll) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  const ClusterModel cm = resolve_cluster(synthetic_spec(net, 4, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
+  double params = 0;
+  for (const LayerSpec& l : net.layers) params += double(l.param_count());
+  const double B = 4 * params, rate = 100e6 / 8;
+  const Prediction two = predict(net, part(2, 4, "none", cut, 1, 2), cm);
+  EXPECT_NEAR(two.weights_s, (1.5 * B + 1.5 * B) / rate, 0.02 * 3 * B / rate);
+  // One rank a device: 3 of 4 parts each way, whatever the pattern.
+  const Prediction one = predict(net, part(2, 2, "none", cut), cm);
+  EXPECT_NEAR(one.weights_s, (0.75 * B + 0.75 * B) / rate, 0.02 * 1.5 * B / rate);
 }
 
 // --low-memory's weight chunks at their own calibrated efficiencies; a file without them
