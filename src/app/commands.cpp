@@ -334,7 +334,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
              all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
              all_upd = comm.all_gather(median(upd)), all_rel = comm.all_gather(median(rel)), all_rss = comm.all_gather(rss),
              all_hx = comm.all_gather(median(hx)), all_hxf = comm.all_gather(median(hxf)),
-             all_hov = comm.all_gather(median(hov));
+             all_hov = comm.all_gather(median(hov)), all_poll = comm.all_gather(comm.busy_poll_s());
   const Trainer::Memory mem = trainer.memory();
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
@@ -411,6 +411,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                      {"overlap", o.overlap},
                      {"weights_s", mx(all_wts)},
                      {"io_s", mx(all_io)},
+                     {"busy_poll_s_by_rank", all_poll},  // how long a waiting rank polls before it naps
                      {"peak_rss_mb", rss},
                      {"peak_rss_mb_max", rss_max},
                      {"peak_rss_mb_host", host_max},

@@ -51,6 +51,8 @@ class Comm {
   virtual std::vector<double> all_gather(double v) = 0;
   virtual std::vector<std::string> all_gather(const std::string& s) = 0;
   virtual std::vector<std::string> all_hosts() = 0;
+  // How long a rank waiting for messages polls before it naps between polls (0: naps at once).
+  virtual double busy_poll_s() { return 0; }
 };
 
 class LocalComm final : public Comm {

@@ -10,6 +10,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <cmath>
 #include <memory>
 #include <span>
 
@@ -26,10 +27,9 @@ struct MpiOptions {
 // How long a rank waiting for messages polls without pause before it naps between polls:
 // none where the host's CPU quota (`quota_cores`, cgroup_cpu_quota_cores) is smaller than
 // the threads of its ranks, else 2 ms. Under a quota every poll is CPU time the computing
-// ranks of the device then lack in the same period (an emulated device at 0.45 of a core:
-// 2x2 steps 11 % and 2 ranks a device 23 % shorter without the 2 ms, bench/RESULTS.md,
-// twelfth session). Without one, the scheduler shares the cores and Open MPI yields when
-// oversubscribed: 4 ranks on 2 cores ran slower napping at once (0.272 s against 0.23).
+// ranks of the device then lack in the same period. Without one the scheduler shares the
+// cores: W1 on this 2-core machine, 2 ranks 0.195 s polling against 0.217 s napping at
+// once; 4 ranks within the machine's noise either way (bench/RESULTS.md, thirteenth session).
 double busy_poll_window_s(double quota_cores, int ranks_on_host, int threads_per_rank);
 
 class MpiComm final : public Comm {
@@ -56,6 +56,7 @@ class MpiComm final : public Comm {
   std::vector<double> all_gather(double v) override;
   std::vector<std::string> all_gather(const std::string& s) override;
   std::vector<std::string> all_hosts() override;
+  double busy_poll_s() override;
   // Ends every rank at once (after an error on one of them).
   [[noreturn]] void abort(int code);
 
@@ -80,7 +81,7 @@ class MpiComm final : public Comm {
   std::vector<int> request_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
   bool warned_deaf_ = false;  // said once that a peer's beats never arrive
-  double quota_cores_ = 0;     // the cgroup's CPU quota in cores (+infinity: none)
+  double quota_cores_ = INFINITY;  // the cgroup's CPU quota in cores (+infinity: none)
   int ranks_on_host_ = 1;
   int busy_threads_ = 0;       // the thread count busy_window_s_ was worked out for
   double busy_window_s_ = 0;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Without a CPU quota a waiting rank polls 2 ms before it naps, also with more ranks than
+# cores (comm/mpi_comm.hpp busy_poll_window_s; under a quota, see
+# tests/cluster/verify_2_devices.sh). Read from bench --json: what the ranks worked out once
+# they knew their host's ranks and their thread count.
+# Usage: busy_poll.sh TILETRAIN_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || echo -1)
+[ "$quota" -le 0 ] 2>/dev/null || { echo "PASS (skipped: this process runs under a CPU quota)"; exit 0; }
+for run in "1 1x1" "2 1x2" "4 2x2"; do
+  set -- $run
+  got=$(timeout 120 mpirun -np "$1" --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" bench \
+          --cfg "$src/tests/fixtures/bn_stride/net.cfg" --grid "$2" --steps 1 --warmup 0 --json 2>/dev/null |
+        python3 -c 'import json, sys; print(json.loads([l for l in sys.stdin if l.startswith("{")][-1])["busy_poll_s_by_rank"])') ||
+    { echo "FAIL: bench on $1 rank(s)"; exit 1; }
+  want=$(python3 -c "print([0.002] * $1)")
+  [ "$got" = "$want" ] || { echo "FAIL: $1 rank(s) on $(nproc) cores poll $got s, want $want"; exit 1; }
+  echo "ok: $1 rank(s) on $(nproc) cores poll 2 ms"
+done
+echo PASS
