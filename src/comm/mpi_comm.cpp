@@ -96,13 +96,13 @@ void MpiComm::complete(MPI_Request* reqs, int n, const char* what, std::span<con
   } not_waiting{heartbeat_.get()};
   if (heartbeat_ && read_bytes >= 0) heartbeat_->set_stalled_since(Heartbeat::clock_ns());
   all_stalled_since_ = -1;
-  busy_window_s_ = busy_poll_s();
+  const double busy_window_s = busy_poll_s();
   for (;;) {
     int done = 0;
     check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
     if (done) return;
     const double now = MPI_Wtime();
-    if (now - start >= busy_window_s_) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (now - start >= busy_window_s) std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (!heartbeat_) {
       if (start_limit_s_ > 0 && now - start > start_limit_s_)
         fail("rank ", rank_, " (", host_, "): the ranks could not exchange their first messages within ",
