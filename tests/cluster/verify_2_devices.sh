@@ -14,11 +14,13 @@ grep -q "^OK: tiled training matches untiled" "$tmp/log" || { echo "FAIL: verify
 # OMP_NUM_THREADS=1 in the ranks: their thread count is then the same before and after the
 # command sets it, so a poll window worked out while MPI started would stand.
 OMPI_MCA_mca_base_env_list=OMP_NUM_THREADS=1 \
-  edge run -- bench --cfg "$src/tests/fixtures/pool_mix/net.cfg" --grid 1x2 --steps 1 --warmup 0 --json |
-  tail -n1 >"$tmp/bench.json"
-python3 - "$tmp/bench.json" <<'PY'
+  edge run -- bench --cfg "$src/tests/fixtures/pool_mix/net.cfg" --grid 1x2 --steps 1 --warmup 0 --json \
+  >"$tmp/bench.out" 2>&1 || { echo "FAIL: bench across the devices failed:"; cat "$tmp/bench.out"; exit 1; }
+python3 - "$tmp/bench.out" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
+lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
+assert lines, "FAIL: bench printed no JSON:\n" + open(sys.argv[1]).read()
+r = json.loads(lines[-1])
 hosts = sorted(r.get("hosts", []))
 assert hosts == ["dev0", "dev1"], f"FAIL: ranks ran on {hosts}, expected dev0 and dev1"
 print("ranks on", hosts)
