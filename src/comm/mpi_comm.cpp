@@ -39,7 +39,6 @@ MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(
   hosts_ = gather_hosts();
   ranks_on_host_ = int(std::count(hosts_.begin(), hosts_.end(), host_));
   quota_cores_ = cgroup_cpu_quota_cores();
-  busy_threads_ = 0;  // gather_hosts' waits worked the window out before the host's ranks were known
   if (size_ > 1 && (options_.peer_timeout_s > 0 || options_.stall_timeout_s > 0)) {
     // A job number tells this job's beats from any other's.
     uint64_t job = rank_ == 0 ? std::random_device{}() * 0x100000001ull : 0;
@@ -70,13 +69,9 @@ void MpiComm::check(int rc, const char* what) const {
   fail("rank ", rank_, ": MPI ", what, " failed: ", std::string(msg, size_t(len)));
 }
 
-double MpiComm::busy_poll_s() {
-  if (omp_get_max_threads() != busy_threads_) {  // the command sets its thread count after MPI starts
-    busy_threads_ = omp_get_max_threads();
-    busy_window_s_ = busy_poll_window_s(quota_cores_, ranks_on_host_, busy_threads_);
-  }
-  return busy_window_s_;
-}
+// Worked out at every wait, not cached: the host's ranks and quota are known only after
+// gather_hosts' own waits, and the command sets its thread count after MPI starts.
+double MpiComm::busy_poll_s() { return busy_poll_window_s(quota_cores_, ranks_on_host_, omp_get_max_threads()); }
 
 // Polls rather than blocks, so that it can watch the heartbeat. After busy_poll_window_s
 // (2 ms, or none under a CPU quota smaller than the host's ranks) it naps 100 us between polls:

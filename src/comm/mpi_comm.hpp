@@ -83,8 +83,6 @@ class MpiComm final : public Comm {
   bool warned_deaf_ = false;  // said once that a peer's beats never arrive
   double quota_cores_ = INFINITY;  // the cgroup's CPU quota in cores (+infinity: none)
   int ranks_on_host_ = 1;
-  int busy_threads_ = 0;       // the thread count busy_window_s_ was worked out for
-  double busy_window_s_ = 0;
 };
 
 }  // namespace tt
