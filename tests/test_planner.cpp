@@ -275,6 +275,44 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
               predict(net, plain, resolve_cluster(fast, net, nullptr)).weights_s, 1e-12);
 }
 
+// Gradient chunks go round the ring one after another without waiting for each other: the
+// owner's neighbour starts the next chunk once it has passed this one on, so a run of one
+// owner's chunks takes two hops a chunk, not three (measured on the emulated cluster: 0.60
+// of three hops a chunk over eight 1 MB chunks, bench/RESULTS.md fourteenth session).
+TEST(PlannerCostModel, LowMemoryGradientChunksOverlapRoundTheRing) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const ClusterSpec c = synthetic_spec(net, 4, 100, 4096, {}, {{"chunk_reduce_scatter", 0.5},
+                                                               {"chunk_reduce_scatter_overhead_s", 0.}});
+  const std::vector<int> devs{0, 1, 2, 3};
+  const LinkSpec l = c.link(0, 1);
+  const double hop = l.latency_s() + 1048576 / l.bytes_per_s() / 0.5;
+  const std::vector<double> owned{262144, 0, 0, 0};
+  for (int k : {1, 2, 8}) {
+    const std::vector<double> t =
+        chunk_ring_finish(c, devs, std::vector<std::vector<double>>(size_t(k), owned), std::vector<double>(4, 0.));
+    // The last chunk's third hop ends at 2k + 1 hops (into the owner, rank 0, and out of rank
+    // 3), and a latency a chunk after the first: the empty message that lets the owner's
+    // neighbour's neighbour move on.
+    EXPECT_NEAR(*std::max_element(t.begin(), t.end()), (2 * k + 1) * hop + (k - 1) * l.latency_s(), 1e-9)
+        << k << " chunks";
+    EXPECT_NEAR(t[0], t[3], 1e-9);
+    EXPECT_LT(t[1], t[0]);  // the owner's neighbours are done a hop earlier
+  }
+  // A rank that comes late holds up the ring from where it is: the chunk cannot start
+  // through rank 1 before it has posted.
+  const std::vector<double> late = chunk_ring_finish(c, devs, {owned}, {0, 1.0, 0, 0});
+  EXPECT_NEAR(*std::max_element(late.begin(), late.end()), 1.0 + 3 * hop, 1e-9);
+  // Two ranks on one device share its link: their hops queue behind each other.
+  const std::vector<int> paired{0, 0, 1, 1};
+  const std::vector<double> spread{131072, 131072, 131072, 131072};  // every rank owns a 0.5 MB part
+  const double across = l.latency_s() + 524288 / l.bytes_per_s() / 0.5, local = c.link(0, 0).latency_s() +
+                                                                             524288 / c.link(0, 0).bytes_per_s();
+  const std::vector<double> t = chunk_ring_finish(c, paired, {spread}, std::vector<double>(4, 0.));
+  // Each step: ranks 1 -> 2 and 3 -> 0 cross (on different devices' links, at once), 0 -> 1
+  // and 2 -> 3 stay on their devices.
+  EXPECT_NEAR(*std::max_element(t.begin(), t.end()), 3 * std::max(across, local), 1e-9);
+}
+
 // Maps, deltas and kept weights (with the tiles' separate gradients) of a one-process run:
 // the model against the trainer.
 TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {

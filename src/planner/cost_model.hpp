@@ -87,6 +87,14 @@ double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, d
 double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats);
 double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
                                  const std::vector<double>& floats);
+// Chunks `chunks[k][r]` (floats of chunk k rank r owns) reduce-scattered round the ring one
+// after another (MpiComm::reduce_scatter, Segment::reduce_weight_grad), the ranks starting
+// at `start[r]`: when each rank is done. Each step's message goes once the receiver has
+// posted for it (rendezvous), through both devices' links in turn, and its sender is done
+// with the step when it is on the wire, so a rank moves on to the next chunk while the
+// ring's later steps of this one are still running elsewhere.
+std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                      const std::vector<std::vector<double>>& chunks, std::vector<double> start);
 
 // Throws when the partition does not fit the net or the cluster (too few devices).
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm);
