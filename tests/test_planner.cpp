@@ -275,6 +275,23 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
               predict(net, plain, resolve_cluster(fast, net, nullptr)).weights_s, 1e-12);
 }
 
+// Batch-norm sums are gathered tile by tile (TileOrder::sum): with 4 tiles on 4 devices each
+// device's link brings in 3 tiles' 2 x C doubles per batch-norm layer, forward and backward.
+// On a slow link that alone is a floor under the halo time.
+TEST(PlannerCostModel, BatchNormSumsAreAnAllGatherOfEveryTile) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  const ClusterModel cm = synthetic_cluster(net, 4, 1);  // 1 Mbit/s: bytes, not latency
+  double bytes = 0;
+  for (int l = 0; l < cut; ++l)
+    if (net.layers[size_t(l)].type == LayerType::Conv && net.layers[size_t(l)].batch_normalize)
+      bytes += 2 * 3 * 16. * net.layers[size_t(l)].out.c;  // forward and backward, 3 other tiles
+  const double floor = bytes / cm.spec.link(0, 1).bytes_per_s();
+  const Prediction p = predict(net, part(2, 2, "all", cut), cm);
+  EXPECT_GT(p.halo_s, floor);
+  EXPECT_LT(p.halo_s, 3 * floor);  // the one group has no halo in forward: little else is in it
+}
+
 // Gradient chunks go round the ring one after another without waiting for each other: the
 // owner's neighbour starts the next chunk once it has passed this one on, so a run of one
 // owner's chunks takes two hops a chunk, not three (measured on the emulated cluster: 0.60

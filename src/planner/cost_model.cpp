@@ -333,7 +333,8 @@ struct Replay {
     if (bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s) since_sync[size_t(r)] += secs;
     acc[size_t(r)].*bucket += secs;
   }
-  // A small all-reduce (batch-norm sums): recursive doubling, log2(P) rounds.
+  // A small all-reduce (the gradients --low-memory does not shard): recursive doubling,
+  // log2(P) rounds.
   double small_allreduce(double bytes) const {
     double worst = 0;
     for (int r = 1; r < P; ++r) worst = std::max(worst, msg(0, r, bytes));
@@ -530,14 +531,17 @@ struct Replay {
     run(0, model(0).head_fwd_per_sample * batch * scale(0), &RankPrediction::fwd_s);
   }
 
-  // Batch-norm/activation: the statistics' all-reduce halfway (a synchronisation).
+  // Batch-norm/activation: the statistics' sums halfway (a synchronisation): every tile's
+  // 2 x C doubles gathered by every rank and added in tile order (TileOrder::sum), an
+  // all-gather of T parts. (Priced as an all-reduce of one part, they were 2-3x short on
+  // 2x2 at 30 Mbit/s.)
   void pointwise(const std::vector<double>& pw, bool sync_bn, int channels, double RankPrediction::*bucket) {
     if (!sync_bn) {
       for (int r = 0; r < P; ++r) run(r, pw[size_t(r)], bucket);
       return;
     }
     for (int r = 0; r < P; ++r) run(r, pw[size_t(r)] / 2, bucket);
-    sync(small_allreduce(16. * channels), &RankPrediction::halo_s);
+    sync(allgather_cost(16. * channels * T), &RankPrediction::halo_s);
     for (int r = 0; r < P; ++r) run(r, pw[size_t(r)] / 2, bucket);
   }
 
