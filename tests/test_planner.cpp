@@ -275,6 +275,23 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
               predict(net, plain, resolve_cluster(fast, net, nullptr)).weights_s, 1e-12);
 }
 
+// calibrate on one host takes the shared memory's rate from the update's collectives when
+// the ping-pong's is faster: solving the model's two formulas for the rate gives it back.
+TEST(PlannerCostModel, SharedMemoryRateFromTheCollectivesRoundTrips) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const ClusterModel cm = local_cluster(synthetic_model(net), 2, 4096, LinkSpec{20000, 7});
+  for (int P : {2, 3, 4}) {
+    const std::vector<int> one_host(size_t(P), 0);
+    const double bytes = 13e6, ag = all_gather_time(cm.spec, one_host, bytes),
+                 rs = reduce_scatter_time(cm.spec, one_host, bytes);
+    EXPECT_NEAR(shared_memory_collective_rate(P, bytes, 7e-6, ag, rs), 20000e6 / 8, 1e-6 * 20000e6 / 8) << P;
+    // Collectives twice as slow (less their latency) give half the rate.
+    EXPECT_NEAR(shared_memory_collective_rate(P, bytes, 7e-6, 2 * ag - 7e-6, 2 * rs - (P - 1) * 7e-6),
+                20000e6 / 16, 1e-6 * 20000e6 / 8)
+        << P;
+  }
+}
+
 // Batch-norm sums are gathered tile by tile (TileOrder::sum): with 4 tiles on 4 devices each
 // device's link brings in 3 tiles' 2 x C doubles per batch-norm layer, forward and backward.
 // On a slow link that alone is a floor under the halo time.

@@ -61,11 +61,13 @@ if [ $recalibrate = 1 ]; then
 fi
 if [ -n "$repredict" ]; then
   python3 - "$repredict" "$bin" <<'EOF'
-import json, subprocess, sys
+import json, os, subprocess, sys
 out, bin = sys.argv[1:]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl") if l.strip()]
 for r in runs:
-    cmd = [bin, "plan", "--cfg", "cfgs/yolov2-16.cfg", *r["args"].split(), "--cluster", r["cluster"],
+    # DIR's own cluster file (DIR may be a copy, with a cluster file changed)
+    cluster = os.path.join(out, os.path.basename(r["cluster"]))
+    cmd = [bin, "plan", "--cfg", "cfgs/yolov2-16.cfg", *r["args"].split(), "--cluster", cluster,
            "--ranks-per-device", str(r["per"]), "--json"]
     p = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["prediction"]
     r["predicted"] = {k: v for k, v in p.items() if k != "ranks"}

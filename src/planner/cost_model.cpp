@@ -154,6 +154,14 @@ double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, d
   return worst;
 }
 
+double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
+                                     double reduce_scatter_s) {
+  const double moved = bytes * (P - 1) / P;  // into each rank, in either collective
+  const double ag = moved / std::max(all_gather_s - latency_s, 1e-9),
+               rs = moved / std::max(reduce_scatter_s - (P - 1) * latency_s, 1e-9);
+  return (ag + rs) / 2;
+}
+
 namespace {
 
 // The slowest link between two ranks (seconds for `bytes`), at an efficiency across devices.

@@ -81,6 +81,11 @@ struct Prediction {
 // next rank) and the linear all-gather (every rank's part to every other rank).
 double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
 double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// The rate (bytes/s) of the shared memory that P ranks on one host, `latency_s` apart, got
+// in an all-gather that took `all_gather_s` and a ring reduce-scatter that took
+// `reduce_scatter_s`, of `bytes` each: the two formulas above solved for the rate, averaged.
+double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
+                                     double reduce_scatter_s);
 // One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
 // link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
 // r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs.
