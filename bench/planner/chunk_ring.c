@@ -70,16 +70,25 @@ static int w1_chunks(Chunk* ch) {
       const long b = v + o0 * row, e = v + (o0 + step < kOut[l] ? o0 + step : kOut[l]) * row;
       c->n = (int)(e - b);
       for (int r = 0; r < P; ++r) {
+        // rank r's shard [total r / P, total (r + 1) / P) within the chunk [b, e)
         long lo = total * r / P, hi = total * (r + 1) / P;
         if (lo < b) lo = b;
+        if (lo > e) lo = e;
         if (hi > e) hi = e;
         if (hi < lo) hi = lo;
-        if (lo > e) lo = e;
         c->counts[r] = (int)(hi - lo);
         c->displs[r] = (int)(lo - b);
       }
     }
     v += (long)kOut[l] * row;
+  }
+  for (int i = 0; i < n; ++i) {  // the shards cover each chunk exactly once
+    long sum = 0;
+    for (int r = 0; r < P; ++r) sum += ch[i].counts[r];
+    if (sum != ch[i].n) {
+      fprintf(stderr, "chunk_ring: internal: chunk %d split into %ld of %d floats\n", i, sum, ch[i].n);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
   }
   return n;
 }
