@@ -467,9 +467,10 @@ struct Replay {
     return t;
   }
   // Layer l's gradient chunks round the ring one after another, overlapping on different
-  // links (not a synchronisation: the ranks go on when their own steps are done). Priced a
-  // chunk at a time, as if each waited for the last, a pass over all of W1's chunks on four
-  // devices at 30 Mbit/s was 10.6 s; it took 7.1-7.2 s, and chunk_ring_finish gives 8.6 s.
+  // links (not a synchronisation: the ranks go on when their own steps are done). On four
+  // emulated devices at 30 Mbit/s all of W1's chunks took 7.2-7.3 s back to back against
+  // 10.4 s one at a time, and eight chunks of one owner 0.60 of three hops a chunk, where
+  // chunk_ring_finish gives 0.71 (bench/planner/chunk_ring.sh).
   void reduce_scatter_chunks(int l) {
     const std::vector<double> t = chunk_ring_finish(cm.spec, rank_dev, chunk_parts(l), clock);
     for (int r = 0; r < P; ++r) {
