@@ -432,6 +432,26 @@ TEST(PlannerOptimizer, BestFirstWithinMemoryOrNamesTheShortDevice) {
   EXPECT_GT(worst, 0);
 }
 
+// A 1xC grid and its Rx1 twin predict the same step on a square map; the twin with wider
+// tiles (fewer columns) comes first.
+TEST(PlannerOptimizer, TiesGoToTheGridWithFewerColumns) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const ClusterModel cm = synthetic_cluster(net, 2, 100);
+  SearchOptions o;
+  o.top = 40;
+  const SearchResult r = optimize(net, cm, o);
+  int ties = 0;
+  for (size_t a = 0; a < r.best.size(); ++a)
+    for (size_t b = a + 1; b < r.best.size(); ++b)
+      if (std::llround(r.best[a].pred.step_s * 1e6) == std::llround(r.best[b].pred.step_s * 1e6)) {
+        ++ties;
+        EXPECT_LE(r.best[a].part.cols, r.best[b].part.cols)
+            << r.best[a].part.rows << "x" << r.best[a].part.cols << " before " << r.best[b].part.rows << "x"
+            << r.best[b].part.cols;
+      }
+  EXPECT_GT(ties, 0);  // the square map gives twins
+}
+
 TEST(PlannerCostModel, ModelOfAnotherNetIsRefused) {
   const NetSpec w1 = net_at("cfgs/yolov2-16.cfg");
   const NetSpec fm = net_at("cfgs/fashion-mnist.cfg");

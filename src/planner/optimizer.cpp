@@ -236,7 +236,13 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
     p.group_starts = best_grouping(net, p, cm, &res.replays);
     consider(p);
   }
-  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) { return a.pred.step_s < b.pred.step_s; });
+  // Ties (to the microsecond; 1xC and Rx1 of a square map predict the same) go to the
+  // grid with fewer columns: its tiles are wider, and the kernels run along rows. Of 18 such
+  // pairs measured on the emulated pi3, pi4 and comm-bound clusters, the Rx1 one was faster
+  // in 16 (by up to 9 % on pi4) and the others within 0.5 % (bench/RESULTS.md fourteenth
+  // session). The device model has no term for a tile's shape yet.
+  auto key = [](const Candidate& c) { return std::pair{std::llround(c.pred.step_s * 1e6), c.part.cols}; };
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return key(a) < key(b); });
   for (size_t k = 0; k < all.size() && int(k) < o.top; ++k) res.best.push_back(all[k]);
   res.seconds = now_s() - t0;
   return res;
