@@ -51,7 +51,9 @@ static void reduce_scatter(const Chunk* c) {
   }
 }
 
-// W1's convolutions (cfgs/yolov2-16.cfg): output and input channels, kernel size.
+// W1's convolutions (cfgs/yolov2-16.cfg): output and input channels, kernel size. Written
+// out, with Segment::plan_chunks' and make_shard_plan's arithmetic below, so that this stays
+// plain MPI: when either changes, this must follow.
 static const int kOut[] = {32, 64, 128, 64, 128, 256, 128, 256, 512, 256, 512, 256};
 static const int kIn[] = {3, 32, 64, 128, 64, 128, 256, 128, 256, 512, 256, 512};
 static const int kSize[] = {3, 3, 3, 1, 3, 3, 1, 3, 3, 1, 3, 1};

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 command -v mpicc >/dev/null || { echo "chunk_ring.sh: needs mpicc (Debian: libopenmpi-dev)" >&2; exit 1; }
 mkdir -p "$out"
-bin=$(mktemp -d)/chunk_ring
+bin=$out/.chunk_ring  # not a temporary directory: edge_cluster's exit trap replaces any of ours
 mpicc -O2 -o "$bin" "$here/chunk_ring.c"
 # shellcheck source=edge_cluster.sh
 . "$here/edge_cluster.sh"
@@ -34,3 +34,4 @@ for link in $links; do
     TILETRAIN_BIN=$bin cluster/edge.sh run --timeout 900 -- "$what" 2>&1 | grep '^round' | tee -a "$out/chunk-ring.txt"
   done
 done
+rm -f "$bin"

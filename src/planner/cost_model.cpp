@@ -542,8 +542,7 @@ struct Replay {
 
   // Batch-norm/activation: the statistics' sums halfway (a synchronisation): every tile's
   // 2 x C doubles gathered by every rank and added in tile order (TileOrder::sum), an
-  // all-gather of T parts. (Priced as an all-reduce of one part, they were 2-3x short on
-  // 2x2 at 30 Mbit/s.)
+  // all-gather of T parts, not an all-reduce of one.
   void pointwise(const std::vector<double>& pw, bool sync_bn, int channels, double RankPrediction::*bucket) {
     if (!sync_bn) {
       for (int r = 0; r < P; ++r) run(r, pw[size_t(r)], bucket);
