@@ -13,7 +13,10 @@ cd "$(dirname "$0")/.."
 steps=${1:-5}
 rounds=${2:-1}
 cfg=cfgs/yolov2-16.cfg
-[ -x build/tiletrain ] || scripts/setup.sh >/dev/null
+# The PyTorch peer needs python3-torch, which scripts/setup.sh installs only when asked.
+if [ ! -x build/tiletrain ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  TILETRAIN_WITH_TORCH=1 scripts/setup.sh tiletrain >/dev/null
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bench() { build/tiletrain bench --cfg $cfg --steps "$steps" --warmup 2 --json "$@" | tail -n1; }

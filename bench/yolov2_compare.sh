@@ -14,7 +14,10 @@ steps=${1:-3}
 dsteps=${2:-1}
 threads=${3:-1}
 cfg=/usr/share/darknet/cfg/yolov2.cfg
-[ -x build/tiletrain ] || scripts/setup.sh >/dev/null
+# The PyTorch peer needs python3-torch, which scripts/setup.sh installs only when asked.
+if [ ! -x build/tiletrain ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  TILETRAIN_WITH_TORCH=1 scripts/setup.sh tiletrain >/dev/null
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Darknet reads the cfg's batch and size: a copy at batch 1, 416x416.
