@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -27,10 +28,17 @@
 namespace tt {
 
 std::pair<int, int> parse_pair(const std::string& s, const char* what) {
-  int a = 0, b = 0;
-  char x = 0, extra = 0;
-  if (std::sscanf(s.c_str(), "%d%c%d%c", &a, &x, &b, &extra) != 3 || (x != 'x' && x != 'X') || a < 1 || b < 1)
-    fail(what, " '", s, "' must look like RxC with positive numbers, e.g. 2x2");
+  // Digits only (no sign, no blanks), each number at most 1,000,000: a grid or map size
+  // beyond that is a typo, and must not wrap around an int.
+  const size_t x = s.find_first_of("xX");
+  auto number = [&](const std::string& d) {
+    if (d.empty() || d.size() > 7 || d.find_first_not_of("0123456789") != std::string::npos) return -1;
+    const int v = std::stoi(d);
+    return v >= 1 && v <= 1000000 ? v : -1;
+  };
+  const int a = x == std::string::npos ? -1 : number(s.substr(0, x));
+  const int b = x == std::string::npos ? -1 : number(s.substr(x + 1));
+  if (a < 0 || b < 0) fail(what, " '", s, "' must look like RxC with numbers from 1 to 1000000, e.g. 2x2");
   return {a, b};
 }
 
@@ -104,10 +112,20 @@ static const RunOptions& checked(const RunOptions& o, Comm& comm, const RunFiles
   return o;
 }
 
+static CheckpointFolder claim_checkpoints(const RunOptions& o, Comm& comm, const RunFiles& f) {
+  if (f.checkpoint_dir.empty() || comm.rank() != 0) return {};
+  const auto [rows, cols] = parse_pair(o.grid, "--grid");
+  const RunIdentity id{.cfg = std::filesystem::absolute(o.cfg).lexically_normal().string(),
+                       .seed = o.seed,
+                       .grid = std::to_string(rows) + "x" + std::to_string(cols)};
+  return CheckpointFolder(f.checkpoint_dir, id, f.resume);
+}
+
 TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
     : o(checked(run, comm, f)),
       net(load_run_net(o)),
       start(start_run(net, o, f)),
+      checkpoints(claim_checkpoints(o, comm, f)),
       params(start.params),
       trainer(net, params, train_options(o), comm) {
   if (!start.momentum.empty()) trainer.restore_momentum(start.momentum);

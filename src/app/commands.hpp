@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/checkpoint.hpp"
 #include "engine/trainer.hpp"
 #include "model/net_spec.hpp"
 #include "planner/cost_model.hpp"
@@ -97,12 +98,14 @@ struct Start {
 };
 Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f);
 // What every training subcommand sets up, in this order: the output checked writable, the
-// net, its starting point (which may replace o.seed), the trainer resumed from it.
+// net, its starting point (which may replace o.seed), the checkpoint folder claimed for this
+// run (engine/checkpoint.hpp), the trainer resumed from it.
 struct TrainingRun {
   TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f);
   RunOptions o;
   NetSpec net;
   Start start;
+  CheckpointFolder checkpoints;  // the root's hold on --checkpoint's folder
   Params& params;
   Trainer trainer;
 };

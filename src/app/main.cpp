@@ -2,6 +2,8 @@
 // where errors become messages and exit codes.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <new>
+#include <system_error>
 
 #include "app/commands.hpp"
 #include "comm/mpi_comm.hpp"
@@ -205,6 +207,13 @@ int main(int argc, char** argv) {
     if (*verify) return cmd_verify(o, *comm, steps);
   } catch (const tt::Error& e) {
     return report("error", e.what(), 2);
+  } catch (const std::bad_alloc&) {
+    return report("error",
+                  "out of memory: a request for memory was refused (use a smaller --size or --batch, more tiles "
+                  "(--grid) or --low-memory)",
+                  2);
+  } catch (const std::system_error& e) {  // e.g. a thread that could not be started
+    return report("error", (std::string("the system refused: ") + e.what()).c_str(), 2);
   } catch (const std::exception& e) {
     return report("internal error", e.what(), 3);
   }

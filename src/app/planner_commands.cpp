@@ -21,38 +21,6 @@ namespace tt {
 
 namespace {
 
-// This process's memory limit: its cgroup's (v1 or v2), else the machine's, in MB.
-double memory_limit_mb() {
-  double mb = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    double kb = 0;
-    meminfo >> kb;
-    meminfo.ignore(64, '\n');
-    if (key == "MemTotal:") mb = kb / 1024;
-  }
-  std::ifstream cg("/proc/self/cgroup");
-  for (std::string line; std::getline(cg, line);) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string file;
-    if (ctrl.empty())
-      file = "/sys/fs/cgroup" + path + "/memory.max";
-    else if ((',' + ctrl + ',').find(",memory,") != std::string::npos)
-      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
-    else
-      continue;
-    std::ifstream f(file);
-    std::string v;
-    if (f >> v && v != "max") {
-      const double bytes = std::atof(v.c_str());
-      if (bytes > 0) mb = std::min(mb, bytes / 1048576);
-    }
-  }
-  return mb;
-}
-
 struct PairTiming {
   int a = 0, b = 0;
   double latency_s = 0, bytes_per_s = 0;

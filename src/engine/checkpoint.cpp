@@ -1,10 +1,15 @@
 #include "engine/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
@@ -38,9 +43,73 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
 
 }  // namespace
 
+CheckpointFolder::CheckpointFolder(const std::string& dir, const RunIdentity& id, const std::string& resume_dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) fail("--checkpoint: '", dir, "' exists and is not a folder");
+  fs::create_directories(dir, ec);
+  if (ec) fail("--checkpoint: cannot create folder '", dir, "': ", ec.message());
+  const std::string lock_path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("--checkpoint: cannot write into folder '", dir, "': ", std::string(std::strerror(errno)));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[256] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, size_t(n)) : "another process";
+    while (!who.empty() && who.back() == '\n') who.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    fail("--checkpoint: folder '", dir, "' is in use by another run (", who,
+         "); two runs must not write into one folder");
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string me = "process " + std::to_string(getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size()))
+    fail("--checkpoint: cannot write '", lock_path, "': ", std::string(std::strerror(errno)));
+
+  const fs::path run_json = fs::path(dir) / "run.json";
+  const std::vector<fs::path> held = checkpoints(dir);
+  const bool resume = !resume_dir.empty() && fs::equivalent(dir, resume_dir, ec);  // this run, going on
+  if (!held.empty() && fs::exists(run_json)) {  // a run.json without checkpoints: nothing to lose
+    nlohmann::json j;
+    try {
+      std::ifstream in(run_json);
+      j = nlohmann::json::parse(in);
+      RunIdentity was{j.at("cfg").get<std::string>(), j.at("seed").get<uint64_t>(), j.at("grid").get<std::string>()};
+      if (!resume)
+        fail("--checkpoint: folder '", dir, "' belongs to a run of '", was.cfg, "' (grid ", was.grid, ", seed ",
+             was.seed, ") with checkpoints up to ", held.back().filename().string(), "; continue it with --resume ", dir, ", or give another folder");
+      if (was.cfg != id.cfg || was.seed != id.seed)
+        fail("--checkpoint: folder '", dir, "' belongs to a run of '", was.cfg, "' with seed ", was.seed, ", not '",
+             id.cfg, "' with seed ", id.seed, "; give another folder");
+      if (was.grid != id.grid)
+        std::cerr << "tiletrain: note: resuming a run trained on grid " << was.grid << " on grid " << id.grid
+                  << ": it goes on exactly, but no longer bit for bit as the run would have on " << was.grid << "\n";
+    } catch (const nlohmann::json::exception& e) {
+      fail(run_json.string(), ": not a checkpoint folder's run.json (", e.what(), ")");
+    }
+  } else if (!held.empty() && !resume) {
+    fail("--checkpoint: folder '", dir, "' already holds checkpoints (newest ", held.back().filename().string(),
+         "); continue that run with --resume ", dir, ", or give another folder");
+  }
+  const nlohmann::json j = {{"cfg", id.cfg}, {"seed", id.seed}, {"grid", id.grid}};
+  write_file_atomically(run_json.string(), [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+}
+
+CheckpointFolder& CheckpointFolder::operator=(CheckpointFolder&& o) noexcept {
+  std::swap(fd_, o.fd_);
+  return *this;
+}
+
+CheckpointFolder::~CheckpointFolder() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
 void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
                      std::span<const float> momentum, const CheckpointMeta& meta) {
   if (keep < 1) fail("--keep-checkpoints must be at least 1");
+  const std::string bad = non_finite_array(params, net);
+  if (!bad.empty()) fail("refusing to write a checkpoint into '", dir, "': ", bad, " holds values that are not finite");
   if (momentum.size() != params.values.size())
     fail("internal: momentum of ", momentum.size(), " values for ", params.values.size(), " parameters");
   std::error_code ec;

@@ -22,6 +22,32 @@ struct CheckpointMeta {
   int64_t params = 0;
 };
 
+// Which run a checkpoint folder belongs to (DIR/run.json): a folder serves one run, which
+// may stop and resume, and never two.
+struct RunIdentity {
+  std::string cfg;   // absolute path of the cfg
+  uint64_t seed = 1;
+  std::string grid;  // "RxC"
+};
+
+// Holds a checkpoint folder for this process's run: creates it, locks it (DIR/.lock, an
+// flock held until destruction or the process's end, naming the holder) and records the
+// run in DIR/run.json. Throws, before any training, if another process holds the folder,
+// or if it holds checkpoints (or a run.json) and this run does not resume from this very
+// folder (`resume_dir`, empty when not resuming), or its run.json names another cfg or seed. Resuming on another grid is allowed
+// (noted on stderr): the result is then no longer bit-identical to an uninterrupted run.
+class CheckpointFolder {
+ public:
+  CheckpointFolder() = default;
+  CheckpointFolder(const std::string& dir, const RunIdentity& id, const std::string& resume_dir);
+  CheckpointFolder(CheckpointFolder&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  CheckpointFolder& operator=(CheckpointFolder&& o) noexcept;
+  ~CheckpointFolder();
+
+ private:
+  int fd_ = -1;
+};
+
 // Writes DIR/step-<step> and keeps only the newest `keep` checkpoints in DIR.
 void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
                      std::span<const float> momentum, const CheckpointMeta& meta);

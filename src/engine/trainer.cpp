@@ -1,8 +1,10 @@
 #include "engine/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "engine/memory_plan.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -31,16 +33,46 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
   return ranks;
 }
 
+void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) const {
+  // A lower bound of what this process allocates: its tiles' maps and deltas as the
+  // memory plan lays them out, the parameters with gradient and momentum (sharded with
+  // --low-memory: then only the values are counted) and, on the root, every tail layer's
+  // output and the gathered map with its delta.
+  std::vector<int> local;
+  for (size_t t = 0; t < ranks.size(); ++t)
+    if (ranks[t] == comm_.rank()) local.push_back(int(t));
+  const SegmentMemoryPlan mp =
+      plan_segment_memory(net_, plan, n_, 1, ctx_.config.block, opt_.low_memory, opt_.need_input_delta, local);
+  const double mb = 1024. * 1024.;
+  const double maps = double(mp.maps_bytes + mp.deltas_bytes) / mb;
+  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 3) / mb;
+  double tail = 0, largest = 0;
+  int largest_layer = 0;
+  for (const LayerSpec& l : net_.layers) {
+    const double bytes = double(l.out.size()) * n_ * 4 / mb;
+    if (l.index >= cut_ - 1 && root()) tail += bytes * (l.index == cut_ - 1 ? 2 : 1);
+    if (bytes > largest) largest = bytes, largest_layer = l.index;
+  }
+  const double need = maps + weights + tail, limit = memory_limit_mb();
+  if (need > limit)
+    fail("this run needs at least ", int64_t(need), " MB on rank ", comm_.rank(), " (maps ", int64_t(maps + tail),
+         " MB, parameters with gradients and momentum ", int64_t(weights), " MB; the largest map, layer ",
+         largest_layer, " [", layer_type_name(net_.layers[size_t(largest_layer)].type), "] of ",
+         net_.layers[size_t(largest_layer)].out.c, "x", net_.layers[size_t(largest_layer)].out.h, "x",
+         net_.layers[size_t(largest_layer)].out.w, " for ", n_, " sample(s), alone ", int64_t(largest),
+         " MB) but may use ", int64_t(limit), " MB: use a smaller --size or --batch, more tiles (--grid) or --low-memory");
+}
+
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
     : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels, opt.channel_block) {
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut);
-  grad_ = Buffer(params.values.size());
-  momentum_ = Buffer(params.values.size());
-
   Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), {opt.split, opt.features});
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
+  check_memory(plan, ranks);
+  grad_ = Buffer(params.values.size());
+  momentum_ = Buffer(params.values.size());
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
@@ -228,19 +260,30 @@ void Trainer::update() {
   const float B = float(net_.batch);
   float* w = params_.values.data();
   float* v = momentum_.data();
-  auto sgd = [&](int64_t begin, int64_t end, float wd) {  // on this process's parts of [begin, end)
+  // On this process's parts of [begin, end); false if a weight came out inf or NaN (tested
+  // on the exponent bits as integers, so the loop still vectorises).
+  auto sgd = [&](int64_t begin, int64_t end, float wd) {
+    uint32_t bad = 0;
     for (const auto& [lo, hi] : sync_->updated())
       for (int64_t i = std::max(begin, lo); i < std::min(end, hi); ++i) {
         v[i] = m * v[i] - g[i] - wd * B * w[i];
         w[i] += (lr / B) * v[i];
+        uint32_t bits;
+        std::memcpy(&bits, w + i, 4);
+        bad |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
       }
+    return bad == 0;
   };
   for (const auto& l : net_.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& ps = params_.slices[l.index];
-    sgd(ps.biases, ps.biases + ps.n_out, 0.f);
-    if (ps.scales >= 0) sgd(ps.scales, ps.scales + ps.n_out, 0.f);
-    sgd(ps.weights, ps.weights + ps.n_weights, decay);
+    const bool ok = sgd(ps.biases, ps.biases + ps.n_out, 0.f) &
+                    (ps.scales < 0 || sgd(ps.scales, ps.scales + ps.n_out, 0.f)) &
+                    sgd(ps.weights, ps.weights + ps.n_weights, decay);
+    if (!ok) diverged("layer " + std::to_string(l.index) + " ([" + layer_type_name(l.type) + "])'s parameters");
+    for (const auto* stats : {&params_.rolling_mean[size_t(l.index)], &params_.rolling_var[size_t(l.index)]})
+      if (!std::all_of(stats->begin(), stats->end(), [](float x) { return std::isfinite(x); }))
+        diverged("layer " + std::to_string(l.index) + "'s batch-norm running statistics");
   }
   sync_->zero(g);
   const double a0 = now_s();
@@ -259,6 +302,12 @@ void Trainer::update() {
   }
 }
 
+void Trainer::diverged(const std::string& what) const {
+  fail("training diverged at step ", step_ + 1, ": ", what,
+       " became inf or NaN; stopped before anything was written (the last checkpoint and weights files are kept). "
+       "A lower learning_rate (or a longer burn_in) in the cfg usually helps");
+}
+
 double Trainer::train_step(const float* input, const float* truth) {
   const double t0 = now_s();
   const int64_t in_size = net_.input().size() * n_, out_size = net_.truth_size() * n_;
@@ -266,6 +315,7 @@ double Trainer::train_step(const float* input, const float* truth) {
   for (int sub = 0; sub < net_.subdivisions; ++sub)
     loss +=
         root() ? forward_backward(input + sub * in_size, truth + sub * out_size) : forward_backward(nullptr, nullptr);
+  if (root() && !std::isfinite(loss)) diverged("the loss (" + std::to_string(loss) + ")");
   update();
   times_.total += now_s() - t0;
   return loss;

@@ -110,6 +110,11 @@ class Trainer {
   std::vector<KernelUse> kernel_uses() const;  // this process's convolution kernels
 
  private:
+  // Throws: `what` came out non-finite in step step_ + 1 (before anything is saved).
+  [[noreturn]] void diverged(const std::string& what) const;
+  // Throws, before anything is allocated, if this process's share of the run cannot fit
+  // in its memory limit.
+  void check_memory(const Plan& plan, const std::vector<int>& ranks) const;
   void forward(const float* input, bool training);
   double loss_and_backward(const float* truth);
 

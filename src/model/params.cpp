@@ -31,6 +31,10 @@ Params::Params(const NetSpec& net) {
     s.weights = off;
     off += s.n_weights;
   }
+  const double mb = double(off) * 4 / (1024 * 1024), limit = memory_limit_mb();
+  if (mb > limit)
+    fail(net.path, ": the net's ", off, " parameters need ", int64_t(mb), " MB, more than this process may use (",
+         int64_t(limit), " MB)");
   values.assign(off, 0.f);
 }
 
@@ -86,6 +90,17 @@ float* array_of(Params& p, const LayerSpec& l, const std::string& what, int64_t&
   return p.values.data() + s.weights;
 }
 
+bool all_finite(const float* v, int64_t n) {
+  // An integer test of the exponent bits: vectorises, unlike a float reduction.
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, 4);
+    bad |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 int64_t expected_bytes(const NetSpec& net, int header) {
   int64_t total = header;
   for_each_array(net, [&](const LayerSpec& l, const char* what) {
@@ -138,9 +153,28 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
     }
   });
   if (!in) fail(path, ": read error");
+  if (p.seen < 0) fail(path, ": the header's image count (seen) is negative: ", p.seen);
+  const std::string bad = non_finite_array(p, net);
+  if (!bad.empty()) fail(path, ": ", bad, " holds values that are not finite (inf or NaN): not weights to train from");
+  for (const auto& l : net.layers)
+    for (float v : p.rolling_var[size_t(l.index)])
+      if (v < 0) fail(path, ": layer ", l.index, "'s rolling_variance holds a negative value (", v, ")");
+}
+
+std::string non_finite_array(const Params& p, const NetSpec& net) {
+  std::string found;
+  for_each_array(net, [&](const LayerSpec& l, const char* what) {
+    int64_t n;
+    const float* v = array_of(const_cast<Params&>(p), l, what, n);
+    if (found.empty() && !all_finite(v, n))
+      found = "layer " + std::to_string(l.index) + " ([" + layer_type_name(l.type) + "]) " + what;
+  });
+  return found;
 }
 
 void save_weights(const Params& p, const NetSpec& net, const std::string& path) {
+  const std::string bad = non_finite_array(p, net);
+  if (!bad.empty()) fail("refusing to write '", path, "': ", bad, " holds values that are not finite (inf or NaN)");
   write_file_atomically(path, [&](std::ostream& out) {
     const int32_t ver[3] = {0, 2, 0};
     const uint64_t seen = uint64_t(p.seen);

@@ -31,8 +31,12 @@ struct Params {
 // biases 0, scales 1, running mean 0 and variance 1. Deterministic in `seed`.
 void init_params(Params& p, const NetSpec& net, uint64_t seed);
 // Throws naming the file and expected vs actual bytes on a short or oversized file.
+// Also refuses non-finite values, a negative batch-norm variance or image count.
 void load_weights(Params& p, const NetSpec& net, const std::string& path);
-// Written atomically (temporary file + rename).
+// The first of the arrays a .weights file holds that has an inf or NaN, e.g.
+// "layer 3 ([convolutional]) weights"; empty if every value is finite.
+std::string non_finite_array(const Params& p, const NetSpec& net);
+// Written atomically (temporary file + rename); refuses (throws) weights that are not all finite.
 void save_weights(const Params& p, const NetSpec& net, const std::string& path);
 
 }  // namespace tt

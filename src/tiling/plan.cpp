@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "util/error.hpp"
 
@@ -180,6 +181,15 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   p.group_starts = group_starts;
   if (p.group_starts.empty() || p.group_starts[0] != first) fail("the first group must start at layer ", first);
 
+  // The split starts at the last tiled layer: more rows (columns) than its map has leave a
+  // tile empty. Said before anything is sized by the grid (--grid 2000000000x1 must not
+  // allocate first).
+  const Shape& end = net.layers[last - 1].out;
+  for (const auto& [parts, len, axis] : {std::tuple{rows, end.h, "row"}, std::tuple{cols, end.w, "column"}})
+    if (parts > len)
+      fail("grid ", rows, "x", cols, " has more tile ", axis, "s than layer ", last - 1, "'s map (", axis, " length ",
+           len, ", ", net.path, "): use at most ", len, " or a larger input");
+  if (int64_t(rows) * cols > kMaxTiles) fail("grid ", rows, "x", cols, " has more than ", kMaxTiles, " tiles");
   int in_h, in_w;
   std::vector<int> in_rb, in_cb;
   auto rb = split_axis(net, first, last, rows, true, split.rows, in_h, in_rb);

@@ -83,6 +83,9 @@ struct TilingOptions {
   BackwardFeatures features = BackwardFeatures::Recompute;
 };
 
+// The most tiles a grid may have: far beyond any cluster, far below what would overflow.
+constexpr int64_t kMaxTiles = 1 << 16;
+
 // Throws when a tile would be empty, a layer in range is not spatial, etc.
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
                const TilingOptions& opt = {});

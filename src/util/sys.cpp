@@ -39,6 +39,37 @@ int64_t thread_read_bytes() {
   return total;
 }
 
+double memory_limit_mb() {
+  double mb = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    meminfo.ignore(64, '\n');
+    if (key == "MemTotal:") mb = kb / 1024;
+  }
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string file;
+    if (ctrl.empty())
+      file = "/sys/fs/cgroup" + path + "/memory.max";
+    else if ((',' + ctrl + ',').find(",memory,") != std::string::npos)
+      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+    else
+      continue;
+    std::ifstream f(file);
+    std::string v;
+    if (f >> v && v != "max") {
+      const double bytes = std::atof(v.c_str());
+      if (bytes > 0) mb = std::min(mb, bytes / 1048576);
+    }
+  }
+  return mb;
+}
+
 void check_can_write(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);

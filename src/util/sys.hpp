@@ -32,6 +32,10 @@ void allow_all_cpus();
 double cgroup_cpu_quota_cores(const std::string& self_cgroup = "/proc/self/cgroup",
                               const std::string& cgroup_root = "/sys/fs/cgroup");
 
+// This process's memory limit in MB: its cgroup's (v1 or v2 memory limit), else the
+// machine's memory.
+double memory_limit_mb();
+
 // Throws unless `path`'s folder exists and is writable: checked before a long run, not
 // after it.
 void check_can_write(const std::string& path);
