@@ -10,6 +10,8 @@ steps=${1:-2500}
 scripts/setup.sh tiletrain
 mkdir -p out
 /usr/bin/python3 scripts/make_shapes_dataset.py out/shapes
+# Each run of the job starts afresh: its checkpoint folder refuses a new run otherwise.
+rm -rf out/shapes-checkpoints out/shapes-metrics.jsonl
 scripts/mpirun.sh 4 train --cfg cfgs/yolov2-tiny-shapes.cfg --data out/shapes/shapes.data --grid 2x2 \
   --steps "$steps" --log-every 100 --metrics out/shapes-metrics.jsonl --checkpoint out/shapes-checkpoints \
   --checkpoint-every 500 --save-weights out/shapes.weights
