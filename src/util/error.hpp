@@ -12,6 +12,7 @@ struct Error : std::runtime_error {
 
 inline std::string to_str(const std::string& s) { return s; }
 inline std::string to_str(const char* s) { return s; }
+inline std::string to_str(char* s) { return s; }  // e.g. strerror()
 inline std::string to_str(char c) { return std::string(1, c); }
 template <class T>
 std::string to_str(const T& v) {
