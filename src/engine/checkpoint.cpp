@@ -102,7 +102,9 @@ CheckpointFolder& CheckpointFolder::operator=(CheckpointFolder&& o) noexcept {
 }
 
 CheckpointFolder::~CheckpointFolder() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  if (fd_ < 0) return;
+  if (::ftruncate(fd_, 0) != 0) {}  // no holder named once released (best effort)
+  ::close(fd_);  // releases the flock
 }
 
 void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,

@@ -304,7 +304,7 @@ void Trainer::update() {
 
 void Trainer::diverged(const std::string& what) const {
   fail("training diverged at step ", step_ + 1, ": ", what,
-       " became inf or NaN; stopped before anything was written (the last checkpoint and weights files are kept). "
+       " became inf or NaN; nothing of this step was saved (earlier checkpoints and weights files are kept). "
        "A lower learning_rate (or a longer burn_in) in the cfg usually helps");
 }
 

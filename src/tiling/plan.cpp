@@ -187,8 +187,8 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   const Shape& end = net.layers[last - 1].out;
   for (const auto& [parts, len, axis] : {std::tuple{rows, end.h, "row"}, std::tuple{cols, end.w, "column"}})
     if (parts > len)
-      fail("grid ", rows, "x", cols, " has more tile ", axis, "s than layer ", last - 1, "'s map (", axis, " length ",
-           len, ", ", net.path, "): use at most ", len, " or a larger input");
+      fail("grid ", rows, "x", cols, " leaves tile ", axis, "s empty at layer ", last - 1, " (", axis, " length ", len,
+           " split ", parts, " ways, ", net.path, "): use a smaller grid or a larger input");
   if (int64_t(rows) * cols > kMaxTiles) fail("grid ", rows, "x", cols, " has more than ", kMaxTiles, " tiles");
   int in_h, in_w;
   std::vector<int> in_rb, in_cb;
