@@ -168,6 +168,17 @@ TEST_F(HostileRun, GridsAndSizesNoDeviceHoldsAreRefusedBeforeAllocating) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_CONTAINS(r.err, "this run needs at least");
   EXPECT_CONTAINS(r.err, "the largest map, layer 0 [convolutional] of 16x6000x6000 for 64 sample(s)");
+  // Past the estimate, an allocation the system refuses (here a 3 GB address-space limit)
+  // is a message too, not an abort. (Where the machine itself has less than the run's
+  // lower bound, the estimate refuses it first.)
+  const int status = std::system(("cd '" + dir_.string() + "' && sh -c \"ulimit -v 3000000 && '" + TILETRAIN_BINARY +
+                                  "' train --cfg c.cfg --steps 1 --size 2000x2000 --batch 8 >stdout 2>stderr\"")
+                                     .c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << slurp(path("stderr"));
+  const std::string err = slurp(path("stderr"));
+  EXPECT_TRUE(err.find("error: out of memory") != std::string::npos ||
+              err.find("this run needs at least") != std::string::npos)
+      << err;
   r = run("train --cfg c.cfg --steps 1 --size 100000x10");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_CONTAINS(r.err, "input size 100000x10 is larger than a device can hold");
