@@ -184,5 +184,30 @@ TEST_F(HostileRun, GridsAndSizesNoDeviceHoldsAreRefusedBeforeAllocating) {
   EXPECT_CONTAINS(r.err, "input size 100000x10 is larger than a device can hold");
 }
 
+TEST_F(HostileRun, NumbersOnTheCommandLineAreCheckedNotWrapped) {
+  classifier("c.cfg", "0.01");
+  const std::pair<const char*, const char*> cases[] = {
+      {"--seed -1", "--seed: '-1' is not a whole number"},
+      {"--seed 99999999999999999999999", "is not a whole number from 0 to 2^64-1"},
+      {"--peer-timeout nan", "--peer-timeout: 'nan' is not a number of seconds"},
+      {"--stall-timeout inf", "--stall-timeout: 'inf' is not a number of seconds"},
+      {"--threads 5000", "--threads: Value 5000 not in range 1 to 1024"},
+      {"--cut -5", "--cut -5: a layer count"},
+      {"--size 64x99999999999", "--size '64x99999999999' must look like RxC"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run(std::string("train --cfg c.cfg --steps 1 ") + args);
+    EXPECT_GT(r.code, 0) << args;
+    EXPECT_LT(r.code, 128) << args;
+    EXPECT_CONTAINS(r.err, message);
+    EXPECT_EQ(r.out.find("step 0"), std::string::npos) << args << " trained";
+  }
+  // Outputs written at the end of a run are checked before it starts.
+  const Result r = run("train --cfg " + test::source_dir() +
+                       "/cfgs/fashion-mnist.cfg --data fashion-mnist --steps 1 --metrics nowhere/m.jsonl");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "cannot write 'nowhere/m.jsonl': folder 'nowhere' does not exist");
+}
+
 }  // namespace
 }  // namespace tt::cli

@@ -602,8 +602,15 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   return verdict == 0 ? 0 : 1;
 }
 
+void check_data_outputs(const DataOptions& d, const Comm& comm) {
+  if (comm.rank() != 0) return;
+  for (const std::string* p : {&d.loss_log, &d.metrics})
+    if (!p->empty()) check_can_write(*p);
+}
+
 int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
   const std::string& weights_out = f.weights_out;
+  check_data_outputs(d, comm);
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
   const NetSpec& net = tr.net;
@@ -623,6 +630,12 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
            train_set.rows, "x", train_set.cols);
     if (net.output().size() != train_set.classes)
       fail(o.cfg, ": the net has ", net.output().size(), " outputs for ", train_set.classes, " classes");
+    if (test_set.rows != train_set.rows || test_set.cols != train_set.cols)
+      fail(dir, "/t10k-images-idx3-ubyte.gz: ", test_set.rows, "x", test_set.cols,
+           " pictures, but the training ones are ", train_set.rows, "x", train_set.cols);
+    if (train_set.count < net.batch)  // not one step's batch: an epoch would be 0 steps
+      fail(dir, "/train-images-idx3-ubyte.gz: ", train_set.count, " training pictures, fewer than the batch of ",
+           net.batch, " (--batch sets a smaller one)");
     counts[0] = train_set.count;
     counts[1] = test_set.count;
   }

@@ -83,8 +83,12 @@ struct DataOptions {
   std::string metrics;           // one JSON object per logged step (app/progress.hpp)
   bool skip_bad_images = false;  // detection data: warn and go on instead of stopping
   int loader_threads = 1;        // detection data: threads preparing batches ahead
+  // detection data: pictures larger than this are refused before decoding
+  int64_t max_pixels = int64_t(4096) * 4096;
 };
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
+// Throws on the root unless --loss-log and --metrics can be written: checked before training.
+void check_data_outputs(const DataOptions& d, const Comm& comm);
 
 // Shared by the training subcommands.
 TrainOptions train_options(const RunOptions& o);
@@ -122,8 +126,10 @@ struct DetectOptions {
   std::string out;    // folder for the pictures with boxes; empty: print only
   std::string names;  // class names (a .names file, or a .data file's names=)
   float thresh = 0.5f;
+  int64_t max_pixels = int64_t(4096) * 4096;  // larger pictures refused before decoding
 };
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d);
-int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data);
+int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data,
+            int64_t max_pixels = int64_t(4096) * 4096);
 
 }  // namespace tt

@@ -1,10 +1,13 @@
 // Detectors: training on a Darknet .data file, detection on pictures, VOC mAP.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "app/commands.hpp"
 #include "app/progress.hpp"
@@ -27,12 +30,20 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
   return out;
 }
 
-void check_classes(const std::vector<const LayerSpec*>& heads, int classes, const std::string& cfg,
-                   const std::string& data) {
+void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig& dc, const std::string& cfg) {
   for (const LayerSpec* l : heads)
-    if (l->det.classes != classes)
-      fail(cfg, ":", l->line, ": [", layer_type_name(l->type), "] has classes=", l->det.classes, " but ", data, " has ",
-           classes);
+    if (l->det.classes != dc.classes)
+      fail(cfg, ":", l->line, ": [", layer_type_name(l->type), "] has classes=", l->det.classes, " but ", dc.path, ":",
+           dc.classes_line, " has classes=", dc.classes);
+}
+
+void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
+
+// A .data file's train= or valid= pictures and labels, checked before any work (data/
+// detection_data.hpp check_list).
+std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad) {
+  check_list_file(dc, valid);
+  return check_list(valid ? dc.valid : dc.train, dc.classes, max_pixels, skip_bad, warn).usable;
 }
 
 // Every rank runs the tiled forward of `n` pictures (root: letterboxed into `input`); the
@@ -56,9 +67,12 @@ std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net
   return out;
 }
 
-// VOC mAP of the net on a list of labelled pictures (every rank calls it).
-MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::vector<std::string>& paths,
-                       int classes) {
+// VOC mAP of the net on a list of labelled pictures (every rank calls it). A picture that
+// cannot be decoded (its header was checked up front) stops the evaluation, or, with
+// `skip_bad`, is left out with a warning; `used` is how many pictures were scored.
+MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::vector<std::string>& paths, int classes,
+                       int64_t max_pixels, bool skip_bad, size_t& used) {
+  used = 0;
   const int n = net.micro_batch();
   const int64_t px = net.input().size();
   double count = double(paths.size());
@@ -68,10 +82,19 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
   std::vector<std::vector<GroundTruth>> truth;
   for (int64_t start = 0; start < int64_t(count); start += n) {
     std::vector<std::pair<int, int>> sizes;
+    std::vector<bool> ok(size_t(n), true);
     if (tr.root())
       for (int k = 0; k < n; ++k) {
         const int64_t i = std::min<int64_t>(start + k, int64_t(count) - 1);  // pad the last batch
-        const Image im = load_image(paths[size_t(i)], 3);
+        Image im;
+        try {
+          im = load_image(paths[size_t(i)], 3, max_pixels);
+        } catch (const Error& e) {
+          if (!skip_bad) throw;
+          if (start + k < int64_t(count)) warn(std::string("evaluation: skipping a bad image: ") + e.what());
+          ok[size_t(k)] = false;
+          im = Image(1, 1, 3, .5f);  // the forward runs on every rank all the same
+        }
         const Image boxed = letterbox_image(im, net.width, net.height);
         std::copy(boxed.data.begin(), boxed.data.end(), input.begin() + k * px);
         sizes.push_back({im.w, im.h});
@@ -82,6 +105,8 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
         detect_batch(tr, net, tr.root() ? input.data() : nullptr, sizes, kDarknetValidThresh);
     if (!tr.root()) continue;
     for (int k = 0; k < n && start + k < int64_t(count); ++k) {
+      if (!ok[size_t(k)]) continue;
+      ++used;
       dets.push_back(std::move(d[size_t(k)]));
       std::vector<GroundTruth> g;
       for (const TruthBox& b : read_labels(label_path(paths[size_t(start + k)]), classes))
@@ -100,19 +125,78 @@ void print_map(const MapResult& m, const std::vector<std::string>& names, size_t
                 c.positives, c.detections);
 }
 
-std::vector<std::string> class_names(const std::string& file, int classes) {
+bool is_data_file(const std::string& f) { return f.size() > 5 && f.substr(f.size() - 5) == ".data"; }
+
+std::vector<std::string> class_names(const std::string& file, const std::vector<const LayerSpec*>& heads,
+                                     const std::string& cfg) {
+  const int classes = heads.back()->det.classes;
   std::vector<std::string> names;
   if (!file.empty()) {
-    if (file.size() > 5 && file.substr(file.size() - 5) == ".data") return load_data_config(file).class_names;
-    names = read_list(file);
+    if (is_data_file(file)) {
+      const DataConfig dc = load_data_config(file);
+      check_classes(heads, dc, cfg);
+      return dc.class_names;
+    }
+    names = read_list(file, "names file");
   }
   for (int c = int(names.size()); c < classes; ++c) names.push_back("class " + std::to_string(c));
   return names;
 }
 
+// The file behind a path, to tell whether two paths name one file (hard links included).
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator<(const FileId& o) const { return dev != o.dev ? dev < o.dev : ino < o.ino; }
+};
+bool file_id(const std::string& path, FileId& id) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  id = {st.st_dev, st.st_ino};
+  return true;
+}
+
+// detect --out DIR: every picture's output name, worked out before any work: DIR/STEM.png,
+// or DIR/STEM-2.png, -3, ... when that name is already another picture's output, is one of
+// the input pictures, or is something other than a file (a folder). So an input is never
+// written over, nor one output by another (a.jpg and a.png; sub1/x.jpg and sub2/x.jpg; DIR
+// the pictures' own folder). A file there from an earlier run is replaced.
+std::vector<std::string> output_names(const std::vector<std::string>& images, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("--out: cannot create '", dir, "': ", ec.message());
+  if (!fs::is_directory(dir)) fail("--out: '", dir, "' is not a folder");
+  std::set<FileId> inputs;
+  for (const std::string& p : images) {
+    FileId id;
+    if (file_id(p, id)) inputs.insert(id);
+  }
+  std::set<std::string> taken;  // outputs so far, as canonical paths
+  std::vector<std::string> out;
+  for (const std::string& p : images) {
+    std::string stem = fs::path(p).stem().string();
+    if (stem.empty()) stem = "picture";
+    for (int n = 1;; ++n) {
+      std::string name = stem;  // (appended piece by piece: one chain of + trips GCC 12's -Wrestrict)
+      if (n > 1) name.append("-").append(std::to_string(n));
+      name.append(".png");
+      const fs::path cand = fs::path(dir) / name;
+      const std::string canon = fs::weakly_canonical(cand, ec).string();
+      if (taken.count(ec ? cand.string() : canon)) continue;
+      FileId id;
+      if (file_id(cand.string(), id) && (inputs.count(id) || !fs::is_regular_file(cand))) continue;
+      taken.insert(ec ? cand.string() : canon);
+      out.push_back(cand.string());
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
+  check_data_outputs(d, comm);
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
   const NetSpec& net = tr.net;
@@ -122,14 +206,17 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   const bool root = trainer.root();
   // Only the root reads pictures; it scatters each batch to the tiles.
+  // Every picture and label of train= and valid= is checked before the first step: the
+  // evaluation after training must not be where a bad valid= picture shows.
   DataConfig dc;
-  std::vector<std::string> train_paths;
+  std::vector<std::string> train_paths, valid_paths;
   std::unique_ptr<DetectionLoader> loader;
   double n_train = 0;
   if (root) {
     dc = load_data_config(d.data);
-    check_classes(heads, dc.classes, o.cfg, d.data);
-    train_paths = read_list(dc.train);
+    check_classes(heads, dc, o.cfg);
+    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images);
+    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images);
     n_train = double(train_paths.size());
     DetectionLoader::Options lo;
     lo.paths = train_paths;
@@ -145,8 +232,9 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     lo.max_boxes = int(net.truth_size() / 5);
     lo.seed = o.seed;
     lo.skip_bad_images = d.skip_bad_images;
+    lo.max_pixels = d.max_pixels;
     lo.threads = d.loader_threads;
-    lo.warn = [](const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; };
+    lo.warn = warn;
     loader = std::make_unique<DetectionLoader>(std::move(lo));
   }
   comm.broadcast(&n_train, 1, kRoot);
@@ -201,59 +289,80 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
                   all_bwd[r] / ran, all_halo[r] / ran, all_w[r] / ran, all_io[r] / ran, all_rss[r]);
     std::fflush(stdout);
   }
-  // Held-out mAP when the .data file names a valid= list.
-  double has_valid = root && !dc.valid.empty() ? 1 : 0;
-  comm.broadcast(&has_valid, 1, kRoot);
-  if (has_valid != 0) {
-    const std::vector<std::string> valid = root ? read_list(dc.valid) : std::vector<std::string>{};
-    const MapResult m = evaluate_map(trainer, net, comm, valid, root ? dc.classes : 0);
-    if (root) {
-      print_map(m, dc.class_names, valid.size());
-      progress->record(total, {{"map", m.map}, {"valid_images", valid.size()}});
-    }
-  }
+  // The trained weights first: nothing the evaluation meets can lose them.
   if (!f.weights_out.empty()) trainer.gather_weights();
   if (root && !f.weights_out.empty()) {
     save_weights(params, net, f.weights_out);
     std::printf("saved %s\n", f.weights_out.c_str());
+    std::fflush(stdout);
+  }
+  // Held-out mAP when the .data file names a valid= list.
+  double has_valid = root && !valid_paths.empty() ? 1 : 0;
+  comm.broadcast(&has_valid, 1, kRoot);
+  if (has_valid != 0) {
+    size_t used = 0;
+    const MapResult m =
+        evaluate_map(trainer, net, comm, valid_paths, root ? dc.classes : 0, d.max_pixels, d.skip_bad_images, used);
+    if (root) {
+      print_map(m, dc.class_names, used);
+      progress->record(total, {{"map", m.map}, {"valid_images", used}});
+    }
   }
   return 0;
 }
 
-int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data) {
+int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data, int64_t max_pixels) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   Params params(net);
   load_weights(params, net, weights);
-  Trainer trainer(net, params, train_options(o), comm);
-  print_kernel_warnings(trainer);
+  // The .data file, every valid= picture's header and every label, before any work.
   DataConfig dc;
   std::vector<std::string> paths;
-  if (trainer.root()) {
+  if (comm.rank() == kRoot) {
     dc = load_data_config(data);
-    check_classes(heads, dc.classes, o.cfg, data);
+    check_classes(heads, dc, o.cfg);
     if (dc.valid.empty()) fail(data, ": no valid= list to evaluate on");
-    paths = read_list(dc.valid);
+    paths = checked_pictures(dc, true, max_pixels, false);
   }
-  const MapResult m = evaluate_map(trainer, net, comm, paths, dc.classes);
-  if (trainer.root()) print_map(m, dc.class_names, paths.size());
+  Trainer trainer(net, params, train_options(o), comm);
+  print_kernel_warnings(trainer);
+  size_t used = 0;
+  const MapResult m = evaluate_map(trainer, net, comm, paths, dc.classes, max_pixels, false, used);
+  if (trainer.root()) print_map(m, dc.class_names, used);
   return 0;
 }
 
+// Every picture's header is checked before any work: one that is missing, not a picture, or
+// above --max-pixels stops detect naming it (all of them, up to 10), nothing written. A
+// picture whose data turns out corrupt while it is decoded is reported, the others are
+// still done, and detect then stops with an error naming it (exit status 2).
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   const int classes = heads.back()->det.classes;
+  const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
   Params params(net);
   load_weights(params, net, d.weights);
-  if (!d.out.empty() && comm.rank() == kRoot) {
-    std::error_code ec;
-    fs::create_directories(d.out, ec);
-    if (ec) fail("--out: cannot create '", d.out, "': ", ec.message());
+  std::vector<std::string> outputs;
+  if (comm.rank() == kRoot) {
+    std::string bad;
+    size_t n_bad = 0;
+    for (const std::string& p : d.images) {
+      try {
+        image_info(p, d.max_pixels);
+      } catch (const Error& e) {
+        if (++n_bad <= 10) bad += std::string(bad.empty() ? "" : "; ") + e.what();
+      }
+    }
+    if (n_bad)
+      fail(n_bad, " of ", d.images.size(), " pictures cannot be used, nothing done: ", bad, n_bad > 10 ? "; ..." : "");
+    if (!d.out.empty()) outputs = output_names(d.images, d.out);
   }
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);
-  const std::vector<std::string> names = class_names(d.names, classes);
+  std::string failed;  // pictures that could not be decoded after all
+  size_t n_failed = 0;
   const int n = net.micro_batch();
   const int64_t px = net.input().size();
   std::vector<float> input(size_t(n * px), 0.f);
@@ -262,15 +371,23 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   for (int64_t i = 0; i < int64_t(count); ++i) {  // one picture per forward (padded batch)
     Image im;
     std::vector<std::pair<int, int>> sizes(size_t(n), {1, 1});
+    bool ok = true;
     if (trainer.root()) {
-      im = load_image(d.images[size_t(i)], 3);
+      try {
+        im = load_image(d.images[size_t(i)], 3, d.max_pixels);
+      } catch (const Error& e) {
+        warn(std::string("skipping a picture that cannot be read (detect ends with an error): ") + e.what());
+        failed += std::string(n_failed++ ? "; " : "") + e.what();
+        ok = false;
+        im = Image(1, 1, 3, .5f);  // every rank runs the forward all the same
+      }
       const Image boxed = letterbox_image(im, net.width, net.height);
       for (int k = 0; k < n; ++k) std::copy(boxed.data.begin(), boxed.data.end(), input.begin() + k * px);
       sizes.assign(size_t(n), {im.w, im.h});
     }
     const std::vector<std::vector<Detection>> dets =
         detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh);
-    if (!trainer.root()) continue;
+    if (!trainer.root() || !ok) continue;
     std::printf("%s: %dx%d\n", d.images[size_t(i)].c_str(), im.w, im.h);
     for (const Detection& det : dets[0])
       for (int c = 0; c < classes; ++c) {
@@ -292,12 +409,12 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
         draw_label(im, x1, std::max(0, y1 - (im.h >= 300 ? 16 : 9)), label, r, g, bl);
       }
     if (!d.out.empty()) {
-      const std::string out = (fs::path(d.out) / (fs::path(d.images[size_t(i)]).stem().string() + ".png")).string();
-      save_png(im, out);
-      std::printf("  wrote %s\n", out.c_str());
+      save_png(im, outputs[size_t(i)]);
+      std::printf("  wrote %s\n", outputs[size_t(i)].c_str());
     }
     std::fflush(stdout);
   }
+  if (n_failed) fail(n_failed, " of ", d.images.size(), " pictures could not be read (the others are done): ", failed);
   return 0;
 }
 

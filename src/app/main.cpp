@@ -1,6 +1,9 @@
 // tiletrain command line: parses arguments, runs a subcommand, and is the only place
 // where errors become messages and exit codes.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <new>
 #include <system_error>
@@ -8,6 +11,26 @@
 #include "app/commands.hpp"
 #include "comm/mpi_comm.hpp"
 #include "util/error.hpp"
+
+namespace {
+// CLI11 takes "nan" for a number and wraps "-1" or 2^70 into an unsigned one: these say no.
+const CLI::Validator kSeconds(
+    [](std::string& s) {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      return *end == 0 && std::isfinite(v) && v >= 0 ? std::string() : "'" + s + "' is not a number of seconds >= 0";
+    },
+    "SECONDS");
+const CLI::Validator kUnsigned64(
+    [](std::string& s) {
+      errno = 0;
+      char* end = nullptr;
+      const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+      std::strtoull(s.c_str(), &end, 10);
+      return digits && errno == 0 ? std::string() : "'" + s + "' is not a whole number from 0 to 2^64-1";
+    },
+    "UINT64");
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tt;
@@ -19,7 +42,7 @@ int main(int argc, char** argv) {
 
   auto common = [&](CLI::App* c, bool tiling) {
     c->add_option("--cfg", o.cfg, "Darknet .cfg file")->required();
-    c->add_option("--threads", o.threads, "threads per process")->check(CLI::PositiveNumber);
+    c->add_option("--threads", o.threads, "threads per process")->check(CLI::Range(1, 1024));
     c->add_option("--batch", o.batch, "batch size (default: the cfg's)")->check(CLI::PositiveNumber);
     c->add_option("--size", o.size, "input size HxW (default: the cfg's)");
     c->add_option("--kernels", o.kernels,
@@ -31,12 +54,12 @@ int main(int argc, char** argv) {
                   "under mpirun: seconds without a sign of life from another process (its device, link or process "
                   "gone) before this one stops with an error naming it; 0 waits forever")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(kSeconds);
     c->add_option("--stall-timeout", mpi_options.stall_timeout_s,
                   "under mpirun: seconds every process may wait on the others with no data arriving, all of them "
                   "alive, before the job counts as stuck in its transport and stops with an error; 0 waits forever")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(kSeconds);
     c->add_option("--grid", o.grid, "tile grid RxC")->capture_default_str();
     c->add_option("--groups", o.groups, "layer groups: none, all, or start layers e.g. 0,4,8")->capture_default_str();
     c->add_option("--row-weights", o.row_weights,
@@ -58,7 +81,7 @@ int main(int argc, char** argv) {
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
     c->add_option("--bn", o.bn, "batch-norm across tiles: sync (exact) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));
-    c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str();
+    c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str()->check(kUnsigned64);
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -139,9 +162,15 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   train->add_option("--resume", files.resume,
                     "continue from the newest checkpoint in this folder (--steps counts from the run's start)");
-  train->add_flag(
-      "--skip-bad-images", data.skip_bad_images,
-      "with a detection .data: warn about an unreadable picture and take the next one, instead of stopping");
+  train->add_flag("--skip-bad-images", data.skip_bad_images,
+                  "with a detection .data: leave out, with a warning, a picture that is missing, unreadable or "
+                  "above --max-pixels, instead of stopping (every listed picture is checked before training)");
+  const char* max_pixels_help =
+      "refuse a picture larger than this many pixels from its header, before decoding it (4096x4096 = 16777216 "
+      "takes 192 MB as floats)";
+  train->add_option("--max-pixels", data.max_pixels, std::string("with a detection .data: ") + max_pixels_help)
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   train
       ->add_option("--loader-threads", data.loader_threads,
                    "with a detection .data: threads that prepare the next batches while one trains")
@@ -155,11 +184,16 @@ int main(int argc, char** argv) {
   detect->add_option("--out", det.out, "write each picture with its boxes and class names here (PNG)");
   detect->add_option("--names", det.names, "class names: a .names file, or a .data file (its names=)");
   detect->add_option("--thresh", det.thresh, "probability threshold")->capture_default_str();
+  detect->add_option("--max-pixels", det.max_pixels, max_pixels_help)
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   auto* map = app.add_subcommand("map", "VOC mAP@0.5 of a detector on the valid= pictures of a .data file");
   common(map, true);
   std::string map_weights, map_data;
   map->add_option("--weights", map_weights, "Darknet .weights")->required();
   map->add_option("--data", map_data, "Darknet .data file (valid=, names=, classes=)")->required();
+  int64_t map_max_pixels = det.max_pixels;
+  map->add_option("--max-pixels", map_max_pixels, max_pixels_help)->capture_default_str()->check(CLI::PositiveNumber);
   auto* verify = app.add_subcommand("verify", "train tiled and untiled from the same start and compare every tensor");
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
@@ -199,7 +233,7 @@ int main(int argc, char** argv) {
       return detection ? cmd_train_detection(o, *comm, data, files) : cmd_train_data(o, *comm, data, files);
     }
     if (*detect) return cmd_detect(o, *comm, det);
-    if (*map) return cmd_map(o, *comm, map_weights, map_data);
+    if (*map) return cmd_map(o, *comm, map_weights, map_data, map_max_pixels);
     if (*train) {
       if (!train->count("--steps")) throw tt::Error("train: --steps is required without --data");
       return cmd_train(o, *comm, steps, files);

@@ -67,6 +67,7 @@ std::vector<int> parse_groups(const std::string& spec, int first, int last) {
 
 int resolve_cut(const NetSpec& net, int requested) {
   const int limit = net.max_cut();
+  if (requested < -1) fail("--cut ", requested, ": a layer count (or -1, the default)");
   if (requested < 0) {
     if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", layer_type_name(net.layers[0].type), "])");
     return limit;
