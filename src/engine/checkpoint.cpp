@@ -155,6 +155,7 @@ Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& p
   } catch (const nlohmann::json::exception& e) {
     fail(meta_path, ": not a checkpoint's meta.json (", e.what(), ")");
   }
+  if (c.meta.step < 0) fail(meta_path, ": a negative step (", c.meta.step, ")");
   if (c.meta.params != params.size())
     fail(c.path, ": a checkpoint of '", c.meta.cfg, "' with ", c.meta.params, " parameters; '", net.path, "' has ",
          params.size());
