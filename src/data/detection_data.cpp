@@ -1,6 +1,7 @@
 #include "data/detection_data.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,40 @@ struct Rng {
   }
 };
 
+// What keeps `path` from being read as a text file ("" if nothing): missing, a folder, a
+// device or a pipe.
+std::string text_file_problem(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return "no such file";
+  if (fs::is_directory(st)) return "it is a folder";
+  if (!fs::is_regular_file(st)) return "not a regular file";
+  return "";
+}
+
+void check_text_file(const std::string& path, const std::string& what) {
+  const std::string problem = text_file_problem(path);
+  if (!problem.empty()) fail("cannot open ", what, " '", path, "': ", problem);
+}
+
+struct ListEntry {
+  std::string path;
+  int line;
+};
+
+std::vector<ListEntry> read_list_lines(const std::string& path, const char* what) {
+  check_text_file(path, what);
+  std::ifstream in(path);
+  if (!in) fail("cannot open ", what, " '", path, "'");
+  std::vector<ListEntry> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (!trim(line).empty()) out.push_back({trim(line), n});
+  if (in.bad()) fail(path, ": read error");
+  if (out.empty()) fail(what, " '", path, "' is empty");
+  return out;
+}
+
 // find_replace: the first occurrence only, as Darknet.
 std::string replace_first(const std::string& s, const std::string& from, const std::string& to) {
   const size_t p = s.find(from);
@@ -58,25 +93,31 @@ std::string replace_first(const std::string& s, const std::string& from, const s
 }  // namespace
 
 DataConfig load_data_config(const std::string& path) {
+  check_text_file(path, "data file");
   std::ifstream in(path);
   if (!in) fail("cannot open data file '", path, "'");
   DataConfig d;
   d.path = path;
   std::string line;
-  bool have_classes = false;
+  std::map<std::string, int> seen;  // key -> line
   for (int n = 1; std::getline(in, line); ++n) {
     const std::string s = trim(line);
     if (s.empty() || s[0] == '#') continue;
     const size_t eq = s.find('=');
     if (eq == std::string::npos) fail(path, ":", n, ": expected key=value, got '", s, "'");
     const std::string k = trim(s.substr(0, eq)), v = trim(s.substr(eq + 1));
+    if (k == "classes" || k == "train" || k == "valid" || k == "names") {
+      if (seen.count(k)) fail(path, ":", n, ": ", k, "= given twice (first on line ", seen[k], ")");
+      seen[k] = n;
+      if (v.empty()) fail(path, ":", n, ": ", k, "= has no value");
+    }
     if (k == "classes") {
+      errno = 0;
       char* end = nullptr;
       const long c = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || c < 1 || c > 100000)
-        fail(path, ":", n, ": classes must be a positive whole number, got '", v, "'");
+      if (*end != '\0' || errno == ERANGE || c < 1 || c > 100000)
+        fail(path, ":", n, ": classes must be a whole number from 1 to 100000, got '", v, "'");
       d.classes = int(c);
-      have_classes = true;
     } else if (k == "train") {
       d.train = resolve(v, path);
     } else if (k == "valid") {
@@ -85,26 +126,29 @@ DataConfig load_data_config(const std::string& path) {
       d.names = resolve(v, path);
     }  // backup=, eval=, results=, ...: Darknet's, not used here
   }
-  if (!have_classes) fail(path, ": no classes= line");
+  if (in.bad()) fail(path, ": read error");
+  if (!seen.count("classes")) fail(path, ": no classes= line");
   if (d.train.empty()) fail(path, ": no train= line");
   if (d.names.empty()) fail(path, ": no names= line");
+  d.train_line = seen["train"];
+  d.valid_line = seen.count("valid") ? seen["valid"] : 0;
+  d.classes_line = seen["classes"];
+  const std::string problem = text_file_problem(d.names);
   std::ifstream nf(d.names);
-  if (!nf) fail(path, ": cannot open its names file '", d.names, "'");
+  if (!problem.empty() || !nf)
+    fail(path, ":", seen["names"], ": cannot open its names file '", d.names, "'",
+         problem.empty() ? "" : ": " + problem);
   while (std::getline(nf, line))
     if (!trim(line).empty()) d.class_names.push_back(trim(line));
   if (int(d.class_names.size()) != d.classes)
-    fail(d.names, ": ", d.class_names.size(), " class names, but ", path, " says classes=", d.classes);
+    fail(d.names, ": ", d.class_names.size(), " class names, but ", path, ":", seen["classes"],
+         " says classes=", d.classes);
   return d;
 }
 
-std::vector<std::string> read_list(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open image list '", path, "'");
+std::vector<std::string> read_list(const std::string& path, const char* what) {
   std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line))
-    if (!trim(line).empty()) out.push_back(trim(line));
-  if (out.empty()) fail("image list '", path, "' is empty");
+  for (ListEntry& e : read_list_lines(path, what)) out.push_back(std::move(e.path));
   return out;
 }
 
@@ -117,8 +161,11 @@ std::string label_path(const std::string& image_path) {
 }
 
 std::vector<TruthBox> read_labels(const std::string& file, int classes) {
+  const std::string problem = text_file_problem(file);
+  if (problem == "no such file") fail("missing label file '", file, "'");
+  if (!problem.empty()) fail("cannot read label file '", file, "': ", problem);
   std::ifstream in(file);
-  if (!in) fail("missing label file '", file, "'");
+  if (!in) fail("cannot open label file '", file, "'");
   std::vector<TruthBox> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -141,12 +188,48 @@ std::vector<TruthBox> read_labels(const std::string& file, int classes) {
     if (v[3] == 0 || v[4] == 0) fail(file, ":", n, ": a box of zero width or height");
     out.push_back({float(v[1]), float(v[2]), float(v[3]), float(v[4]), int(v[0])});
   }
+  if (in.bad()) fail(file, ": read error");
+  return out;
+}
+
+void check_list_file(const DataConfig& d, bool valid) {
+  const std::string& list = valid ? d.valid : d.train;
+  const std::string problem = text_file_problem(list);
+  if (!problem.empty())
+    fail(d.path, ":", valid ? d.valid_line : d.train_line, ": cannot open its ", valid ? "valid" : "train", "= list '",
+         list, "': ", problem);
+}
+
+CheckedList check_list(const std::string& list, int classes, int64_t max_pixels, bool skip_bad,
+                       const std::function<void(const std::string&)>& warn) {
+  const std::vector<ListEntry> entries = read_list_lines(list, "image list");
+  CheckedList out;
+  constexpr size_t kNamed = 10;  // skipped pictures named one by one; the rest counted
+  for (const ListEntry& e : entries) {
+    try {
+      image_info(e.path, max_pixels);
+    } catch (const Error& err) {
+      if (!skip_bad) fail(list, ":", e.line, ": ", err.what(), " (--skip-bad-images leaves such pictures out)");
+      if (++out.skipped <= kNamed && warn) warn("skipping a bad image: " + list + ":" + std::to_string(e.line) + ": " + err.what());
+      continue;
+    }
+    const std::string labels = label_path(e.path);
+    if (labels.size() < 4 || labels.compare(labels.size() - 4, 4, ".txt") != 0)
+      fail(list, ":", e.line, ": no label file for '", e.path,
+           "': Darknet's rule finds one only for .jpg, .png, .JPG and .JPEG pictures");
+    read_labels(labels, classes);
+    out.usable.push_back(e.path);
+  }
+  if (out.skipped > 0 && warn)
+    warn("skipped " + std::to_string(out.skipped) + " of " + std::to_string(entries.size()) + " pictures of " + list +
+         (out.skipped > kNamed ? " (the first " + std::to_string(kNamed) + " named above)" : ""));
+  if (out.usable.empty()) fail(list, ": none of its ", entries.size(), " pictures can be used");
   return out;
 }
 
 void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
-                           float* image, float* truth) {
-  const Image orig = load_image(image_path, 3);
+                           float* image, float* truth, int64_t max_pixels) {
+  const Image orig = load_image(image_path, 3, max_pixels);
   std::vector<TruthBox> boxes = read_labels(label_path(image_path), classes);
   Rng rng{mix(seed)};
   const int w = a.width, h = a.height;
@@ -237,7 +320,7 @@ void DetectionLoader::make(int64_t step, Batch& b) {
       const std::string& path = o_.paths[perm[size_t((g + attempt) % N)]];
       try {
         load_detection_sample(path, o_.classes, o_.augment, mix(o_.seed) ^ mix(uint64_t(g)), o_.max_boxes,
-                              b.images.data() + k * px, b.truth.data() + k * tr);
+                              b.images.data() + k * px, b.truth.data() + k * tr, o_.max_pixels);
         break;
       } catch (const Error& e) {
         if (!o_.skip_bad_images) throw;

@@ -24,13 +24,17 @@ struct DataConfig {
   std::string path, train, valid, names;
   int classes = 0;
   std::vector<std::string> class_names;
+  int classes_line = 0, train_line = 0, valid_line = 0;  // where the .data file says them (0: nowhere)
 };
-// Throws naming file:line for a malformed line, a missing classes=/train=/names=, or a
-// names file whose line count differs from classes. Relative paths as Darknet (from the
-// current folder), else from the .data file's folder.
+// Throws naming file:line for a malformed line, a missing classes=/train=/names=, a
+// classes= that is not a whole number in [1, 100000], a key given twice, or a names file
+// whose line count differs from classes. Relative paths as Darknet (from the current
+// folder), else from the .data file's folder.
 DataConfig load_data_config(const std::string& path);
-std::vector<std::string> read_list(const std::string& path);  // blank lines skipped; empty -> error
-std::string label_path(const std::string& image_path);        // Darknet's find_replace chain
+// One path per line, blank lines skipped; a missing file, a folder or an empty list is an
+// error naming `what` and the file.
+std::vector<std::string> read_list(const std::string& path, const char* what = "image list");
+std::string label_path(const std::string& image_path);  // Darknet's find_replace chain
 
 struct TruthBox {
   float x, y, w, h;
@@ -47,8 +51,24 @@ struct Augment {
 };
 // One training sample as Darknet's load_data_detection makes it, random draws from `seed`.
 // `image`: 3 x height x width floats; `truth`: max_boxes x 5 (x, y, w, h, class), zeros after.
+// A picture above `max_pixels` is refused (tt::Error naming it) before it is decoded.
 void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
-                           float* image, float* truth);
+                           float* image, float* truth, int64_t max_pixels = kDefaultMaxPixels);
+
+// The up-front check of a list of labelled pictures (train=, valid=), before any training:
+// every picture exists and its header is readable and within `max_pixels` (stbi_info: no
+// pixel decoded), and its label file exists and parses with `classes` classes. A bad label
+// stops, naming the label file and line; a bad picture stops too, naming the list, its line
+// and the picture, unless `skip_bad`: then it is left out of `usable`, and `warn` is told
+// (one line per picture, the first 10, then a count). No usable picture at all is an error.
+// Throws naming the .data file and line unless its train= (valid: valid=) list is a file.
+void check_list_file(const DataConfig& d, bool valid);
+struct CheckedList {
+  std::vector<std::string> usable;  // in list order
+  size_t skipped = 0;
+};
+CheckedList check_list(const std::string& list, int classes, int64_t max_pixels, bool skip_bad,
+                       const std::function<void(const std::string&)>& warn);
 
 class DetectionLoader {
  public:
@@ -59,7 +79,8 @@ class DetectionLoader {
     int batch = 1;
     int max_boxes = 30;
     uint64_t seed = 1;
-    bool skip_bad_images = false;  // warn and take the next image instead of stopping
+    bool skip_bad_images = false;            // warn and take the next image instead of stopping
+    int64_t max_pixels = kDefaultMaxPixels;  // larger pictures are refused before decoding
     int threads = 1;
     int prefetch = 2;  // batches prepared ahead
     std::function<void(const std::string&)> warn;

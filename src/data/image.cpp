@@ -1,9 +1,16 @@
 #include "data/image.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "util/error.hpp"
 
@@ -19,16 +26,61 @@
 
 namespace tt {
 
-Image load_image(const std::string& path, int channels) {
-  int w = 0, h = 0, c = 0;
-  unsigned char* px = stbi_load(path.c_str(), &w, &h, &c, channels);
-  if (!px) fail("cannot read image '", path, "': ", stbi_failure_reason());
-  Image im(w, h, channels);
-  for (int k = 0; k < channels; ++k)  // load_image_stb: interleaved bytes to planar floats
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x) im.at(x, y, k) = float(px[k + channels * (x + w * y)]) / 255.f;
-  stbi_image_free(px);
-  return im;
+namespace {
+
+// Opens a picture for reading; throws naming it when it is missing, not a regular file
+// (a folder, a device) or empty.
+std::unique_ptr<FILE, int (*)(FILE*)> open_picture(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail("cannot read image '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail("cannot read image '", path, "': it is a folder, not a picture");
+  if (!S_ISREG(st.st_mode)) fail("cannot read image '", path, "': not a regular file");
+  if (st.st_size == 0) fail("cannot read image '", path, "': the file is empty (0 bytes)");
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("cannot read image '", path, "': ", std::strerror(errno));
+  return {f, &std::fclose};
+}
+
+// The header of an open picture (the file position is kept), checked against the limit.
+ImageInfo header_of(FILE* f, const std::string& path, int64_t max_pixels) {
+  ImageInfo i;
+  if (!stbi_info_from_file(f, &i.w, &i.h, &i.c))
+    fail("cannot read image '", path, "': ", stbi_failure_reason(), " (not a picture stb can read?)");
+  if (i.w < 1 || i.h < 1) fail("cannot read image '", path, "': its header says ", i.w, "x", i.h, " pixels");
+  if (max_pixels > 0 && i.pixels() > max_pixels)
+    fail("image '", path, "' is ", i.w, "x", i.h, " = ", i.pixels(), " pixels, more than the limit of ", max_pixels,
+         " (--max-pixels): refused before decoding it");
+  return i;
+}
+
+}  // namespace
+
+ImageInfo image_info(const std::string& path, int64_t max_pixels) {
+  const auto f = open_picture(path);
+  return header_of(f.get(), path, max_pixels);
+}
+
+Image load_image(const std::string& path, int channels, int64_t max_pixels) {
+  const auto f = open_picture(path);
+  const ImageInfo info = header_of(f.get(), path, max_pixels);
+  try {
+    int w = 0, h = 0, c = 0;
+    unsigned char* px = stbi_load_from_file(f.get(), &w, &h, &c, channels);
+    if (!px) {
+      const std::string why = stbi_failure_reason();
+      if (why == "Out of memory") throw std::bad_alloc();
+      fail("cannot read image '", path, "': ", why);
+    }
+    const std::unique_ptr<unsigned char, void (*)(void*)> hold(px, stbi_image_free);
+    Image im(w, h, channels);
+    for (int k = 0; k < channels; ++k)  // load_image_stb: interleaved bytes to planar floats
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) im.at(x, y, k) = float(px[k + channels * (x + size_t(w) * y)]) / 255.f;
+    return im;
+  } catch (const std::bad_alloc&) {
+    fail("cannot read image '", path, "': out of memory decoding its ", info.w, "x", info.h,
+         " pixels (a lower --max-pixels refuses such pictures before decoding them)");
+  }
 }
 
 void save_png(const Image& im, const std::string& path) {
@@ -37,22 +89,50 @@ void save_png(const Image& im, const std::string& path) {
   for (int k = 0; k < im.c; ++k)
     for (int y = 0; y < im.h; ++y)
       for (int x = 0; x < im.w; ++x)
-        px[size_t(k + im.c * (x + im.w * y))] =
+        px[size_t(k + im.c * (x + size_t(im.w) * y))] =
             (unsigned char)std::lround(255.f * std::clamp(im.at(x, y, k), 0.f, 1.f));
-  const std::string tmp = path + ".tmp";
-  if (!stbi_write_png(tmp.c_str(), im.w, im.h, im.c, px.data(), im.w * im.c)) {
+  // A temporary file of our own (O_EXCL: never one that exists, whoever made it), renamed
+  // into place once complete.
+  std::string tmp;
+  int fd = -1;
+  for (int n = 0; fd < 0; ++n) {
+    tmp = path;
+    tmp.append(".tmp.").append(std::to_string(getpid()));
+    if (n) tmp.append(".").append(std::to_string(n));
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno != EEXIST || n > 100))
+      fail("cannot write PNG '", path, "': ", tmp, ": ", std::strerror(errno));
+  }
+  FILE* f = fdopen(fd, "wb");
+  if (!f) {
+    ::close(fd);
     std::remove(tmp.c_str());
-    fail("cannot write PNG '", path, "'");
+    fail("cannot write PNG '", path, "': ", std::strerror(errno));
+  }
+  auto put = [](void* ctx, void* data, int size) { std::fwrite(data, 1, size_t(size), static_cast<FILE*>(ctx)); };
+  const bool encoded = stbi_write_png_to_func(put, f, im.w, im.h, im.c, px.data(), im.w * im.c) != 0;
+  const bool written = !std::ferror(f);
+  if (std::fclose(f) != 0 || !encoded || !written) {
+    std::remove(tmp.c_str());
+    fail("cannot write PNG '", path, "'", encoded ? " (disk full?)" : "");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
     std::remove(tmp.c_str());
-    fail("cannot rename '", tmp, "' to '", path, "'");
+    fail("cannot write PNG '", path, "': ", std::strerror(e));
   }
 }
 
 Image resize_image(const Image& im, int w, int h) {
+  if (w < 1 || h < 1 || im.w < 1 || im.h < 1)
+    fail("resize_image: ", im.w, "x", im.h, " to ", w, "x", h, " (both sizes must be at least 1x1)");
   Image resized(w, h, im.c), part(w, im.h, im.c);
-  const float w_scale = float(im.w - 1) / float(w - 1), h_scale = float(im.h - 1) / float(h - 1);
+  // Darknet divides by w - 1 and h - 1. Its column pass never uses w_scale when w is 1 (the
+  // one column is the source's last); the row pass here does the same for h = 1 (Darknet
+  // computes 0 * inf there and reads outside the picture). Every other size: Darknet's
+  // arithmetic, operation for operation.
+  const float w_scale = w > 1 ? float(im.w - 1) / float(w - 1) : 0.f;
+  const float h_scale = h > 1 ? float(im.h - 1) / float(h - 1) : 0.f;
   for (int k = 0; k < im.c; ++k)
     for (int r = 0; r < im.h; ++r)
       for (int c = 0; c < w; ++c) {
@@ -69,7 +149,7 @@ Image resize_image(const Image& im, int w, int h) {
       }
   for (int k = 0; k < im.c; ++k)
     for (int r = 0; r < h; ++r) {
-      const float sy = float(r) * h_scale;
+      const float sy = h > 1 ? float(r) * h_scale : float(im.h - 1);
       const int iy = int(sy);
       const float dy = sy - float(iy);
       for (int c = 0; c < w; ++c) resized.at(c, r, k) = (1 - dy) * part.at(c, iy, k);
@@ -81,12 +161,15 @@ Image resize_image(const Image& im, int w, int h) {
 
 Image letterbox_image(const Image& im, int w, int h) {
   int new_w = im.w, new_h = im.h;
+  // Darknet's sizes, in 64 bits (a 16-million-pixel-wide picture times the net's side is
+  // more than an int holds), at least 1 pixel (a 200x1 picture would otherwise vanish) and
+  // at most the box.
   if (float(w) / float(im.w) < float(h) / float(im.h)) {
     new_w = w;
-    new_h = (im.h * w) / im.w;
+    new_h = int(std::clamp<int64_t>(int64_t(im.h) * w / im.w, 1, h));
   } else {
     new_h = h;
-    new_w = (im.w * h) / im.h;
+    new_w = int(std::clamp<int64_t>(int64_t(im.w) * h / im.h, 1, w));
   }
   const Image resized = resize_image(im, new_w, new_h);
   Image boxed(w, h, im.c, .5f);

@@ -2,6 +2,7 @@
 // decoding and encoding through Debian's stb headers (libstb-dev, as Darknet itself), and
 // Darknet's resize, letterbox and placement arithmetic (image.c), operation for operation.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,32 @@ struct Image {
   float at(int x, int y, int ch) const { return data[(size_t(ch) * h + y) * w + x]; }
 };
 
-// JPEG, PNG, BMP, ... with `channels` channels (3: RGB). Throws naming the file and stb's reason.
-Image load_image(const std::string& path, int channels = 3);
-// PNG, written to a temporary file and renamed (no half-written picture). Throws naming the path.
+// Pictures larger than this many pixels are refused before they are decoded (--max-pixels):
+// 4096 x 4096, 192 MB as planar floats, which a Raspberry Pi holds; a 250 KB PNG can say
+// 16000 x 16000 and take 3.8 GB to decode.
+constexpr int64_t kDefaultMaxPixels = int64_t(4096) * 4096;
+
+// A picture's size from its header alone (stb's stbi_info: no pixel is decoded).
+struct ImageInfo {
+  int w = 0, h = 0, c = 0;
+  int64_t pixels() const { return int64_t(w) * h; }
+};
+// Throws naming the file: missing, a folder, empty, not a picture stb reads, or more than
+// `max_pixels` pixels (0: no limit).
+ImageInfo image_info(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+// JPEG, PNG, BMP, ... with `channels` channels (3: RGB). Reads the header first and refuses a
+// picture above `max_pixels` (0: no limit) before decoding it. Throws naming the file and
+// the reason (stb's, or out of memory).
+Image load_image(const std::string& path, int channels = 3, int64_t max_pixels = kDefaultMaxPixels);
+// PNG, written to a new temporary file (never one that exists) and renamed (no half-written
+// picture). Throws naming the path.
 void save_png(const Image& im, const std::string& path);
 
-Image resize_image(const Image& im, int w, int h);     // Darknet's two-pass bilinear resize
-Image letterbox_image(const Image& im, int w, int h);  // aspect kept, centred on 0.5 grey
+// Darknet's two-pass bilinear resize. A 1-pixel side (target or source) takes the source's
+// last row/column, as Darknet's column pass does (its row pass divides by zero there).
+Image resize_image(const Image& im, int w, int h);
+// Aspect kept, centred on 0.5 grey; a side that would round to 0 pixels gets 1.
+Image letterbox_image(const Image& im, int w, int h);
 // Darknet's place_image: `im` scaled bilinearly to w x h at (dx, dy) of `canvas` (clipped).
 void place_image(const Image& im, int w, int h, int dx, int dy, Image& canvas);
 // Darknet's distort_image: hue shift, saturation and exposure scales in HSV, clamped to [0, 1].

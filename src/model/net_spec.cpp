@@ -1,7 +1,10 @@
 #include "model/net_spec.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -129,6 +132,21 @@ int64_t NetSpec::truth_size() const {
 
 namespace {
 
+// What a device can hold, checked before anything is allocated: a map's height or width, a
+// window, a stride; a map's channels (and a layer's filters or outputs); the elements of one
+// layer's output map per picture, of its weights, and of the whole net's parameters.
+constexpr int kMaxDim = 65536;
+constexpr int kMaxChannels = 1 << 20;
+constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+constexpr int kMaxBatch = 65536;
+
+// A number for a message: 5, 2.5, 1e+12 (not std::to_string's 5.000000).
+std::string num_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.10g", v);
+  return b;
+}
+
 struct Section {
   std::string name;
   int line = 0;
@@ -169,19 +187,38 @@ class Reader {
 
   int integer(const std::string& k, int def, bool required = false) {
     double v = num(k, def, required);
-    if (v != std::floor(v) || std::fabs(v) > 1e9)
-      fail(where(line_of(k)), ": '", k, "' must be a whole number, got '", s_.kv[k].first, "'");
+    if (v != std::floor(v)) fail(where(line_of(k)), ": '", k, "' must be a whole number, got '", text_of(k), "'");
+    if (std::fabs(v) > 1e9) fail(where(line_of(k)), ": '", k, "' is out of range: ", text_of(k));
     return int(v);
   }
 
+  // Throws naming the key's line when v > hi (what a device can hold, or the engine).
+  void at_most(const std::string& k, int64_t v, int64_t hi, const char* what) const {
+    if (v > hi) fail(where(line_of(k)), ": '", k, "' = ", v, " is larger than ", hi, " (", what, ")");
+  }
+
+  // A comma-separated list of numbers ("1, 2,3"; one trailing comma is tolerated, as
+  // Darknet's parser does). An empty value or an empty entry is an error naming the line.
   std::vector<double> list(const std::string& k) {
     std::vector<double> out;
     auto it = s_.kv.find(k);
     if (it == s_.kv.end()) return out;
     s_.used.insert(k);
-    std::stringstream ss(it->second.first);
-    std::string item;
-    while (std::getline(ss, item, ',')) out.push_back(parse_number(trim(item), k, it->second.second));
+    const std::string& text = it->second.first;
+    const int line = it->second.second;
+    if (trim(text).empty()) fail(where(line), ": '", k, "' has no value (it takes a comma-separated list)");
+    std::vector<std::string> items(1);
+    for (char ch : text)
+      if (ch == ',')
+        items.emplace_back();
+      else
+        items.back() += ch;
+    if (items.size() > 1 && trim(items.back()).empty()) items.pop_back();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string item = trim(items[i]);
+      if (item.empty()) fail(where(line), ": '", k, "' has an empty entry (number ", i + 1, ") in '", text, "'");
+      out.push_back(parse_number(item, k, line));
+    }
     return out;
   }
 
@@ -192,7 +229,12 @@ class Reader {
 
   void positive(const std::string& k, double v) {
     if (!(v > 0))
-      fail(where(line_of(k)), ": '", k, "' must be > 0, got ", s_.kv.count(k) ? s_.kv[k].first : std::to_string(v));
+      fail(where(line_of(k)), ": '", k, "' must be > 0, got ", s_.kv.count(k) ? text_of(k) : std::to_string(v));
+  }
+
+  std::string text_of(const std::string& k) const {
+    auto it = s_.kv.find(k);
+    return it == s_.kv.end() ? "" : it->second.first;
   }
 
   // Every key the layer did not consume is an error, except Darknet keys that only
@@ -208,6 +250,7 @@ class Reader {
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
     if (*end != '\0' || !std::isfinite(v)) fail(where(line), ": '", k, "' is not a number: '", text, "'");
+    if (std::fabs(v) > FLT_MAX) fail(where(line), ": '", k, "' is out of range: ", text);
     return v;
   }
 
@@ -254,12 +297,23 @@ Act parse_act(Reader& r, const std::string& key) {
 int out_len(int in, int size, int stride, int pad_total) { return (in + pad_total - size) / stride + 1; }
 
 void resolve_shapes(NetSpec& net) {
+  if (net.height > kMaxDim || net.width > kMaxDim || net.channels > kMaxChannels)
+    fail(net.path, ": input ", net.channels, "x", net.height, "x", net.width,
+         " is larger than a device can hold (at most ", kMaxDim, " rows and columns, ", kMaxChannels, " channels)");
   Shape cur = net.input();
+  int64_t params = 0;
   for (auto& l : net.layers) {
     if (l.type == LayerType::Route) cur = net.layers[size_t(l.route[0])].out;
     auto where = [&] {
       return net.path + ":" + std::to_string(l.line) + ": [" + layer_type_name(l.type) + "] (layer " +
              std::to_string(l.index) + ")";
+    };
+    // A shape computed in 64 bits, refused above what a device can hold before it is stored.
+    auto checked = [&](int64_t c, int64_t h, int64_t w) {
+      if (h > kMaxDim || w > kMaxDim || c > kMaxChannels || c * h * w > kMaxElements)
+        fail(where(), ": its output would be ", c, "x", h, "x", w, ", larger than a device can hold (at most ", kMaxDim,
+             " rows and columns, ", kMaxChannels, " channels, ", kMaxElements, " values per picture)");
+      return Shape{int(c), int(h), int(w)};
     };
     l.in = cur;
     switch (l.type) {
@@ -270,7 +324,7 @@ void resolve_shapes(NetSpec& net) {
         if (cur.h + l.pad_total < l.win.size || cur.w + l.pad_total < l.win.size || oh < 1 || ow < 1)
           fail(where(), ": input ", cur.h, "x", cur.w, " is too small for a ", l.win.size, "x", l.win.size,
                " window (padding ", l.pad_total, " in total): the input is too small for the net");
-        l.out = {l.type == LayerType::Conv ? l.filters : cur.c, oh, ow};
+        l.out = checked(l.type == LayerType::Conv ? l.filters : cur.c, oh, ow);
         break;
       }
       case LayerType::AvgPool:
@@ -284,28 +338,30 @@ void resolve_shapes(NetSpec& net) {
       case LayerType::Cost:
         l.out = cur;
         break;
-      case LayerType::Route:  // channels concatenated: every input must have the first's height and width
-        l.out = cur;
+      case LayerType::Route: {  // channels concatenated: every input must have the first's height and width
+        int64_t c = cur.c;
         for (size_t i = 1; i < l.route.size(); ++i) {
           const LayerSpec& r = net.layers[size_t(l.route[i])];
           if (r.out.h != cur.h || r.out.w != cur.w)
             fail(where(), ": layer ", r.index, "'s output is ", r.out.h, "x", r.out.w, " but layer ", l.route[0],
                  "'s is ", cur.h, "x", cur.w, ": a route concatenates maps of one size");
-          l.out.c += r.out.c;
+          c += r.out.c;
         }
+        l.out = checked(c, cur.h, cur.w);
         l.in = l.out;
         break;
+      }
       case LayerType::Reorg: {
         const int s = l.stride;
         if (l.reverse) {
-          if (cur.c % (s * s) != 0)
-            fail(where(), ": reverse reorg needs channels divisible by stride^2 = ", s * s, ", got ", cur.c);
-          l.out = {cur.c / (s * s), cur.h * s, cur.w * s};
+          if (int64_t(s) * s > cur.c || cur.c % (s * s) != 0)
+            fail(where(), ": reverse reorg needs channels divisible by stride^2 = ", int64_t(s) * s, ", got ", cur.c);
+          l.out = checked(cur.c / (s * s), int64_t(cur.h) * s, int64_t(cur.w) * s);
         } else {
           if (cur.h % s != 0 || cur.w % s != 0)
             fail(where(), ": a ", cur.h, "x", cur.w, " map does not reorganise by stride ", s,
                  " (height and width must be multiples of it)");
-          l.out = {cur.c * s * s, cur.h / s, cur.w / s};
+          l.out = checked(int64_t(cur.c) * s * s, cur.h / s, cur.w / s);
         }
         break;
       }
@@ -315,14 +371,14 @@ void resolve_shapes(NetSpec& net) {
             fail(where(), ": a ", cur.h, "x", cur.w, " map does not downsample by ", l.stride);
           l.out = {cur.c, cur.h / l.stride, cur.w / l.stride};
         } else {
-          l.out = {cur.c, cur.h * l.stride, cur.w * l.stride};
+          l.out = checked(cur.c, int64_t(cur.h) * l.stride, int64_t(cur.w) * l.stride);
         }
         break;
       case LayerType::Region:
       case LayerType::Yolo: {
         const DetectorSpec& d = l.det;
-        const int per_box = d.coords + 1 + d.classes;
-        const int boxes = d.boxes_per_cell(l.type == LayerType::Yolo);
+        const int64_t per_box = int64_t(d.coords) + 1 + d.classes;
+        const int64_t boxes = d.boxes_per_cell(l.type == LayerType::Yolo);
         if (cur.c != boxes * per_box)
           fail(where(), ": its input has ", cur.c, " channels but ", boxes, " boxes per cell x (", d.coords,
                " coords + 1 + ", d.classes, " classes) = ", boxes * per_box,
@@ -331,6 +387,17 @@ void resolve_shapes(NetSpec& net) {
         break;
       }
     }
+    // Weights: computed in floating point (filters x channels x size^2 can pass 2^63).
+    const double weights = l.type == LayerType::Conv        ? double(l.filters) * l.in.c * l.win.size * l.win.size
+                           : l.type == LayerType::Connected ? double(l.outputs) * double(l.in.size())
+                                                            : 0;
+    if (weights > double(kMaxElements))
+      fail(where(), ": ", num_text(weights), " weights, more than a device can hold (at most ", kMaxElements,
+           " per layer)");
+    params += l.param_count();
+    if (params > kMaxElements)
+      fail(where(), ": the net has ", params, " parameters up to here, more than a device can hold (at most ",
+           kMaxElements, ")");
     cur = l.out;
   }
 }
@@ -345,10 +412,13 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.type = LayerType::Conv;
     l.filters = r.integer("filters", 1);
     r.positive("filters", l.filters);
+    r.at_most("filters", l.filters, kMaxChannels, "channels a device can hold");
     l.win.size = r.integer("size", 1);
     r.positive("size", l.win.size);
+    r.at_most("size", l.win.size, kMaxDim, "a window a device can hold");
     l.win.stride = r.integer("stride", 1);
     r.positive("stride", l.win.stride);
+    r.at_most("stride", l.win.stride, kMaxDim, "the largest map's side");
     int padding = r.integer("padding", 0);
     if (r.integer("pad", 0)) padding = l.win.size / 2;
     if (padding < 0 || padding >= l.win.size)
@@ -370,6 +440,7 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       fail(r.where(r.line_of("size")), ": maxpool size ", l.win.size, " is larger than the supported 15");
     l.win.stride = r.integer("stride", 1);
     r.positive("stride", l.win.stride);
+    r.at_most("stride", l.win.stride, kMaxDim, "the largest map's side");
     l.pad_total = r.integer("padding", l.win.size - 1);
     if (l.pad_total < 0 || l.pad_total / 2 >= l.win.size)
       fail(r.where(r.line_of("padding")), ": impossible maxpool padding ", l.pad_total, " for size ", l.win.size);
@@ -382,6 +453,7 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.type = LayerType::Connected;
     l.outputs = r.integer("output", 1);
     r.positive("output", l.outputs);
+    r.at_most("output", l.outputs, kMaxChannels, "channels a device can hold");
     l.act = parse_act(r, "activation");
     if (r.integer("batch_normalize", 0))
       fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
@@ -406,17 +478,18 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.type = LayerType::Route;
     if (!r.has("layers")) fail(r.where(s.line), ": [route] needs 'layers='");
     for (double v : r.list("layers")) {
-      const int idx = v < 0 ? index + int(v) : int(v);
-      if (v != std::floor(v) || idx < 0 || idx >= index)
-        fail(r.where(r.line_of("layers")), ": route input ", v, " is not an earlier layer (this is layer ", index,
-             "; negative values count back from it)");
-      l.route.push_back(idx);
+      // checked as a double first: a value out of int's range has no int to convert to
+      if (v != std::floor(v) || v < -index || v >= index)
+        fail(r.where(r.line_of("layers")), ": route input ", num_text(v), " is not an earlier layer (this is layer ",
+             index, "; negative values count back from it)");
+      l.route.push_back(v < 0 ? index + int(v) : int(v));
     }
     r.reject_unused({});
   } else if (n == "reorg") {
     l.type = LayerType::Reorg;
     l.stride = r.integer("stride", 1);
     r.positive("stride", l.stride);
+    r.at_most("stride", l.stride, kMaxDim, "the largest map's side");
     l.reverse = r.integer("reverse", 0) != 0;
     if (r.integer("flatten", 0) || r.integer("extra", 0))
       fail(r.where(s.line), ": [reorg] with flatten= or extra= is not supported");
@@ -425,6 +498,7 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     l.type = LayerType::Upsample;
     l.stride = r.integer("stride", 2);
     if (l.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
+    r.at_most("stride", std::abs(int64_t(l.stride)), kMaxDim, "the largest map's side");
     l.reverse = l.stride < 0;  // Darknet: a negative stride downsamples (sums)
     l.stride = std::abs(l.stride);
     l.scale = float(r.num("scale", 1));
@@ -435,8 +509,10 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     DetectorSpec& d = l.det;
     d.classes = r.integer("classes", 20);
     r.positive("classes", d.classes);
+    r.at_most("classes", d.classes, kMaxChannels, "channels a device can hold");
     d.num = r.integer("num", 1);
     r.positive("num", d.num);
+    r.at_most("num", d.num, kMaxDim, "anchors a layer can have");
     d.jitter = float(r.num("jitter", 0.2));
     if (!(d.jitter >= 0 && d.jitter < 1)) fail(r.where(r.line_of("jitter")), ": jitter must be in [0, 1)");
     d.random = r.integer("random", 0) != 0;
@@ -449,7 +525,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       if (r.has("mask")) {
         for (double v : r.list("mask")) {
           if (v != std::floor(v) || v < 0 || v >= d.num)
-            fail(r.where(r.line_of("mask")), ": mask entry ", v, " is not an anchor index in [0, ", d.num, ")");
+            fail(r.where(r.line_of("mask")), ": mask entry ", num_text(v), " is not an anchor index in [0, ", d.num,
+                 ")");
           d.mask.push_back(int(v));
         }
       } else {
@@ -472,13 +549,14 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       d.bias_match = r.integer("bias_match", 0) != 0;
     }
     r.positive("max", d.max_boxes);
+    r.at_most("max", d.max_boxes, kMaxDim, "truth boxes per picture");
     const std::vector<double> a = r.list("anchors");
     if (r.has("anchors") && a.size() != size_t(2 * d.num))
       fail(r.where(r.line_of("anchors")), ": ", a.size(), " anchor values for num=", d.num, " (needs ", 2 * d.num,
            ": a width and a height per anchor)");
     d.anchors.assign(size_t(2 * d.num), 0.5f);  // Darknet's default bias
     for (size_t i = 0; i < a.size(); ++i) {
-      if (!(a[i] > 0)) fail(r.where(r.line_of("anchors")), ": anchor values must be > 0, got ", a[i]);
+      if (!(a[i] > 0)) fail(r.where(r.line_of("anchors")), ": anchor values must be > 0, got ", num_text(a[i]));
       d.anchors[i] = float(a[i]);
     }
     // Read by Darknet but without effect on training or inference there either.
@@ -495,6 +573,7 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
   Reader r(file, s);
   net.batch = r.integer("batch", 1);
   r.positive("batch", net.batch);
+  r.at_most("batch", net.batch, kMaxBatch, "pictures per batch");
   net.subdivisions = r.integer("subdivisions", 1);
   r.positive("subdivisions", net.subdivisions);
   if (net.batch % net.subdivisions != 0)
@@ -502,10 +581,16 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
          net.subdivisions);
   net.width = r.integer("width", 0, true);
   r.positive("width", net.width);
+  r.at_most("width", net.width, kMaxDim, "the largest map's side a device can hold");
   net.height = r.integer("height", 0, true);
   r.positive("height", net.height);
+  r.at_most("height", net.height, kMaxDim, "the largest map's side a device can hold");
   net.channels = r.integer("channels", 0, true);
   r.positive("channels", net.channels);
+  r.at_most("channels", net.channels, kMaxChannels, "channels a device can hold");
+  if (int64_t(net.width) * net.height * net.channels > kMaxElements)
+    fail(r.where(r.line_of("channels")), ": an input of ", net.channels, "x", net.height, "x", net.width,
+         " is larger than a device can hold (at most ", kMaxElements, " values per picture)");
   net.learning_rate = float(r.num("learning_rate", 0.001));
   net.momentum = float(r.num("momentum", 0.9));
   net.decay = float(r.num("decay", 0.0001));
@@ -517,7 +602,12 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
     net.policy = Policy::Constant;
   } else if (policy == "steps") {
     net.policy = Policy::Steps;
-    for (double v : r.list("steps")) net.steps.push_back(int(v));
+    for (double v : r.list("steps")) {
+      if (v != std::floor(v) || std::fabs(v) > 1e9)  // Darknet's cfgs have steps=-1,100,...
+        fail(r.where(r.line_of("steps")), ": steps entry ", num_text(v),
+             " is not a batch number (a whole number from -1e9 to 1e9)");
+      net.steps.push_back(int(v));
+    }
     for (double v : r.list("scales")) net.scales.push_back(float(v));
     if (net.steps.empty() || net.steps.size() != net.scales.size())
       fail(r.where(r.line_of("steps")), ": policy=steps needs steps= and scales= lists of equal length");
@@ -531,14 +621,16 @@ void parse_net_section(Section& s, NetSpec& net, const std::string& file) {
   if (!(net.saturation >= 1)) fail(r.where(r.line_of("saturation")), ": saturation must be >= 1 (a range 1/s..s)");
   if (!(net.exposure >= 1)) fail(r.where(r.line_of("exposure")), ": exposure must be >= 1 (a range 1/e..e)");
   // Classifier augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
-  r.reject_unused({"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth",
-                   "inputs"});
+  r.reject_unused(
+      {"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth", "inputs"});
 }
 
 }  // namespace
 
 void resize_net(NetSpec& net, int height, int width) {
   if (height <= 0 || width <= 0) fail("input size must be positive, got ", height, "x", width);
+  if (height > kMaxDim || width > kMaxDim)
+    fail("input size ", height, "x", width, " is larger than a device can hold (at most ", kMaxDim, "x", kMaxDim, ")");
   net.height = height;
   net.width = width;
   resolve_shapes(net);
@@ -562,6 +654,8 @@ NetSpec parse_net(const std::string& text, const std::string& file) {
 }
 
 NetSpec load_net(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("cannot open cfg '", path, "': it is a folder");
   std::ifstream in(path);
   if (!in) fail("cannot open cfg '", path, "'");
   std::stringstream ss;
