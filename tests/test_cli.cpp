@@ -1,8 +1,6 @@
 // The tiletrain command line as a user meets it: runs the built binary (TILETRAIN_BINARY)
 // with stdout and stderr captured, and checks exit codes, messages and files written.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 
@@ -20,55 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;  // exit status; 128+signal if killed
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tt_cli_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& n) const { return (dir_ / n).string(); }
-
-  // Runs `tiletrain ARGS` in the temp dir (ARGS is passed through the shell as is), with
-  // the environment variables `env` ("A=1 B=2") added.
-  Result run(const std::string& args, const std::string& env = "") const {
-    const std::string cmd = "cd '" + dir_.string() + "' && env " + env + " '" + TILETRAIN_BINARY + "' " + args + " >'" +
-                            path("stdout") + "' 2>'" + path("stderr") + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(path("stdout"));
-    r.err = slurp(path("stderr"));
-    return r;
-  }
-
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
-
-  static std::string fixture(const std::string& net) {
-    return test::source_dir() + "/tests/fixtures/" + net + "/net.cfg";
-  }
-
-  fs::path dir_;
-};
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "no '" << (needle) << "' in:\n" << (haystack)
+using cli::Cli;
+using cli::Result;
+using cli::slurp;
 
 // 20-byte header + every array of the Darknet layout, computed from the cfg.
 int64_t darknet_weights_bytes(const NetSpec& net) {
