@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +76,10 @@ void check_can_write(const std::string& path) {
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   if (access(dir.c_str(), F_OK) != 0) fail("cannot write '", path, "': folder '", dir, "' does not exist");
   if (access(dir.c_str(), W_OK) != 0) fail("cannot write '", path, "': folder '", dir, "' is not writable");
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    fail("cannot write '", path, "': '", dir, "' is not a folder");
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot write '", path, "': it is a folder");
 }
 
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
