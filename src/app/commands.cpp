@@ -656,9 +656,11 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
       }
     }
   };
-  if (root)
+  if (root) {
     std::printf("training %s on %s: %d steps of %d images (%d per epoch), grid %s, %d rank(s)\n", o.cfg.c_str(),
                 dir.c_str(), total, B, per_epoch, o.grid.c_str(), comm.size());
+    std::fflush(stdout);
+  }
   std::vector<double> losses;
   trainer.reset_times();
   const double t_start = now_s();
