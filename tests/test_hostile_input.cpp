@@ -397,10 +397,11 @@ TEST_F(Hostile, DataFileCheckedBeforeTraining) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.data);
     write("d.data", c.data);
-    const Result r = run("train --cfg tiny.cfg --data d.data --steps 1 --save-weights out.weights");
+    const Result r = run("train --cfg tiny.cfg --data d.data --steps 1 --save-weights out.weights --checkpoint ck");
     expect_refused(r, {});
     for (const auto& w : c.words) EXPECT_CONTAINS(r.err, w);
     EXPECT_EQ(r.out.find("training "), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(path("ck"))) << "a checkpoint folder made before the data was checked";
   }
   fs::remove(path("d.data"));
   expect_kept(before);

@@ -197,6 +197,19 @@ std::vector<std::string> output_names(const std::vector<std::string>& images, co
 
 int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
   check_data_outputs(d, comm);
+  // Only the root reads pictures; it scatters each batch to the tiles. Every picture and
+  // label of train= and valid= is checked first, before anything is set up (weights read,
+  // checkpoint folder claimed): the evaluation after training must not be where a bad
+  // valid= picture shows.
+  DataConfig dc;
+  std::vector<std::string> train_paths, valid_paths;
+  if (comm.rank() == kRoot) {
+    const NetSpec spec = load_run_net(run);
+    dc = load_data_config(d.data);
+    check_classes(detector_layers(spec, run.cfg), dc, run.cfg);
+    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images);
+    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images);
+  }
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
   const NetSpec& net = tr.net;
@@ -205,18 +218,9 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   Trainer& trainer = tr.trainer;
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   const bool root = trainer.root();
-  // Only the root reads pictures; it scatters each batch to the tiles.
-  // Every picture and label of train= and valid= is checked before the first step: the
-  // evaluation after training must not be where a bad valid= picture shows.
-  DataConfig dc;
-  std::vector<std::string> train_paths, valid_paths;
   std::unique_ptr<DetectionLoader> loader;
   double n_train = 0;
   if (root) {
-    dc = load_data_config(d.data);
-    check_classes(heads, dc, o.cfg);
-    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images);
-    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images);
     n_train = double(train_paths.size());
     DetectionLoader::Options lo;
     lo.paths = train_paths;
