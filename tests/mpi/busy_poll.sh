@@ -8,8 +8,19 @@ set -u
 bin=$1
 src=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || echo -1)
-[ "$quota" -le 0 ] 2>/dev/null || { echo "PASS (skipped: this process runs under a CPU quota)"; exit 0; }
+# A CPU quota anywhere on this process's cgroup path, v1 (cpu.cfs_quota_us) or v2 (cpu.max).
+under_quota() {
+  [ "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || echo -1)" -gt 0 ] 2>/dev/null && return 0
+  local p
+  p=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  while [ -n "$p" ]; do
+    [ -r "/sys/fs/cgroup$p/cpu.max" ] && ! grep -q '^max' "/sys/fs/cgroup$p/cpu.max" && return 0
+    [ "$p" = / ] && break
+    p=$(dirname "$p")
+  done
+  return 1
+}
+if under_quota; then echo "skipped: this process runs under a CPU quota"; exit 77; fi
 for run in "1 1x1" "2 1x2" "4 2x2"; do
   set -- $run
   got=$(timeout 120 mpirun -np "$1" --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" bench \
