@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages tiletrain needs (build, run, tests), configures build/
 # and builds TARGETS (default: everything). Idempotent: installs only what is missing.
-# Needs root or sudo for apt-get. Usage: scripts/setup.sh [TARGET...]
+# Needs root or sudo for apt-get. Usage: scripts/setup.sh [TARGET...] | scripts/setup.sh --install-only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,9 @@ packages=(build-essential cmake ninja-build pkg-config libdnnl-dev openmpi-bin l
           python3 python3-numpy python3-pil python3-matplotlib procps)
 # Test oracles only: Darknet's library and PyTorch (the latter only to regenerate fixtures).
 [ "${TILETRAIN_WITH_TORCH:-0}" = 1 ] && packages+=(python3-torch)
+# The sanitizer build and the fuzz targets (scripts/sanitize.sh, scripts/fuzz.sh): clang and
+# its runtimes (ASan, UBSan, libFuzzer), and omp.h for clang (the build links GNU libgomp).
+[ "${TILETRAIN_WITH_CLANG:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev libomp-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -21,6 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# --install-only: the packages, no build (scripts/sanitize.sh and scripts/fuzz.sh build elsewhere)
+[ "${1:-}" = --install-only ] && exit 0
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build ${1:+--target "$@"}
