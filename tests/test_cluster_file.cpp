@@ -495,6 +495,14 @@ TEST_F(ClusterFileOnDisk, SyntaxErrorGivesTheBytePosition) {
   EXPECT_EQ(msg.rfind(dir + "/c.json: JSON syntax error at byte 14", 0), 0u) << msg;
 }
 
+// Found by fuzz_cluster: the JSON parser throws out_of_range (not parse_error) for a number
+// beyond double's range; it escaped load_cluster as a non-tt::Error.
+TEST_F(ClusterFileOnDisk, NumberOutOfRange) {
+  const std::string msg = load_error(R"({"devices": [{"name": "a", "cores": 1, "memory_mb": 1e400}]})");
+  EXPECT_EQ(msg.rfind(dir + "/c.json: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("1e400"), std::string::npos) << msg;
+}
+
 TEST_F(ClusterFileOnDisk, DuplicateKey) {
   const std::string msg =
       load_error(R"({"devices": [{"name": "a", "cores": 1, "cores": 2}], "links": {"bandwidth_mbit": 1}})");

@@ -253,6 +253,21 @@ TEST_F(WeightsIO, MajorOrMinorAbove1000MeansNarrowSeen) {
   EXPECT_TRUE(saw_connected) << "the test net needs a [connected] layer";
 }
 
+// Found by fuzz_weights: major * 10 + minor overflowed int for a header of arbitrary bytes
+// (undefined behaviour; scripts/sanitize.sh runs this under UBSan). Such a header is narrow
+// (major >= 1000) and the file is then judged by its size like any other.
+TEST_F(WeightsIO, HugeVersionNumbersAreRefusedBySize) {
+  const Params a = random_params(net_, 17);
+  save_weights(a, net_, path("new.weights"));
+  const std::string bytes = read_all(path("new.weights"));
+  const int32_t hdr[3] = {2147483647, 2147483647, 0};
+  std::string f = bytes;
+  std::memcpy(f.data(), hdr, 12);
+  write_all(path("huge.weights"), f);
+  const std::string msg = load_error(net_, path("huge.weights"));
+  EXPECT_NE(msg.find(std::to_string(16 + kArrayBytes)), std::string::npos) << msg;
+}
+
 TEST_F(WeightsIO, MissingFileNamesIt) {
   const std::string msg = load_error(net_, path("nope.weights"));
   EXPECT_NE(msg.find(path("nope.weights")), std::string::npos) << msg;

@@ -122,7 +122,7 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
          actual, " (shorter than the header)");
   in.read(reinterpret_cast<char*>(ver), 12);
   // Darknet: version 0.2 and later store `seen` as a 64-bit size_t, earlier ones as int32.
-  const bool wide = (ver[0] * 10 + ver[1]) >= 2 && ver[0] < 1000 && ver[1] < 1000;
+  const bool wide = (int64_t(ver[0]) * 10 + ver[1]) >= 2 && ver[0] < 1000 && ver[1] < 1000;
   const int header = wide ? 20 : 16;
   const int64_t expected = expected_bytes(net, header);
   if (actual != expected)

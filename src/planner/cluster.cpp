@@ -158,6 +158,11 @@ json parse_json(const std::string& text, const std::string& where) {
     if (what.rfind("[json.exception", 0) == 0 && what.find("] ") != std::string::npos)
       what = what.substr(what.find("] ") + 2);
     fail(where, ": JSON syntax error at byte ", e.byte, ": ", what);
+  } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400
+    std::string what = e.what();
+    if (what.rfind("[json.exception", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    fail(where, ": ", what);
   }
 }
 
