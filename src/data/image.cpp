@@ -41,9 +41,56 @@ std::unique_ptr<FILE, int (*)(FILE*)> open_picture(const std::string& path) {
   return {f, &std::fclose};
 }
 
+// Debian 12's stb_image (git 2022-09-08) builds a JPEG Huffman table from a DHT segment's 16
+// code counts without checking that they add up to at most 256, and writes past its tables
+// in the decoder's state when they do (CVE-2021-37789; found here by fuzz_image). False for
+// such a JPEG: the markers are walked as stb walks them (fill bytes 0xFF skipped, bytes up
+// to the next 0xFF skipped, segments by their length, entropy-coded data up to a marker that
+// is not a stuffed 0xFF00 or a restart) and every table of every DHT is checked, as stb reads
+// it (while the segment's length is positive). True for anything else; the position is kept.
+bool jpeg_huffman_counts_ok(FILE* f) {
+  const long start = std::ftell(f);
+  bool ok = true;
+  int c = std::getc(f);
+  if (c == 0xFF) {
+    while (c == 0xFF) c = std::getc(f);
+    while (ok && c == 0xD8) {  // a JPEG (stb's SOI): one marker per turn
+      do c = std::getc(f);
+      while (c != EOF && c != 0xFF);
+      while (c == 0xFF) c = std::getc(f);
+      if (c == EOF || c == 0xD9) break;
+      if (c == 0x00 || c == 0x01 || (c >= 0xD0 && c <= 0xD8)) {  // no length: stuffing, TEM, RSTn, SOI
+        c = 0xD8;
+        continue;
+      }
+      const int hi = std::getc(f), lo = std::getc(f);
+      if (lo == EOF) break;
+      long left = (long(hi) << 8 | lo) - 2;
+      if (left < 0) break;  // stb refuses a length below 2
+      if (c == 0xC4) {
+        while (ok && left > 0) {  // stb: class/id, 16 counts, the table built, then the values
+          std::getc(f);
+          int n = 0;
+          for (int k = 0; k < 16; ++k) n += std::max(0, std::getc(f));
+          ok = n <= 256;
+          std::fseek(f, n, SEEK_CUR);
+          left -= 17 + n;
+        }
+      } else {
+        std::fseek(f, left, SEEK_CUR);
+      }
+      c = 0xD8;
+    }
+  }
+  std::fseek(f, start, SEEK_SET);
+  return ok;
+}
+
 // The header of an open picture (the file position is kept), checked against the limit.
 ImageInfo header_of(FILE* f, const std::string& path, int64_t max_pixels) {
   ImageInfo i;
+  if (!jpeg_huffman_counts_ok(f))
+    fail("cannot read image '", path, "': a JPEG Huffman table (DHT) with more than 256 codes: a corrupt picture");
   if (!stbi_info_from_file(f, &i.w, &i.h, &i.c))
     fail("cannot read image '", path, "': ", stbi_failure_reason(), " (not a picture stb can read?)");
   if (i.w < 1 || i.h < 1) fail("cannot read image '", path, "': its header says ", i.w, "x", i.h, " pixels");
