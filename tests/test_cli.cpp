@@ -184,13 +184,50 @@ TEST_F(Cli, BadCutAndGroups) {
   EXPECT_CONTAINS(g3.err, "--groups");
 }
 
+TEST_F(Cli, VersionAndMisspellings) {
+  Result r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_CONTAINS(r.out, "tiletrain ");
+  EXPECT_CONTAINS(r.out, "oneDNN ");
+  r = run("trian --cfg x.cfg");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "unknown command 'trian'; did you mean 'train'?");
+  r = run("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "unknown command 'frobnicate'");
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+  r = run("train --cfg '" + fixture("bn_stride") + "' --steps 1 --thread 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "unknown option '--thread'; did you mean '--threads'?");
+  r = run("bench --cfg '" + fixture("bn_stride") + "' --grdi=2x2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "unknown option '--grdi'; did you mean '--grid'?");
+}
+
+TEST_F(Cli, ThreadsDefaultToTheCoresOfTheHostSharedByItsProcesses) {
+  const std::string cfg = " --cfg '" + fixture("bn_stride") + "' --steps 1";
+  // As mpirun would tell a process that shares the host with 64 others: one thread.
+  Result r = run("train" + cfg, "OMPI_COMM_WORLD_LOCAL_SIZE=64");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "tiletrain: 1 thread(s) per process");
+  EXPECT_CONTAINS(r.err, "64 process(es) on this host");
+  r = run("train" + cfg + " --threads 3");
+  EXPECT_EQ(r.err.find("thread(s) per process"), std::string::npos) << "printed although --threads was given";
+  // Whatever data it trains on, train says so first.
+  EXPECT_EQ(r.out.rfind("training ", 0), 0u) << r.out;
+  EXPECT_CONTAINS(r.out, "on synthetic data");
+}
+
 TEST_F(Cli, BenchJsonLastLine) {
   const Result r = run("bench --steps 2 --warmup 1 --json --layers --grid 2x2 --cfg '" + fixture("pool_mix") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
+  // With --json, stdout is the one JSON line and nothing else (the table goes to stderr).
   std::istringstream in(r.out);
   std::string line, last;
+  int lines = 0;
   while (std::getline(in, line))
-    if (!line.empty()) last = line;
+    if (!line.empty()) last = line, ++lines;
+  EXPECT_EQ(lines, 1) << r.out;
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(last)) << last;
   for (const char* k : {"step_s", "fwd_s", "bwd_s", "update_s", "peak_rss_mb"}) {

@@ -310,6 +310,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
 }
 
 int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
+  FILE* const human = o.json ? stderr : stdout;  // with --json, stdout holds the JSON line alone
   const int steps = b.steps, warmup = b.warmup;
   NetSpec net = load_run_net(o);
   Params params(net);
@@ -342,7 +343,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     hxf.push_back(t.halo_exchange_fwd);
     hov.push_back(t.halo_overlap);
     if (!o.json && root)
-      std::printf("step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
+      std::fprintf(human, "step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
                   t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
   }
   // Per-rank medians and memory, collected on every rank.
@@ -369,19 +370,19 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   }
   if (!root) return 0;
   for (size_t r = 0; r < layer_mean.size(); ++r) {
-    std::printf("rank %zu: mean ms per step  %-14s", r, "layer");
-    for (const LayerPass& p : kLayerPasses) std::printf(" %13s", p.name);
-    std::printf("\n");
+    std::fprintf(human, "rank %zu: mean ms per step  %-14s", r, "layer");
+    for (const LayerPass& p : kLayerPasses) std::fprintf(human, " %13s", p.name);
+    std::fprintf(human, "\n");
     LayerTimes total;
     for (size_t l = 0; l < layer_mean[r].size(); ++l) {
-      std::printf("%25zu %-14s", l, layer_type_name(net.layers[l].type));
-      for (const LayerPass& p : kLayerPasses) std::printf(" %13.3f", 1e3 * (layer_mean[r][l].*p.time));
-      std::printf("\n");
+      std::fprintf(human, "%25zu %-14s", l, layer_type_name(net.layers[l].type));
+      for (const LayerPass& p : kLayerPasses) std::fprintf(human, " %13.3f", 1e3 * (layer_mean[r][l].*p.time));
+      std::fprintf(human, "\n");
       total += layer_mean[r][l];
     }
-    std::printf("%25s %-14s", "", "total");
-    for (const LayerPass& p : kLayerPasses) std::printf(" %13.3f", 1e3 * (total.*p.time));
-    std::printf("\n");
+    std::fprintf(human, "%25s %-14s", "", "total");
+    for (const LayerPass& p : kLayerPasses) std::fprintf(human, " %13.3f", 1e3 * (total.*p.time));
+    std::fprintf(human, "\n");
   }
   std::map<std::string, double> per_host;
   for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]] += all_rss[r];
@@ -389,17 +390,17 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   for (auto& [h, v] : per_host) host_max = std::max(host_max, v);
   const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
   auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  std::printf(
+  std::fprintf(human, 
       "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = kernel scratch %.1f, libraries, "
       "MPI; rank 0 also holds the input and whole maps at the cut)\n",
       "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters",
       "other", mem.scratch_mb);
   for (size_t r = 0; r < hosts.size(); ++r)
-    std::printf("%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
+    std::fprintf(human, "%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
                 hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
                 all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
                 all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
-  std::printf(
+  std::fprintf(human, 
       "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
       "(largest rank), %.1f MB (largest host sum)\n",
       median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
@@ -469,6 +470,12 @@ int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
   Params& params = tr.params;
   Trainer& trainer = tr.trainer;
   std::vector<float> input, truth;
+  if (trainer.root()) {
+    std::printf("training %s on synthetic data (pictures and labels drawn from --seed %llu; --data for a data set): "
+                "%d steps of %d images, grid %s, %d rank(s)\n",
+                o.cfg.c_str(), (unsigned long long)o.seed, steps, net.batch, o.grid.c_str(), comm.size());
+    std::fflush(stdout);
+  }
   for (int64_t i = start.step; i < steps; ++i) {  // --steps counts from the start of the run
     if (trainer.root()) synthetic_batch(net, net.batch, o.seed * 1000003 + uint64_t(params.seen), input, truth);
     trainer.reset_times();

@@ -1,6 +1,9 @@
 // tiletrain command line: parses arguments, runs a subcommand, and is the only place
 // where errors become messages and exit codes.
 #include <CLI/CLI.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +14,7 @@
 #include "app/commands.hpp"
 #include "comm/mpi_comm.hpp"
 #include "util/error.hpp"
+#include "util/sys.hpp"
 
 namespace {
 // CLI11 takes "nan" for a number and wraps "-1" or 2^70 into an unsigned one: these say no.
@@ -30,19 +34,86 @@ const CLI::Validator kUnsigned64(
       return digits && errno == 0 ? std::string() : "'" + s + "' is not a whole number from 0 to 2^64-1";
     },
     "UINT64");
+// The release: bumped with each version users are told about.
+constexpr const char* kVersion = "0.16";
+
+std::string version_text() {
+  const dnnl_version_t* d = dnnl_version();
+  return std::string("tiletrain ") + kVersion + " (oneDNN " + std::to_string(d->major) + "." +
+         std::to_string(d->minor) + "." + std::to_string(d->patch) + ", CLI11 " + CLI11_VERSION + ")";
+}
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest of `names` to a misspelt `word`, or "" when none is close.
+std::string closest(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& n : names)
+    if (const size_t d = edit_distance(word, n); d < best_d) best = n, best_d = d;
+  return best;
+}
+
+// A misspelt subcommand or option, said with a suggestion; 0 when every word is known.
+int unknown_words(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* c : app.get_subcommands({})) commands.push_back(c->get_name());
+  if (argc < 2 || argv[1][0] == '-') return 0;
+  const std::string command = argv[1];
+  if (std::find(commands.begin(), commands.end(), command) == commands.end()) {
+    const std::string near = closest(command, commands);
+    std::cerr << "tiletrain: unknown command '" << command << "'"
+              << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\nRun tiletrain --help for the commands.\n";
+    return 2;
+  }
+  const CLI::App* sub = app.get_subcommand(command);
+  std::vector<std::string> options;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& n : o->get_lnames()) options.push_back("--" + n);
+  for (int i = 2; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word == "--") continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(options.begin(), options.end(), word) != options.end()) continue;
+    const std::string near = closest(word, options);
+    std::cerr << "tiletrain " << command << ": unknown option '" << word << "'"
+              << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\nRun tiletrain " << command
+              << " --help for its options.\n";
+    return 2;
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tt;
   CLI::App app{"tiletrain: train CNNs split into spatial tiles, exactly as one big machine would"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text);
   RunOptions o;
   int steps = 10;
   MpiOptions mpi_options;
 
   auto common = [&](CLI::App* c, bool tiling) {
     c->add_option("--cfg", o.cfg, "Darknet .cfg file")->required();
-    c->add_option("--threads", o.threads, "threads per process")->check(CLI::Range(1, 1024));
+    c->add_option("--threads", o.threads,
+                  "threads per process (default: the cores this host lets it use, shared among the processes mpirun "
+                  "started on it)")
+        ->check(CLI::Range(1, 1024));
     c->add_option("--batch", o.batch, "batch size (default: the cfg's)")->check(CLI::PositiveNumber);
     c->add_option("--size", o.size, "input size HxW (default: the cfg's)");
     c->add_option("--kernels", o.kernels,
@@ -130,10 +201,13 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", o.json, "end with one JSON line");
   bench->add_flag("--layers", bo.layers,
                   "also print each layer's mean time per pass on every rank (with --json: layer_times, per rank)");
-  auto* train = app.add_subcommand("train", "train on synthetic data");
+  auto* train = app.add_subcommand(
+      "train", "train a net: on a data set (--data: Fashion-MNIST, IDX files or a Darknet .data) or on synthetic data");
   common(train, true);
   DataOptions data;
-  train->add_option("--steps", steps, "training steps (batches); with --data: at most this many")
+  train->add_option("--steps", steps,
+                    "training steps (batches): required without --data; with --data, stop after this many "
+                    "(default: --epochs whole passes over the training set)")
       ->check(CLI::PositiveNumber);
   train->add_option("--data", data.data,
                     "train on a data set: fashion-mnist, a folder with its four IDX files, or a Darknet detection "
@@ -198,11 +272,16 @@ int main(int argc, char** argv) {
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
 
+  if (const int code = unknown_words(app, argc, argv)) return code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  CLI::App* const command = app.get_subcommands().front();
+  const ThreadShare share = default_threads();
+  const bool auto_threads = command->count("--threads") == 0;
+  if (auto_threads) o.threads = share.threads;
   // Under mpirun every process runs this; an error on any of them ends all of them.
   std::unique_ptr<MpiComm> mpi;
   LocalComm local;
@@ -223,6 +302,11 @@ int main(int argc, char** argv) {
     }
     // info and plan involve no tiles: under mpirun only rank 0 prints them.
     if ((*info || *plan) && comm->rank() != 0) return 0;
+    if (auto_threads && comm->rank() == 0 && !*info && !*plan)
+      std::fprintf(stderr, "tiletrain: %d thread(s) per process: %d core(s)%s, %d process(es) on this host (--threads N to change)\n",
+                   o.threads, share.cores,
+                   std::isfinite(share.quota) ? (", a CPU quota of " + std::to_string(share.quota).substr(0, 4)).c_str() : "",
+                   share.local);
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o, po);
     if (*calibrate) return cmd_calibrate(o, *comm, calibrate_out, calibrate->count("--steps") ? steps : 3);

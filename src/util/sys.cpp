@@ -71,6 +71,17 @@ double memory_limit_mb() {
   return mb;
 }
 
+ThreadShare default_threads() {
+  ThreadShare t;
+  t.cores = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  t.quota = cgroup_cpu_quota_cores();
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  t.local = local ? std::max(1, std::atoi(local)) : 1;
+  const int usable = std::isfinite(t.quota) ? std::clamp(int(t.quota), 1, t.cores) : t.cores;
+  t.threads = std::max(1, usable / t.local);
+  return t;
+}
+
 void check_can_write(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);

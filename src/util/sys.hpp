@@ -32,6 +32,15 @@ void allow_all_cpus();
 double cgroup_cpu_quota_cores(const std::string& self_cgroup = "/proc/self/cgroup",
                               const std::string& cgroup_root = "/sys/fs/cgroup");
 
+// The threads a process should run by default: the cores it may use (online cores, fewer
+// under a cgroup CPU quota) shared among the processes mpirun started on this host
+// (OMPI_COMM_WORLD_LOCAL_SIZE), at least 1. `cores`, `quota` and `local` describe it.
+struct ThreadShare {
+  int threads = 1, cores = 1, local = 1;
+  double quota = 0;  // cores of the CPU quota; +infinity where none is set
+};
+ThreadShare default_threads();
+
 // This process's memory limit in MB: its cgroup's (v1 or v2 memory limit), else the
 // machine's memory.
 double memory_limit_mb();
