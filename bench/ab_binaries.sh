@@ -11,7 +11,7 @@ rounds=$1 old=$2 new=$3
 shift 3
 for r in $(seq "$rounds"); do
   for bin in "$old" "$new"; do
-    out=$(env "$@" "$bin" bench --cfg cfgs/yolov2-16.cfg --steps 7 --warmup 2 --layers 2>&1)
+    out=$(env "$@" "$bin" bench --cfg cfgs/yolov2-16.cfg --threads 1 --steps 7 --warmup 2 --layers 2>&1)
     step=$(echo "$out" | awk '/^median step/ {print $3}')
     totals=$(echo "$out" | awk '$1 == "total" {print $2, $3, $4}')
     echo "$bin step $step fwd/fwd_pw/bwd_pw $totals"

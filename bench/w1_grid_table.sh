@@ -14,7 +14,7 @@ for grid in 1x1 1x2 2x2 3x3 6x4; do
   n=$(( ${grid%x*} * ${grid#*x} ))
   for groups in none all; do
     for mode in "" --low-memory; do
-      j=$(scripts/mpirun.sh "$n" bench --cfg cfgs/yolov2-16.cfg --grid "$grid" --groups "$groups" $mode \
+      j=$(scripts/mpirun.sh "$n" bench --cfg cfgs/yolov2-16.cfg --threads 1 --grid "$grid" --groups "$groups" $mode \
           --steps "$steps" --warmup 3 --json 2>/dev/null | tail -n1)
       python3 -c "
 import json,sys; r=json.loads(sys.argv[1])

@@ -19,11 +19,11 @@ if [ ! -x build/tiletrain ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null;
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-bench() { build/tiletrain bench --cfg $cfg --steps "$steps" --warmup 2 --json "$@" | tail -n1; }
+bench() { build/tiletrain bench --cfg $cfg --threads 1 --steps "$steps" --warmup 2 --json "$@" | tail -n1; }
 for r in $(seq "$rounds"); do
   bench >>"$tmp/one"
-  scripts/mpirun.sh 2 bench --cfg $cfg --grid 1x2 --steps "$steps" --warmup 2 --json | tail -n1 >>"$tmp/r12"
-  scripts/mpirun.sh 2 bench --cfg $cfg --grid 2x1 --steps "$steps" --warmup 2 --json | tail -n1 >>"$tmp/r21"
+  scripts/mpirun.sh 2 bench --cfg $cfg --threads 1 --grid 1x2 --steps "$steps" --warmup 2 --json | tail -n1 >>"$tmp/r12"
+  scripts/mpirun.sh 2 bench --cfg $cfg --threads 1 --grid 2x1 --steps "$steps" --warmup 2 --json | tail -n1 >>"$tmp/r21"
   bench >"$tmp/a" &
   bench >"$tmp/b"
   wait

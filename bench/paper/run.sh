@@ -131,7 +131,7 @@ done
 printf 'print("%s")\n' "$host_gflops" >"$tmp/cluster/host_sgemm.py"
 # The same W1 step on one unthrottled core here, outside the cluster (fastest of 3 runs):
 # how much of a core an emulated core really delivers (CFS quota slices are not free).
-host_args=(bench --cfg $cfg --steps 3 --warmup 1 --json)
+host_args=(bench --cfg $cfg --threads 1 --steps 3 --warmup 1 --json)
 [ -n "$size" ] && host_args+=(--size "$size")
 host_json=""
 for _ in 1 2 3; do
@@ -275,7 +275,7 @@ run() {
   tpr=$((c / per))
   nrun=$((nrun + 1))
   id=$(printf '%03d-%s-%dx%d-r%d-b%d-%s%s-%d' $nrun "$exp" "$n" "$c" "$per" "$batch" "${groups//,/_}" "$([ "$low" = 1 ] && echo -lowmem)" "$rep")
-  args=(bench --cfg $cfg --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" --batch "$batch" --steps "$st" --warmup "$wu" --json)
+  args=(bench --cfg $cfg --threads 1 --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" --batch "$batch" --steps "$st" --warmup "$wu" --json)
   [ -n "$size" ] && args+=(--size "$size")
   [ "$low" = 1 ] && args+=(--low-memory)
   local oom0 per0 per1 t0 t1

@@ -47,7 +47,7 @@ if [ $recalibrate = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: --recalibrate needs root (cluster/edge.sh)" >&2; exit 1; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   if want local; then
-    mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+    mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local-cluster.json" >&2
   fi
   links=""
   if want edge || want paper; then links="30mbit 100mbit 1gbit"; fi
@@ -56,7 +56,7 @@ if [ $recalibrate = 1 ]; then
   for link in $links; do
     cluster/edge.sh down >/dev/null 2>&1 || true
     cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
-    cluster/edge.sh run -- calibrate --cfg $cfg --out "$out/edge-$link-cluster.json" >&2
+    cluster/edge.sh run -- calibrate --cfg $cfg --threads 1 --out "$out/edge-$link-cluster.json" >&2
   done
 fi
 if [ -n "$repredict" ]; then
@@ -93,7 +93,7 @@ record() {
   local name
   name=$(echo "$setting $*" | tr -c 'A-Za-z0-9.,=-' _)
   "$bin" plan --cfg $cfg "$@" --cluster "$cluster" --ranks-per-device "$per" --json >"$out/raw/$name.plan.json"
-  if ! "${launch[@]}" bench --cfg $cfg "$@" --steps 5 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
+  if ! "${launch[@]}" bench --cfg $cfg --threads 1 "$@" --steps 5 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
     log "FAILED: $setting $* (see $out/raw/$name.bench.txt)"
     exit 1
   fi
@@ -110,7 +110,7 @@ EOF
 
 if want local; then
   log "local: calibrating this machine (2 ranks, shared memory)"
-  mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --out "$out/local-cluster.json" >&2
+  mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local-cluster.json" >&2
   c=$out/local-cluster.json
   mp() { echo mpirun -np "$1" --oversubscribe --mca btl self,vader "$bin"; }
   # shellcheck disable=SC2046
@@ -139,7 +139,7 @@ if want edge; then
     cluster/edge.sh down >/dev/null 2>&1 || true
     cluster/edge.sh up --devices 4 --link $link --cores 1 --device-speed 0.45 >&2
     c=$out/edge-$link-cluster.json
-    cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+    cluster/edge.sh run -- calibrate --cfg $cfg --threads 1 --out "$c" >&2
     run4() { record "edge-$link" "$c" 4 1 cluster/edge.sh run --timeout 600 -- :: "$@"; }
     run8() { record "edge-$link" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: "$@"; }
     run4 --grid 2x2 --groups none
@@ -170,7 +170,7 @@ if want paper; then
   cluster/edge.sh down >/dev/null 2>&1 || true
   cluster/edge.sh up --devices 4 --link 100mbit --cores 1 --device-speed 0.45 >&2
   c=$out/edge-100mbit-cluster.json
-  [ -f "$c" ] || cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+  [ -f "$c" ] || cluster/edge.sh run -- calibrate --cfg $cfg --threads 1 --out "$c" >&2
   run4() { record "paper-edge-100mbit" "$c" 4 1 cluster/edge.sh run --timeout 600 -- :: "$@"; }
   for f in recompute exchange; do
     run4 --grid 2x2 --groups all --backward-features $f

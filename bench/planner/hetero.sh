@@ -35,10 +35,10 @@ cfg=cfgs/yolov2-16.cfg
 : >"$out/hetero.jsonl"
 for round in 1 2; do
   for split in even "--col-weights 2,1" "faster device alone"; do
-    run=(cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x2)
+    run=(cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --threads 1 --batch "$batch" --grid 1x2)
     case $split in
       even) ;;
-      faster*) run=(cluster/edge.sh run --devices 1 --timeout 600 -- bench --cfg $cfg --batch "$batch" --grid 1x1) ;;
+      faster*) run=(cluster/edge.sh run --devices 1 --timeout 600 -- bench --cfg $cfg --threads 1 --batch "$batch" --grid 1x1) ;;
       *) read -r -a extra <<<"$split"; run+=("${extra[@]}") ;;
     esac
     "${run[@]}" --steps 3 --warmup 1 --json |
@@ -55,5 +55,5 @@ even, weighted, alone = best["even"], best["--col-weights 2,1"], best["faster de
 print(f"even split {even:.3f} s, weighted by speed {weighted:.3f} s: {even / weighted:.2f}x faster; "
       f"the faster device alone {alone:.3f} s")
 EOF
-cluster/edge.sh run -- calibrate --cfg $cfg --batch "$batch" --out "$out/hetero-cluster.json" >&2
+cluster/edge.sh run -- calibrate --cfg $cfg --threads 1 --batch "$batch" --out "$out/hetero-cluster.json" >&2
 build/tiletrain plan --cfg $cfg --batch "$batch" --cluster "$out/hetero-cluster.json" --optimize | tee "$out/hetero-optimize.txt" >&2

@@ -34,7 +34,7 @@ mkdir -p "$out"
 edge_cluster optcheck --devices "$devices" --profile "$profile"
 cfg=cfgs/yolov2-16.cfg
 c=$out/optimizer-$profile-cluster.json
-cluster/edge.sh run -- calibrate --cfg $cfg --out "$c" >&2
+cluster/edge.sh run -- calibrate --cfg $cfg --threads 1 --out "$c" >&2
 build/tiletrain plan --cfg $cfg --cluster "$c" --optimize --top 8 --json >"$out/optimizer-$profile-plan.json"
 log=$out/optimizer-$profile.jsonl
 : >"$log"
@@ -63,7 +63,7 @@ for round in $(seq "$rounds"); do
     pred=$(build/tiletrain plan --cfg $cfg $args --cluster "$c" --ranks-per-device "$per" --json |
       python3 -c "import json,sys; print(json.load(sys.stdin)['prediction']['step_s'])")
     # shellcheck disable=SC2086
-    meas=$(cluster/edge.sh run --devices "$used" --ranks-per-device "$per" --timeout 600 -- bench --cfg $cfg $args --steps "$steps" --warmup 1 --json |
+    meas=$(cluster/edge.sh run --devices "$used" --ranks-per-device "$per" --timeout 600 -- bench --cfg $cfg --threads 1 $args --steps "$steps" --warmup 1 --json |
       tail -n1 | python3 -c "import json,sys; print(json.load(sys.stdin)['step_s'])")
     echo "{\"round\": $round, \"source\": \"$src\", \"devices\": $used, \"ranks_per_device\": $per, \"args\": \"$args\", \"predicted\": $pred, \"measured\": $meas}" >>"$log"
     printf '  %d %-9s %d device(s) x %d %-55s predicted %.3f s, measured %.3f s\n' "$round" "$src" "$used" "$per" "$args" "$pred" "$meas" >&2

@@ -24,7 +24,7 @@ cfg=cfgs/yolov2-16.cfg
 for round in 1 2; do
   for groups in none 0,4,8,12; do
     for overlap in off auto; do
-      cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --grid 2x2 --groups $groups --overlap $overlap --steps 3 \
+      cluster/edge.sh run --timeout 600 -- bench --cfg $cfg --threads 1 --grid 2x2 --groups $groups --overlap $overlap --steps 3 \
         --warmup 1 --json | tail -n1 | python3 -c "import json,sys; r=json.load(sys.stdin); r['round']=$round; print(json.dumps(r))" \
         >>"$out/overlap.jsonl"
       tail -n1 "$out/overlap.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('  groups %-9s overlap %-4s step %.3f s, halo %.3f s, of it exchanges %.3f s (forward %.3f s); overlapped compute %.3f s' % (r['groups'], r['overlap'], r['step_s'], r['halo_s'], r['halo_exchange_s'], r['halo_exchange_fwd_s'], r['halo_overlap_s']))" >&2
