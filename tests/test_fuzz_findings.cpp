@@ -1,0 +1,82 @@
+// Regression tests for what the fuzz targets (fuzz/) found in readers whose own test files
+// cover other ground; each names its target. The reproducers are also in fuzz/corpus/.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "data/image.hpp"
+#include "test_util.hpp"
+#include "util/error.hpp"
+
+namespace tt {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class FuzzFindings : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir = (std::filesystem::temp_directory_path() / ("tt-fuzz-findings-" + std::to_string(getpid()))).string();
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string p = dir + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string load_error(const std::string& path) {
+    try {
+      load_image(path, 3);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no error for " << path;
+    return "";
+  }
+  std::string dir;
+};
+
+// fuzz_image: Debian's stb wrote past its Huffman tables for a DHT segment whose 16 code
+// counts add up to more than 256 (CVE-2021-37789); load_image refuses such a JPEG before
+// stb reads it, whether the segment comes before the frame header or between scans.
+TEST_F(FuzzFindings, JpegHuffmanTableWithMoreThan256CodesIsRefused) {
+  std::string dht = "\xff\xc4";
+  dht += std::string("\x00\x13\x00", 3) + std::string(16, '\xff');  // one table: 16 x 255 codes
+  const std::string header_only = "\xff\xd8" + dht + "\xff\xd9";
+  std::string msg = load_error(write("header.jpg", header_only));
+  EXPECT_NE(msg.find("Huffman"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("header.jpg"), std::string::npos) << msg;
+  EXPECT_THROW(image_info(dir + "/header.jpg"), Error);
+
+  // A real progressive JPEG (several scans, a DHT before each) with its last DHT's counts
+  // raised: found only by walking the scans' entropy-coded data.
+  std::string jpeg = read_file(test::source_dir() + "/fuzz/corpus/fuzz_image/progressive.jpg");
+  ASSERT_GT(jpeg.size(), 100u);
+  const Image good = load_image(write("good.jpg", jpeg), 3);
+  EXPECT_EQ(good.w, 9);
+  EXPECT_EQ(good.h, 16);
+  const size_t last_dht = jpeg.rfind("\xff\xc4");
+  const size_t first_sos = jpeg.find("\xff\xda");
+  ASSERT_NE(last_dht, std::string::npos);
+  ASSERT_GT(last_dht, first_sos) << "the seed should have a DHT between scans";
+  for (size_t k = 0; k < 16; ++k) jpeg[last_dht + 5 + k] = '\xff';
+  msg = load_error(write("scans.jpg", jpeg));
+  EXPECT_NE(msg.find("Huffman"), std::string::npos) << msg;
+}
+
+// The reproducer fuzz_image found, as it was found.
+TEST_F(FuzzFindings, JpegHuffmanReproducerIsRefused) {
+  const std::string msg = load_error(test::source_dir() + "/fuzz/corpus/fuzz_image/crash-jpeg-dht-over-256-codes");
+  EXPECT_NE(msg.find("Huffman"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tt
