@@ -444,6 +444,14 @@ TEST_F(CliDetection, TrainDetectMap) {
     EXPECT_EQ(png.substr(1, 3), "PNG") << p;
   }
   EXPECT_NE(r.out.find("%  box ("), std::string::npos) << "no detection printed at threshold 0.001:\n" << r.out;
+  EXPECT_CONTAINS(r.out, "00000.jpg: 128x128, ");
+  EXPECT_CONTAINS(r.out, " object(s)\n");
+  // A threshold nothing passes: still a line per picture, saying so.
+  r = run("detect --cfg '" + cfg + "' --weights w.weights --names '" + data + "' --thresh 1.5 '" +
+          path("shapes/images/valid/00000.jpg") + "' '" + path("shapes/images/valid/00001.jpg") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "00000.jpg: 128x128, no object above --thresh 1.5\n");
+  EXPECT_CONTAINS(r.out, "00001.jpg: 128x128, no object above --thresh 1.5\n");
   r = run("map --cfg '" + cfg + "' --weights w.weights --data '" + data + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("VOC mAP@0.5 on 4 pictures"), std::string::npos) << r.out;

@@ -392,7 +392,13 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
     const std::vector<std::vector<Detection>> dets =
         detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh);
     if (!trainer.root() || !ok) continue;
-    std::printf("%s: %dx%d\n", d.images[size_t(i)].c_str(), im.w, im.h);
+    int found = 0;
+    for (const Detection& det : dets[0])
+      for (int c = 0; c < classes; ++c) found += det.prob[size_t(c)] > 0;
+    if (found)
+      std::printf("%s: %dx%d, %d object(s)\n", d.images[size_t(i)].c_str(), im.w, im.h, found);
+    else
+      std::printf("%s: %dx%d, no object above --thresh %g\n", d.images[size_t(i)].c_str(), im.w, im.h, d.thresh);
     for (const Detection& det : dets[0])
       for (int c = 0; c < classes; ++c) {
         if (det.prob[size_t(c)] <= 0) continue;  // below the threshold or suppressed
