@@ -378,7 +378,7 @@ TEST_F(Cli, CalibratePlanAndOptimize) {
   EXPECT_CONTAINS(text.out, "predicted step");
   const Result opt = run("plan --optimize --cfg '" + cfg + "' --cluster c.json --model model.json --top 3");
   ASSERT_EQ(opt.code, 0) << opt.err;
-  EXPECT_CONTAINS(opt.out, "cluster/edge.sh run --ranks-per-device");
+  EXPECT_CONTAINS(opt.out, "mpirun -np 2 --host a:1,b:1 build/tiletrain train --cfg ");  // real hosts a and b
   // Every device has a pi3's 1 GB: 1 MB each does not fit, and the shortfall is named.
   write("small.json", R"({"devices": [{"name": "a", "profile": "pi3", "memory_mb": 1}],
                           "links": {"bandwidth_mbit": 100, "latency_us": 200}})");

@@ -643,5 +643,27 @@ TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
   EXPECT_NEAR(ro.best[0].pred.step_s, r.best[0].pred.step_s, 0.02 * r.best[0].pred.step_s);
 }
 
+// The printed command runs the candidate where the cluster is: edge.sh for an emulated one
+// (hosts devK), mpirun with the hosts for real machines, plain mpirun on one host; and it
+// repeats the options that change what is trained.
+TEST(PlannerOptimizer, CommandLinesFitTheCluster) {
+  Candidate c;
+  c.part.rows = 2;
+  c.part.cols = 2;
+  c.part.cut = 4;
+  c.part.tiles_per_rank = 1;
+  c.part.ranks_per_device = 2;
+  RunContext ctx{" --batch 4 --size 96x96", {"pi-a", "pi-b", "pi-c"}};
+  EXPECT_EQ(command_line("w.cfg", c, ctx),
+            "mpirun -np 4 --host pi-a:2,pi-b:2 build/tiletrain train --cfg w.cfg --batch 4 --size 96x96 --grid 2x2 "
+            "--groups none --cut 4 --tiles-per-rank 1 --steps 100");
+  ctx.hosts = {"dev0", "dev1"};
+  EXPECT_EQ(command_line("w.cfg", c, ctx).rfind("cluster/edge.sh run --ranks-per-device 2 -- train --cfg w.cfg --batch 4", 0),
+            0u);
+  ctx.hosts = {"here"};
+  c.part.ranks_per_device = 4;
+  EXPECT_EQ(command_line("w.cfg", c, ctx).rfind("mpirun -np 4 build/tiletrain train --cfg w.cfg --batch 4", 0), 0u);
+}
+
 }  // namespace
 }  // namespace tt

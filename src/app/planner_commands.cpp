@@ -426,6 +426,12 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
   so.top = po.top;
   const SearchResult r = optimize(net, cm, so);
   const int D = int(cm.spec.devices.size());
+  RunContext ctx;  // what the printed commands must repeat besides the partition
+  if (o.batch > 0) ctx.run_args += " --batch " + std::to_string(o.batch);
+  if (!o.size.empty()) ctx.run_args += " --size " + o.size;
+  if (o.bn != "sync") ctx.run_args += " --bn " + o.bn;
+  if (o.seed != 1) ctx.run_args += " --seed " + std::to_string(o.seed);
+  for (const DeviceSpec& d : cm.spec.devices) ctx.hosts.push_back(d.host.empty() ? d.name : d.host);
   if (o.json) {
     nlohmann::json best = nlohmann::json::array();
     for (const Candidate& c : r.best)
@@ -436,7 +442,7 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
                       {"ranks_per_device", c.part.ranks_per_device},
                       {"low_memory", c.part.low_memory},
                       {"ranks", c.part.ranks()},
-                      {"command", command_line(net, o.cfg, c, D)},
+                      {"command", command_line(o.cfg, c, ctx)},
                       {"prediction", prediction_to_json(c.pred)}});
     nlohmann::json j{{"cfg", o.cfg}, {"batch", net.batch}, {"configs", r.configs}, {"predictions", r.replays},
                      {"seconds", r.seconds}, {"best", best}};
@@ -457,7 +463,7 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
     const Candidate& c = r.best[k];
     std::printf("%-3zu %9.4f %9.4f %9.4f %9.1f  %s\n", k + 1, c.pred.step_s, c.pred.halo_s, c.pred.weights_s,
                 c.pred.peak_rss_mb_max, c.part.str().c_str());
-    std::printf("    %s\n", command_line(net, o.cfg, c, D).c_str());
+    std::printf("    %s\n", command_line(o.cfg, c, ctx).c_str());
   }
   return 0;
 }

@@ -248,16 +248,23 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   return res;
 }
 
-std::string command_line(const NetSpec&, const std::string& cfg, const Candidate& c, int devices) {
+std::string command_line(const std::string& cfg, const Candidate& c, const RunContext& ctx) {
   const Partition& p = c.part;
-  std::string args = "train --cfg " + cfg + " --grid " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
-                     " --groups " + p.groups_str() + " --cut " + std::to_string(p.cut) + " --tiles-per-rank " +
-                     std::to_string(p.tiles_per_rank) + p.flags() +
-                     " --steps 100";
-  const int used = p.ranks() / p.ranks_per_device;
-  if (devices > 1)
+  const std::string args = "train --cfg " + cfg + ctx.run_args + " --grid " + std::to_string(p.rows) + "x" +
+                           std::to_string(p.cols) + " --groups " + p.groups_str() + " --cut " + std::to_string(p.cut) +
+                           " --tiles-per-rank " + std::to_string(p.tiles_per_rank) + p.flags() + " --steps 100";
+  const int devices = int(ctx.hosts.size()), used = p.ranks() / p.ranks_per_device;
+  const bool emulated = std::all_of(ctx.hosts.begin(), ctx.hosts.end(), [](const std::string& h) {
+    return h.size() > 3 && h.rfind("dev", 0) == 0 && h.find_first_not_of("0123456789", 3) == std::string::npos;
+  });
+  if (devices > 1 && emulated)
     return "cluster/edge.sh run --ranks-per-device " + std::to_string(p.ranks_per_device) + " -- " + args +
            (used < devices ? "   # on a cluster of " + std::to_string(used) + " device(s)" : "");
+  if (devices > 1) {
+    std::string hosts;
+    for (int d = 0; d < used; ++d) hosts += (d ? "," : "") + ctx.hosts[size_t(d)] + ":" + std::to_string(p.ranks_per_device);
+    return "mpirun -np " + std::to_string(p.ranks()) + " --host " + hosts + " build/tiletrain " + args;
+  }
   return "mpirun -np " + std::to_string(p.ranks()) + " build/tiletrain " + args;
 }
 

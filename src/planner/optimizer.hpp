@@ -45,7 +45,14 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
 // on (each device's calibrated model, or the reference model scaled by its speed factor).
 TileSplit split_by_speed(const Partition& p, const ClusterModel& cm);
 
-// The command line that runs a candidate on the cluster (cluster/edge.sh run or mpirun).
-std::string command_line(const NetSpec& net, const std::string& cfg, const Candidate& c, int devices);
+// How the searched runs were asked for: the options besides the partition that change
+// what is trained (e.g. " --batch 4 --size 96x96"), and the cluster's hosts.
+struct RunContext {
+  std::string run_args;
+  std::vector<std::string> hosts;  // per device; devK for devices of cluster/edge.sh
+};
+// The command line that runs a candidate on the cluster: cluster/edge.sh run for an emulated
+// cluster, mpirun --hostfile for real hosts, plain mpirun on one host.
+std::string command_line(const std::string& cfg, const Candidate& c, const RunContext& ctx);
 
 }  // namespace tt
