@@ -403,8 +403,11 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
       for (int c = 0; c < classes; ++c) {
         if (det.prob[size_t(c)] <= 0) continue;  // below the threshold or suppressed
         const BoxF& b = det.box;
-        const int x1 = int((b.x - b.w / 2) * im.w), x2 = int((b.x + b.w / 2) * im.w);
-        const int y1 = int((b.y - b.h / 2) * im.h), y2 = int((b.y + b.h / 2) * im.h);
+        // A box of an untrained head can be infinite or NaN (exp overflow): converting that to
+        // int is undefined (UBSan, CliDetection.TrainDetectMap), so clamp it first.
+        const auto px = [](float v) { return std::isnan(v) ? 0 : int(std::clamp(v, -1e9f, 1e9f)); };
+        const int x1 = px((b.x - b.w / 2) * im.w), x2 = px((b.x + b.w / 2) * im.w);
+        const int y1 = px((b.y - b.h / 2) * im.h), y2 = px((b.y + b.h / 2) * im.h);
         std::printf("  %s: %.0f%%  box (%d, %d)-(%d, %d)\n", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)], x1,
                     y1, x2, y2);
         if (d.out.empty()) continue;
