@@ -56,11 +56,10 @@ for t in fuzz_cfg fuzz_data fuzz_image fuzz_weights fuzz_cluster; do
 done
 
 echo "== 2-rank MPI verify under ASan+UBSan"
-# Open MPI's own allocations (its transports, PMIx, hwloc) are still held at exit and
-# would fail LeakSanitizer on every run, and their stacks go through libraries this build
-# does not instrument, so no suppression list stays correct across Open MPI versions:
-# leak checking is off for this run only (the unit tests above check the engine's leaks).
-# Address and undefined-behaviour errors stay fatal.
+# Leak checking is off for this run only: Open MPI leaves about 3,300 allocations (120 KB)
+# per rank unfreed at exit, most made by its plugins, which it has unloaded by then
+# (LeakSanitizer shows them as <unknown module>), so no suppression can name them. The unit
+# tests above check the engine's own leaks; address and undefined-behaviour errors stay fatal.
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
   bash tests/mpi/verify_ok.sh mpirun -np 2 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo \
   -x ASAN_OPTIONS -x UBSAN_OPTIONS build-san/tiletrain verify --cfg cfgs/fashion-mnist.cfg --grid 2x1 --batch 2 --steps 1
