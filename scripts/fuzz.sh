@@ -17,7 +17,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_cfg fuzz_data fuzz_image fuzz_weights fuzz_cluster)
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]"; exit 2; }
 
-scripts/sanitize.sh --build-only
+scripts/sanitize.sh --build-only "${targets[@]}"
 
 export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

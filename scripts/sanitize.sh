@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The project under AddressSanitizer + UndefinedBehaviorSanitizer (clang, build-san/):
-# builds everything with the fuzz targets, runs the unit tests, replays each fuzz target's
+# builds tiletrain, its tests and the fuzz targets, runs the unit tests, replays each fuzz target's
 # seed corpus (fuzz/corpus, no mutation) and a 2-rank MPI verify. Any sanitizer report
 # stops it with a non-zero status (UBSan too: -fno-sanitize-recover). Installs what is missing.
 #
 #   scripts/sanitize.sh               everything above
-#   scripts/sanitize.sh --build-only  configure and build build-san/ (scripts/fuzz.sh uses this)
+#   scripts/sanitize.sh --build-only [TARGET...]   configure and build build-san/ (default: the
+#                                                   tests and the fuzz targets; scripts/fuzz.sh uses this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,8 +26,15 @@ CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWith
   -DTILETRAIN_SANITIZE=ON -DTILETRAIN_FUZZ=ON \
   "-DOpenMP_C_FLAGS=$omp_flags" "-DOpenMP_CXX_FLAGS=$omp_flags" -DOpenMP_C_LIB_NAMES=gomp \
   -DOpenMP_CXX_LIB_NAMES=gomp "-DOpenMP_gomp_LIBRARY=$gomp_lib" >/dev/null
-cmake --build build-san
-[ "${1:-}" = --build-only ] && exit 0
+fuzz_targets=(fuzz_cfg fuzz_data fuzz_image fuzz_weights fuzz_cluster)
+if [ "${1:-}" = --build-only ]; then
+  shift
+  [ $# -gt 0 ] || set -- tiletrain_tests "${fuzz_targets[@]}"
+  cmake --build build-san --target "$@"
+  exit 0
+fi
+# What the steps below run (the tests bring tiletrain and the Darknet oracles); not the benches.
+cmake --build build-san --target tiletrain_tests "${fuzz_targets[@]}"
 
 # Every report is fatal and shows where; LeakSanitizer runs at each exit (ASan's default on
 # x86-64 and arm64 Linux). The suppressions name what leaks outside this project's code.
@@ -45,7 +53,7 @@ echo "== unit tests under ASan+UBSan (filter $filter)"
 build-san/tests/tiletrain_tests --gtest_color=no --gtest_brief=1 "--gtest_filter=$filter"
 
 echo "== fuzz targets over their seed corpora"
-for t in fuzz_cfg fuzz_data fuzz_image fuzz_weights fuzz_cluster; do
+for t in "${fuzz_targets[@]}"; do
   # -runs=0 with a corpus folder: every file once, no mutation
   if ! out=$(build-san/fuzz/$t -runs=0 -rss_limit_mb=2048 -timeout=30 fuzz/corpus/$t 2>&1); then
     printf '%s\n' "$out" | tail -40
