@@ -140,8 +140,12 @@ void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const Ru
   tr.gather_weights();
   const std::vector<float> m = tr.gather_momentum();
   if (!tr.root()) return;
+  const double t0 = now_s();
   save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
                   CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
+  std::printf("checkpoint of step %lld written into %s (%.2f s)\n", (long long)done, f.checkpoint_dir.c_str(),
+              now_s() - t0);
+  std::fflush(stdout);
 }
 
 namespace {

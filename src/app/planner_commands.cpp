@@ -104,6 +104,17 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   for (int r = 0; r < P; ++r)
     if (hosts[size_t(r)] == hosts[size_t(me)]) host_share += shares[size_t(r)];
   co.cpu_capacity = capacity_of(host_share);
+  // Progress on rank 0 (the leader of its host), on stderr: a calibration takes minutes.
+  auto say = [&](const std::string& what) {
+    if (me == 0) std::fprintf(stderr, "calibrate: %s (%.0f s so far)\n", what.c_str(), now_s() - t0);
+  };
+  co.progress = [&](int done, int total) {
+    const double took = now_s() - t0;
+    say("kernels: " + std::to_string(done) + " of " + std::to_string(total) + " map sizes measured, about " +
+        std::to_string(int(std::lround(took / done * (total - done)))) + " s left for them");
+  };
+  say("measuring the kernels of " + net.path + " at " + std::to_string(co.scales.size()) + " map sizes, " +
+      std::to_string(co.rounds) + " sweeps" + (P > 1 ? ", every host at once" : ""));
   if (leader) {
     DeviceModel m = calibrate_device(net, co);
     m.host = hosts[size_t(me)];
@@ -117,7 +128,9 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   // much their layer times spread (what synchronisations cost).
   std::vector<double> together, spread;
   if (P > 1) {
+    say("timing every rank computing at once");
     CalibrateOptions busy = co;
+    busy.progress = nullptr;
     busy.steps = std::max(5, steps);
     const ComputeSample cs = measure_compute(net, busy);
     together = comm.all_gather(cs.compute_s);
@@ -125,6 +138,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   }
   const double t_kernels = now_s() - t0;
   // Ping-pong between every pair of ranks, one pair at a time.
+  if (P > 1) say("timing the links between the " + std::to_string(P) + " ranks, a pair at a time");
   std::vector<PairTiming> pairs;
   for (int a = 0; a < P; ++a)
     for (int b = a + 1; b < P; ++b) {
@@ -169,6 +183,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     }
   };
   if (P > 1) {
+    say("timing the update's collectives");
     double slowest = 1e300;  // the slowest link's bytes/s, from the pairs
     for (const std::string& s : all_pairs)
       for (const auto& p : nlohmann::json::parse(s)) slowest = std::min(slowest, p[3].get<double>());

@@ -259,8 +259,15 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   // a device for seconds at a time: one sweep of four emulated devices at once measured all
   // of them 15-20 % slow at the two largest sizes, while the training steps minutes later
   // ran at the speed the other sweeps had measured (bench/RESULTS.md, thirteenth session).
+  int measured = 0;
+  const int to_measure = int(sized.size()) * o.rounds;
   const std::vector<SizePoint> pts = fastest_of_sweeps<SizePoint>(
-      sized.size(), o.rounds, [&](size_t i, int round) { return measure(sized[i], o, round == 0 && i == 0 ? &m : nullptr); },
+      sized.size(), o.rounds,
+      [&](size_t i, int round) {
+        SizePoint p = measure(sized[i], o, round == 0 && i == 0 ? &m : nullptr);
+        if (o.progress) o.progress(++measured, to_measure);
+        return p;
+      },
       [](const SizePoint& p) { return p.compute; });
   // Per layer and pass: seconds against the cells of the layer's output map at each size.
   m.layers.resize(size_t(spatial));

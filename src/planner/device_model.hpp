@@ -5,6 +5,7 @@
 // process needs besides the buffers the memory plan counts. The planner's cost model
 // (cost_model.hpp) reads it.
 #pragma once
+#include <functional>
 #include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
@@ -93,6 +94,8 @@ struct CalibrateOptions {
   // Cores the device gives, measured by the caller with every process on it at once
   // (capacity_of the summed cpu_time_share); 0: cpu_capacity() here.
   double cpu_capacity = 0;
+  // Called after each map size is measured: (sizes measured, of how many), e.g. to print progress.
+  std::function<void(int done, int total)> progress;
 };
 // `rounds` sweeps of measure(i, round) over i = 0..n-1 (a whole sweep before the next);
 // for each i the result with the smallest time(result).
