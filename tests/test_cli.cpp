@@ -431,6 +431,8 @@ TEST_F(CliDetection, TrainDetectMap) {
   EXPECT_NE(r.out.find("coord"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VOC mAP@0.5 on 4 pictures"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("waiting for data"), std::string::npos);
+  EXPECT_CONTAINS(r.out, "a detector usually needs tens of epochs");  // 2 steps is not a training
+  EXPECT_CONTAINS(r.out, "checkpoint of step 2 written into ck");
   const std::string metrics = slurp(path("m.jsonl"));
   EXPECT_NE(metrics.find("\"loss_obj\""), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("\"map\""), std::string::npos) << metrics;

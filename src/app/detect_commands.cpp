@@ -310,6 +310,12 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     if (root) {
       print_map(m, dc.class_names, used);
       progress->record(total, {{"map", m.map}, {"valid_images", used}});
+      // Detectors learn slowly: a first run of the default single epoch is rarely useful.
+      const double epochs = double(total) / double(per_epoch);
+      if (epochs < 10)
+        std::printf("(trained %.3g epoch(s), %lld steps: a detector usually needs tens of epochs, e.g. --epochs 25 "
+                    "as scripts/detect_job.sh trains; --resume continues this run if it wrote --checkpoint)\n",
+                    epochs, (long long)total);
     }
   }
   return 0;
