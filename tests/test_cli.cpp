@@ -365,6 +365,12 @@ TEST_F(Cli, CalibratePlanAndOptimize) {
   const Result cal = run("calibrate --cfg '" + cfg + "' --steps 1 --out model.json");
   ASSERT_EQ(cal.code, 0) << cal.err;
   EXPECT_CONTAINS(cal.out, "wrote model.json");
+  EXPECT_CONTAINS(cal.err, "calibrate: kernels: 1 of ");  // progress while it measures
+  // What calibrate wrote, plan --cluster reads: a cluster of this one device, said so.
+  const Result here = run("plan --grid 2x1 --cfg '" + cfg + "' --cluster model.json");
+  EXPECT_EQ(here.code, 0) << here.err;
+  EXPECT_CONTAINS(here.err, "model.json is a device model (calibrate in one process): planning for that one device");
+  EXPECT_CONTAINS(here.out, "predicted step");
   const std::string cluster =
       write("c.json", R"({"devices": [{"name": "a", "profile": "pi3"}, {"name": "b", "profile": "pi4"}],
                                                  "links": {"bandwidth_mbit": 100, "latency_us": 200}})");

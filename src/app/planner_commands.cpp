@@ -373,8 +373,35 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   return 0;
 }
 
+namespace {
+// --cluster FILE: a cluster file, or the device model a one-process calibrate writes (then
+// a cluster of that one device; said on stderr, since several devices need a cluster file).
+ClusterSpec cluster_or_device(const std::string& path) {
+  std::ifstream f(path);
+  nlohmann::json j;
+  if (f) try {
+      j = nlohmann::json::parse(f);
+    } catch (const nlohmann::json::exception&) {
+      j = nullptr;  // load_cluster names the problem
+    }
+  if (!j.is_object() || j.contains("devices") || !j.contains("signature") || !j.contains("points"))
+    return load_cluster(path);
+  const std::string host = j.value("host", std::string("this-host"));
+  std::fprintf(stderr,
+               "tiletrain: %s is a device model (calibrate in one process): planning for that one device, %s; for "
+               "several devices, calibrate under mpirun, which writes a cluster file\n",
+               path.c_str(), host.c_str());
+  nlohmann::json device{{"name", host}, {"host", host}, {"model", j}};
+  if (j.contains("cores")) device["cores"] = j["cores"];
+  if (j.contains("memory_limit_mb")) device["memory_mb"] = j["memory_limit_mb"];
+  // One device: no link between devices is ever used; the ranks on it share its memory.
+  const nlohmann::json cluster{{"devices", {device}}, {"links", {{"bandwidth_mbit", 1000}, {"latency_us", 100}}}};
+  return parse_cluster(cluster, path, load_profiles(default_profiles_path()));
+}
+}  // namespace
+
 ClusterModel load_cluster_model(const PlanOptions& po, const NetSpec& net) {
-  const ClusterSpec c = load_cluster(po.cluster);
+  const ClusterSpec c = cluster_or_device(po.cluster);
   std::unique_ptr<DeviceModel> ref;
   if (!po.model.empty()) {
     std::ifstream f(po.model);
