@@ -18,6 +18,10 @@
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_FAILURE_USERMSG
+// No PNM (.pgm/.ppm): Debian 12's stb reads past its buffer converting a 16-bit PNM
+// (maxval > 255) and overflows int parsing a long header number (found by fuzz_image,
+// docs/fuzzing.md); Darknet data sets are JPEG and PNG.
+#define STBI_NO_PNM
 #include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
