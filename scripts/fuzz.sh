@@ -24,6 +24,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # -rss_limit_mb / -malloc_limit_mb: a reader that allocates 2 GB for one input has decoded
 # what it should have refused from the header (fuzz/README.md); -timeout: 10 s per input.
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10)
+# TILETRAIN_FUZZ_SEED: libFuzzer's -seed (0, the default, a new one each run). CI sets one,
+# so that its runs mutate the same way each time and a red CI names a reproducible finding.
+limits+=("-seed=${TILETRAIN_FUZZ_SEED:-0}")
 
 run() {
   local t=$1 work=build-san/fuzz-work/$1 out=build-san/fuzz-findings/$1
