@@ -8,6 +8,7 @@
 #include <iterator>
 #include <string>
 
+#include "data/detection_data.hpp"
 #include "data/image.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
@@ -85,6 +86,28 @@ TEST_F(FuzzFindings, PnmPicturesAreRefused) {
     const std::string msg = load_error(test::source_dir() + "/fuzz/corpus/fuzz_image/" + name);
     EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
+}
+
+// Pictures only stb's JPEG, PNG and BMP decoders read: the other formats are refused by name.
+TEST_F(FuzzFindings, OnlyJpegPngAndBmpAreRead) {
+  for (const char* name : {"rgb.gif", "rgb.tga", "rle.tga", "tiny.hdr"}) {
+    const std::string msg = load_error(test::source_dir() + "/fuzz/corpus/fuzz_image/" + name);
+    EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  }
+  for (const char* name : {"rgb.jpg", "rgb.png", "rgb.bmp"})
+    EXPECT_NO_THROW(load_image(test::source_dir() + "/fuzz/corpus/fuzz_image/" + name, 3)) << name;
+}
+
+// fuzz_data: a .data file naming a list whose name is longer than the system takes made the
+// path lookup throw std::filesystem_error (ENAMETOOLONG); now the name is taken as given, and
+// reading the list says it cannot be opened.
+TEST_F(FuzzFindings, DataFileNamingATooLongPathIsAnError) {
+  const std::string data = write("long.data", "classes=2\ntrain=" + std::string(5000, 'x') + "\nnames=n.txt\n");
+  write("n.txt", "a\nb\n");
+  DataConfig c;
+  ASSERT_NO_THROW(c = load_data_config(data));
+  EXPECT_EQ(c.train, std::string(5000, 'x'));
+  EXPECT_THROW(read_list(c.train), Error);
 }
 
 }  // namespace

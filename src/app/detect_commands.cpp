@@ -165,7 +165,7 @@ std::vector<std::string> output_names(const std::vector<std::string>& images, co
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("--out: cannot create '", dir, "': ", ec.message());
-  if (!fs::is_directory(dir)) fail("--out: '", dir, "' is not a folder");
+  if (!fs::is_directory(dir, ec)) fail("--out: '", dir, "' is not a folder");
   std::set<FileId> inputs;
   for (const std::string& p : images) {
     FileId id;
@@ -184,7 +184,7 @@ std::vector<std::string> output_names(const std::vector<std::string>& images, co
       const std::string canon = fs::weakly_canonical(cand, ec).string();
       if (taken.count(ec ? cand.string() : canon)) continue;
       FileId id;
-      if (file_id(cand.string(), id) && (inputs.count(id) || !fs::is_regular_file(cand))) continue;
+      if (file_id(cand.string(), id) && (inputs.count(id) || !fs::is_regular_file(cand, ec))) continue;
       taken.insert(ec ? cand.string() : canon);
       out.push_back(cand.string());
       break;

@@ -24,9 +24,10 @@ std::string trim(const std::string& s) {
 // A path from a .data file: as given if it exists (Darknet: relative to the current
 // folder), else relative to the .data file's folder.
 std::string resolve(const std::string& p, const std::string& data_file) {
-  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  std::error_code ec;  // a name too long for the system is a file that is not there
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p, ec)) return p;
   const fs::path alt = fs::path(data_file).parent_path() / p;
-  return fs::exists(alt) ? alt.string() : p;
+  return fs::exists(alt, ec) ? alt.string() : p;
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser

@@ -35,7 +35,7 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json")) out.push_back(e.path());
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json", ec)) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -70,7 +70,7 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const RunIdentity& id
   const fs::path run_json = fs::path(dir) / "run.json";
   const std::vector<fs::path> held = checkpoints(dir);
   const bool resume = !resume_dir.empty() && fs::equivalent(dir, resume_dir, ec);  // this run, going on
-  if (!held.empty() && fs::exists(run_json)) {  // a run.json without checkpoints: nothing to lose
+  if (!held.empty() && fs::exists(run_json, ec)) {  // a run.json without checkpoints: nothing to lose
     nlohmann::json j;
     try {
       std::ifstream in(run_json);
@@ -139,7 +139,8 @@ void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const
 }
 
 Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& params) {
-  if (!fs::is_directory(dir)) fail("--resume: '", dir, "' is not a folder");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail("--resume: '", dir, "' is not a folder");
   const std::vector<fs::path> all = checkpoints(dir);
   if (all.empty()) fail("--resume: no checkpoint in '", dir, "' (expected folders step-N with meta.json)");
   Checkpoint c;
