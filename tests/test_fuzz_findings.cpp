@@ -79,6 +79,39 @@ TEST_F(FuzzFindings, JpegHuffmanReproducerIsRefused) {
   EXPECT_NE(msg.find("Huffman"), std::string::npos) << msg;
 }
 
+// fuzz_image: Debian's stb decoded a scan with a Huffman table no DHT segment had defined,
+// reading whatever an earlier picture left in its (unzeroed) decoder state: an index of 7948
+// into a table's values[256]. Such JPEGs, and scans with an undefined quantisation table, are
+// refused; every real JPEG of the seeds still loads.
+TEST_F(FuzzFindings, JpegScanWithUndefinedTablesIsRefused) {
+  std::string msg = load_error(test::source_dir() + "/fuzz/corpus/fuzz_image/crash-jpeg-undefined-huffman-table");
+  EXPECT_NE(msg.find("Huffman table that no DHT"), std::string::npos) << msg;
+
+  // A real baseline JPEG with one DHT segment (table class/id byte) renamed to an id no scan
+  // uses, and then with one DQT segment's id renamed likewise.
+  const std::string jpeg = read_file(test::source_dir() + "/fuzz/corpus/fuzz_image/rgb.jpg");
+  ASSERT_NO_THROW(load_image(write("good.jpg", jpeg), 3));
+  const size_t dht = jpeg.find("\xff\xc4"), dqt = jpeg.find("\xff\xdb");
+  ASSERT_NE(dht, std::string::npos);
+  ASSERT_NE(dqt, std::string::npos);
+  std::string no_dht = jpeg;
+  no_dht[dht + 4] = static_cast<char>((no_dht[dht + 4] & 0xF0) | 3);  // the table becomes id 3
+  msg = load_error(write("no-dht.jpg", no_dht));
+  EXPECT_NE(msg.find("Huffman table that no DHT"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no-dht.jpg"), std::string::npos) << msg;
+  std::string no_dqt = jpeg;
+  no_dqt[dqt + 4] = static_cast<char>((no_dqt[dqt + 4] & 0xF0) | 3);
+  msg = load_error(write("no-dqt.jpg", no_dqt));
+  EXPECT_NE(msg.find("quantisation table that no DQT"), std::string::npos) << msg;
+
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() + "/fuzz/corpus/fuzz_image")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".jpg") {
+      EXPECT_NO_THROW(load_image(e.path().string(), 3)) << name;
+    }
+  }
+}
+
 // fuzz_image: Debian's stb read past its buffer converting a 16-bit PNM and overflowed int
 // parsing a long PNM header number; PNM is not read at all now (STBI_NO_PNM in image.cpp).
 TEST_F(FuzzFindings, PnmPicturesAreRefused) {

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "util/error.hpp"
 
@@ -49,56 +53,107 @@ std::unique_ptr<FILE, int (*)(FILE*)> open_picture(const std::string& path) {
   return {f, &std::fclose};
 }
 
-// Debian 12's stb_image (git 2022-09-08) builds a JPEG Huffman table from a DHT segment's 16
-// code counts without checking that they add up to at most 256, and writes past its tables
-// in the decoder's state when they do (CVE-2021-37789; found here by fuzz_image). False for
-// such a JPEG: the markers are walked as stb walks them (fill bytes 0xFF skipped, bytes up
-// to the next 0xFF skipped, segments by their length, entropy-coded data up to a marker that
-// is not a stuffed 0xFF00 or a restart) and every table of every DHT is checked, as stb reads
-// it (while the segment's length is positive). True for anything else; the position is kept.
-bool jpeg_huffman_counts_ok(FILE* f) {
+// Debian 12's stb_image (git 2022-09-08) trusts a JPEG's tables in two ways that fuzz_image
+// found to be memory errors, and this walk refuses both before stb reads the file:
+//  - it builds a Huffman table from a DHT segment's 16 code counts without checking that they
+//    add up to at most 256, and writes past its tables when they do (CVE-2021-37789);
+//  - it decodes a scan with whichever Huffman and quantisation tables the scan and the frame
+//    name, defined or not; its decoder state is not zeroed, so an undefined table is what an
+//    earlier picture left in that memory, and a Huffman table's offsets index its values[256]
+//    anywhere (stb_image.h:2120). The JPEG standard wants every table defined before the scan
+//    that uses it; a baseline scan uses its components' DC and AC tables, a progressive DC
+//    scan (Ss = 0) the DC tables (its refinements none), a progressive AC scan the AC table.
+// The markers are walked as stb walks them (fill bytes 0xFF skipped, bytes up to the next 0xFF
+// skipped, segments by their length, entropy-coded data up to a marker that is not a stuffed
+// 0xFF00 or a restart), and every table of every DHT is read as stb reads it (while the
+// segment's length is positive). Returns what is wrong, or "" for anything else (pictures
+// that are not JPEGs included); the file position is kept.
+std::string jpeg_tables_problem(FILE* f) {
   const long start = std::ftell(f);
-  bool ok = true;
-  int c = std::getc(f);
+  std::string problem;
+  bool huffman[2][4] = {}, quant[4] = {};  // [DC 0 / AC 1][table id], [table id]: defined so far
+  std::array<int, 256> quant_of{};         // frame component id -> its quantisation table + 1
+  bool progressive = false;
+  auto get = [f] { return std::getc(f); };
+  auto get8 = [f] { return std::max(0, std::getc(f)); };  // inside a segment stb reads 0 past the end
+  int c = get();
   if (c == 0xFF) {
-    while (c == 0xFF) c = std::getc(f);
-    while (ok && c == 0xD8) {  // a JPEG (stb's SOI): one marker per turn
-      do c = std::getc(f);
+    while (c == 0xFF) c = get();
+    while (problem.empty() && c == 0xD8) {  // a JPEG (stb's SOI): one marker per turn
+      do c = get();
       while (c != EOF && c != 0xFF);
-      while (c == 0xFF) c = std::getc(f);
+      while (c == 0xFF) c = get();
       if (c == EOF || c == 0xD9) break;
       if (c == 0x00 || c == 0x01 || (c >= 0xD0 && c <= 0xD8)) {  // no length: stuffing, TEM, RSTn, SOI
         c = 0xD8;
         continue;
       }
-      const int hi = std::getc(f), lo = std::getc(f);
+      const int marker = c, hi = get(), lo = get();
       if (lo == EOF) break;
       long left = (long(hi) << 8 | lo) - 2;
       if (left < 0) break;  // stb refuses a length below 2
-      if (c == 0xC4) {
-        while (ok && left > 0) {  // stb: class/id, 16 counts, the table built, then the values
-          std::getc(f);
+      const long body = std::ftell(f);
+      if (marker == 0xC4) {
+        while (problem.empty() && left > 0) {  // stb: class/id, 16 counts, the table built, then the values
+          const int q = get8();
           int n = 0;
-          for (int k = 0; k < 16; ++k) n += std::max(0, std::getc(f));
-          ok = n <= 256;
+          for (int k = 0; k < 16; ++k) n += get8();
+          if (n > 256) problem = "a Huffman table (DHT) with more than 256 codes";
+          if ((q >> 4) <= 1 && (q & 15) <= 3) huffman[q >> 4][q & 15] = true;
           std::fseek(f, n, SEEK_CUR);
           left -= 17 + n;
         }
-      } else {
-        std::fseek(f, left, SEEK_CUR);
+      } else if (marker == 0xDB) {
+        while (left > 0) {  // stb: precision/id, then 64 values of 1 or 2 bytes
+          const int q = get8();
+          if ((q & 15) <= 3) quant[q & 15] = true;
+          const int size = (q >> 4) ? 128 : 64;
+          std::fseek(f, size, SEEK_CUR);
+          left -= 1 + size;
+        }
+      } else if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) {  // the frames stb decodes
+        progressive = marker == 0xC2;
+        quant_of.fill(0);
+        std::fseek(f, 5, SEEK_CUR);  // precision, height, width
+        const int n = get8();
+        for (int i = 0; i < n; ++i) {
+          const int id = get8();
+          get8();  // sampling factors
+          const int tq = get8();
+          quant_of[id] = tq + 1;
+        }
+      } else if (marker == 0xDA) {
+        const int n = get8();
+        std::vector<std::pair<int, int>> comps;  // component id, table selectors
+        for (int i = 0; i < n; ++i) {
+          const int id = get8(), q = get8();
+          comps.emplace_back(id, q);
+        }
+        const int ss = get8();
+        get8();  // Se
+        const int ah = get8() >> 4;
+        const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
+        for (auto [id, q] : comps) {
+          const int tq = quant_of[id] - 1;
+          if ((dc && (q >> 4) <= 3 && !huffman[0][q >> 4]) || (ac && (q & 15) <= 3 && !huffman[1][q & 15]))
+            problem = "a scan (SOS) uses a Huffman table that no DHT segment before it defined";
+          else if (tq >= 0 && tq <= 3 && !quant[tq])
+            problem = "a scan (SOS) uses a quantisation table that no DQT segment before it defined";
+        }
       }
+      if (marker != 0xC4 && marker != 0xDB) std::fseek(f, body + left, SEEK_SET);  // DHT, DQT: read as stb reads them
       c = 0xD8;
     }
   }
   std::fseek(f, start, SEEK_SET);
-  return ok;
+  return problem;
 }
 
 // The header of an open picture (the file position is kept), checked against the limit.
 ImageInfo header_of(FILE* f, const std::string& path, int64_t max_pixels) {
   ImageInfo i;
-  if (!jpeg_huffman_counts_ok(f))
-    fail("cannot read image '", path, "': a JPEG Huffman table (DHT) with more than 256 codes: a corrupt picture");
+  if (const std::string problem = jpeg_tables_problem(f); !problem.empty())
+    fail("cannot read image '", path, "': a corrupt JPEG: ", problem);
   if (!stbi_info_from_file(f, &i.w, &i.h, &i.c))
     fail("cannot read image '", path, "': ", stbi_failure_reason(), " (not a picture stb can read?)");
   if (i.w < 1 || i.h < 1) fail("cannot read image '", path, "': its header says ", i.w, "x", i.h, " pixels");
