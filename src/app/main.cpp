@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "app/commands.hpp"
+#include "app/launch.hpp"
 #include "comm/mpi_comm.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
@@ -68,12 +69,13 @@ std::string closest(const std::string& word, const std::vector<std::string>& nam
   return best;
 }
 
-// A misspelt subcommand or option, said with a suggestion; 0 when every word is known.
-int unknown_words(CLI::App& app, int argc, char** argv) {
+// A misspelt subcommand or option in `words` (a command and its arguments), said with a
+// suggestion; 0 when every word is known. Words after "--" are not options.
+int unknown_words(CLI::App& app, const std::vector<std::string>& words) {
   std::vector<std::string> commands;
   for (const CLI::App* c : app.get_subcommands({})) commands.push_back(c->get_name());
-  if (argc < 2 || argv[1][0] == '-') return 0;
-  const std::string command = argv[1];
+  if (words.empty() || words[0][0] == '-') return 0;
+  const std::string& command = words[0];
   if (std::find(commands.begin(), commands.end(), command) == commands.end()) {
     const std::string near = closest(command, commands);
     std::cerr << "tiletrain: unknown command '" << command << "'"
@@ -84,9 +86,10 @@ int unknown_words(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> options;
   for (const CLI::Option* o : sub->get_options())
     for (const std::string& n : o->get_lnames()) options.push_back("--" + n);
-  for (int i = 2; i < argc; ++i) {
-    std::string word = argv[i];
-    if (word.rfind("--", 0) != 0 || word == "--") continue;
+  for (size_t i = 1; i < words.size(); ++i) {
+    std::string word = words[i];
+    if (word == "--") break;
+    if (word.rfind("--", 0) != 0) continue;
     word = word.substr(0, word.find('='));
     if (std::find(options.begin(), options.end(), word) != options.end()) continue;
     const std::string near = closest(word, options);
@@ -181,6 +184,9 @@ int main(int argc, char** argv) {
   plan->add_option("--top", po.top, "with --optimize: how many to print")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  plan->add_option("--draw", po.draw,
+                   "also draw the partition into this PNG: each group's input map with the tiles' cells and the "
+                   "halos they read, and the last tiled output");
   auto* calibrate = app.add_subcommand(
       "calibrate",
       "measure this device's kernels for a cfg (and, under mpirun, every device and link) for plan --cluster");
@@ -200,7 +206,11 @@ int main(int argc, char** argv) {
   bench->add_option("--warmup", bo.warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
   bench->add_flag("--json", o.json, "end with one JSON line");
   bench->add_flag("--layers", bo.layers,
-                  "also print each layer's mean time per pass on every rank (with --json: layer_times, per rank)");
+                  "also print each layer's mean time per pass on every rank (with --json: layer_times, per rank; "
+                  "scripts/plot_layers.py draws them)");
+  bench->add_option("--trace", bo.trace,
+                    "write the timed steps as a trace (Chrome/Perfetto JSON: each rank's layers, halo and weight "
+                    "exchanges, tail, update; open in ui.perfetto.dev, or draw with scripts/plot_trace.py)");
   auto* train = app.add_subcommand(
       "train", "train a net: on a data set (--data: Fashion-MNIST, IDX files or a Darknet .data) or on synthetic data");
   common(train, true);
@@ -255,7 +265,12 @@ int main(int argc, char** argv) {
   DetectOptions det;
   detect->add_option("--weights", det.weights, "Darknet .weights")->required();
   detect->add_option("images", det.images, "pictures (JPEG, PNG, ...)")->required();
-  detect->add_option("--out", det.out, "write each picture with its boxes and class names here (PNG)");
+  detect->add_option("--out", det.out,
+                     "write each picture with its boxes, class names and confidences here (PNG; a picture whose "
+                     "short side is under 480 pixels scaled up)");
+  detect->add_option("--montage", det.montage,
+                     "also write one PNG of every picture with its boxes, in a grid, each with its file name (the "
+                     "first 100 pictures)");
   detect->add_option("--names", det.names, "class names: a .names file, or a .data file (its names=)");
   detect->add_option("--thresh", det.thresh, "probability threshold")->capture_default_str();
   detect->add_option("--max-pixels", det.max_pixels, max_pixels_help)
@@ -272,15 +287,31 @@ int main(int argc, char** argv) {
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
 
-  if (const int code = unknown_words(app, argc, argv)) return code;
+  auto* launch = app.add_subcommand(
+      "launch", "run a command on several processes, here or on the hosts of a hosts file, through mpirun "
+                "(works out -np, the tiles per process and mpirun's options): launch --local 4 -- train ...");
+  LaunchOptions lo;
+  launch->add_option("--local", lo.local, "run this many processes on this machine")->check(CLI::Range(1, 1024));
+  launch->add_option("--hosts", lo.hosts, "hosts file: a host per line, NAME [slots=N] (processes on it, default 1)");
+  launch->add_option("--ranks-per-host", lo.ranks_per_host, "processes on every host (instead of the file's slots=)")
+      ->check(CLI::Range(1, 1024));
+  launch->add_option("--iface", lo.iface, "network interface between the hosts, e.g. eth0 (default: Open MPI's choice)");
+  launch->add_option("--binary", lo.binary, "tiletrain's path on the hosts (default: this program's path)");
+  launch->add_flag("--dry-run", lo.dry_run, "print the mpirun command instead of running it");
+  launch->add_option("command", lo.command, "after --: the tiletrain command and its options")->required();
+
+  if (const int code = unknown_words(app, std::vector<std::string>(argv + 1, argv + argc))) return code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   CLI::App* const command = app.get_subcommands().front();
+  if (*launch) {  // the launched command's words are checked here, not on every process
+    if (const int code = unknown_words(app, lo.command)) return code;
+  }
   const ThreadShare share = default_threads();
-  const bool auto_threads = command->count("--threads") == 0;
+  const bool auto_threads = !*launch && command->count("--threads") == 0;
   if (auto_threads) o.threads = share.threads;
   // Under mpirun every process runs this; an error on any of them ends all of them.
   std::unique_ptr<MpiComm> mpi;
@@ -302,11 +333,12 @@ int main(int argc, char** argv) {
     }
     // info and plan involve no tiles: under mpirun only rank 0 prints them.
     if ((*info || *plan) && comm->rank() != 0) return 0;
-    if (auto_threads && comm->rank() == 0 && !*info && !*plan)
+    if (auto_threads && comm->rank() == 0 && !*info && !*plan && !*launch)
       std::fprintf(stderr, "tiletrain: %d thread(s) per process: %d core(s)%s, %d process(es) on this host (--threads N to change)\n",
                    o.threads, share.cores,
                    std::isfinite(share.quota) ? (", a CPU quota of " + std::to_string(share.quota).substr(0, 4)).c_str() : "",
                    share.local);
+    if (*launch) return cmd_launch(lo);
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o, po);
     if (*calibrate) return cmd_calibrate(o, *comm, calibrate_out, calibrate->count("--steps") ? steps : 3);
