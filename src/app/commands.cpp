@@ -22,6 +22,7 @@
 #include "layers/own_conv.hpp"
 #include "model/params.hpp"
 #include "tiling/plan.hpp"
+#include "tiling/plan_picture.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -159,6 +160,20 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// plan --draw's heading: what the partition was made of. (Appended piece by piece: chains
+// of + trip GCC 12's -Wrestrict.)
+std::string plan_title(const RunOptions& o, const Plan& p) {
+  std::string t = o.cfg;
+  t.append(": grid ").append(std::to_string(p.rows)).append("x").append(std::to_string(p.cols));
+  if (!o.size.empty()) t.append(", --size ").append(o.size);
+  if (!o.row_weights.empty()) t.append(", row weights ").append(o.row_weights);
+  if (!o.col_weights.empty()) t.append(", column weights ").append(o.col_weights);
+  t.append(", layers ").append(std::to_string(p.first)).append("-").append(std::to_string(p.last - 1));
+  t.append(" tiled, groups start at");
+  for (int s : p.group_starts) t.append(" ").append(std::to_string(s));
+  return t;
+}
+
 }  // namespace
 
 int cmd_info(const RunOptions& o) {
@@ -168,7 +183,7 @@ int cmd_info(const RunOptions& o) {
   print_kernel_warnings(kernels);
   std::printf("%s: input %s, batch %d (subdivisions %d), lr %g, momentum %g, decay %g\n", net.path.c_str(),
               shape_str(net.input()).c_str(), net.batch, net.subdivisions, net.learning_rate, net.momentum, net.decay);
-  std::printf("%4s %-14s %-6s %-6s %-13s %-13s %11s %9s %10s\n", "#", "layer", "k/s", "act", "input", "output",
+  std::printf("%4s %-16s %-6s %-6s %-14s %-14s %11s %9s %10s\n", "#", "layer", "k/s", "act", "input", "output",
               "params", "GFLOPs", "act MB");
   double flops = 0, mem = 0;
   int64_t params = 0;
@@ -179,7 +194,7 @@ int cmd_info(const RunOptions& o) {
     std::string name = layer_type_name(l.type);
     if (l.batch_normalize) name += "+bn";
     const double mb = 4.0 * net.batch * l.out.size() / 1048576.0;
-    std::printf("%4d %-14s %-6s %-6s %-13s %-13s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,
+    std::printf("%4d %-16s %-6s %-6s %-14s %-14s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,
                 shape_str(l.in).c_str(), shape_str(l.out).c_str(), (long long)l.param_count(),
                 l.forward_flops() * net.batch / 1e9, mb);
     flops += l.forward_flops() * net.batch;
@@ -204,6 +219,7 @@ int cmd_info(const RunOptions& o) {
 
 int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   if (po.optimize) return cmd_optimize(o, po);
+  if (!po.draw.empty()) check_can_write(po.draw);
   NetSpec net = load_run_net(o);
   std::unique_ptr<ClusterModel> cm;
   std::unique_ptr<Prediction> pred;
@@ -256,6 +272,10 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
             halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
     j["halos"] = halos;
     if (pred) j["prediction"] = prediction_to_json(*pred);
+    if (!po.draw.empty()) {
+      draw_plan(net, p, plan_title(o, p), po.draw);
+      j["picture"] = po.draw;
+    }
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -310,10 +330,20 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     std::printf("on %s (%s):\n", po.cluster.c_str(), partition_of(o, po, net, *cm).str().c_str());
     print_prediction(*pred, *cm);
   }
+  if (!po.draw.empty()) {
+    draw_plan(net, p, plan_title(o, p), po.draw);
+    std::printf("wrote %s (%d panels: each group's input map with its halos, and the last tiled output)\n",
+                po.draw.c_str(), plan_panels(p));
+  }
   return 0;
 }
 
 int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
+  if (!b.trace.empty() && comm.rank() == kRoot) try {  // before the run, not after it
+      check_can_write(b.trace);
+    } catch (const Error& e) {
+      fail("--trace: ", e.what());
+    }
   FILE* const human = o.json ? stderr : stdout;  // with --json, stdout holds the JSON line alone
   const int steps = b.steps, warmup = b.warmup;
   NetSpec net = load_run_net(o);
@@ -325,6 +355,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   std::vector<float> input, truth;  // read on the root process only
   if (root) synthetic_batch(net, net.batch, o.seed, input, truth);
   for (int i = 0; i < warmup; ++i) trainer.train_step(input.data(), truth.data());
+  if (!b.trace.empty()) trainer.trace().start(comm);
   std::vector<double> step, fwd, bwd, upd, rel, halo, wts, io, hx, hxf, hov;
   std::vector<LayerTimes> layer_sum(net.layers.size());
   for (int i = 0; i < steps; ++i) {
@@ -349,6 +380,17 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     if (!o.json && root)
       std::fprintf(human, "step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
                   t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
+  }
+  if (!b.trace.empty()) {
+    const nlohmann::json about{{"cfg", o.cfg},         {"grid", o.grid},   {"groups", o.groups},
+                               {"steps", steps},       {"batch", net.batch}, {"ranks", comm.size()},
+                               {"threads", o.threads}, {"low_memory", o.low_memory}};
+    const size_t spans = write_trace(b.trace, trainer.trace(), comm, about);
+    if (root)
+      std::fprintf(human,
+                   "wrote %s: %zu spans of %d step(s) on %d rank(s) (open it in ui.perfetto.dev or chrome://tracing, "
+                   "or draw it with scripts/plot_trace.py)\n",
+                   b.trace.c_str(), spans, steps, comm.size());
   }
   // Per-rank medians and memory, collected on every rank.
   const double rss = peak_rss_mb();
@@ -419,6 +461,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                      {"groups", o.groups},
                      {"low_memory", o.low_memory},
                      {"steps", steps},
+                     {"cut", trainer.cut()},  // layers [0, cut) tiled, the rest on rank 0
                      {"step_s", median(step)},
                      {"min_step_s", *std::min_element(step.begin(), step.end())},
                      {"all_step_s", step},
@@ -453,7 +496,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
       for (const auto& rank : layer_mean) {
         nlohmann::json rj = nlohmann::json::array();
         for (size_t l = 0; l < rank.size(); ++l) {
-          nlohmann::json e{{"layer", l}};
+          nlohmann::json e{{"layer", l}, {"type", layer_type_name(net.layers[l].type)}};
           for (const LayerPass& p : kLayerPasses) e[std::string(p.name) + "_s"] = rank[l].*p.time;
           rj.push_back(e);
         }
