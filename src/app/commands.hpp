@@ -60,6 +60,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
 struct BenchOptions {
   int steps = 10, warmup = 2;
   bool layers = false;  // also each layer's time per pass, on every rank
+  std::string trace;    // write the timed steps' spans here (engine/trace.hpp); empty: none
 };
 int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b);
 // Where a training run starts and what it leaves behind.

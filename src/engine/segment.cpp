@@ -53,7 +53,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
       order_(comm, tile_rank_, 0),
-      shards_(opt.shards) {
+      shards_(opt.shards),
+      trace_(opt.trace) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
@@ -354,7 +355,8 @@ void Segment::forward(const TensorView& input, bool training) {
   const double s0 = now_s();
   scatter(
       input, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
-  const double io = now_s() - s0;
+  const double s1 = now_s(), io = s1 - s0;
+  span("io", Lane::Comm, s0, s1, -1, "scatter input");
   for (int l = first; l < plan_.last; ++l) {
     // At a group start the halo is posted, and forward_layer computes what it can before
     // waiting for it.
@@ -364,7 +366,9 @@ void Segment::forward(const TensorView& input, bool training) {
       post(
           plan_.fwd_halo[l - first], [&](int t) { return tiles_[t]->z[l - 1 - first]; },
           [&](int t) { return input_of(t, l); });
-      halo += now_s() - h0;
+      const double h1 = now_s();
+      halo += h1 - h0;
+      span("halo", Lane::Comm, h0, h1, l, "halo post");
     }
     forward_layer(l, training, halo_in_flight);
   }
@@ -403,6 +407,7 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
     comm_.wait_all();
     waited = now_s() - w0;
     times.halo_overlap += w0 - t0;
+    span("halo", Lane::Comm, w0, w0 + waited, l, "halo wait");
   }
   for (int t : local_) {
     const size_t parts = mem_.tiles[t].layers[size_t(i)].parts.size();
@@ -420,7 +425,9 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
       affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
     }
   }
-  lt.fwd_pointwise += now_s() - t1 - (bn_wait_ - wait0);
+  const double t2 = now_s();
+  lt.fwd_pointwise += t2 - t1 - (bn_wait_ - wait0);
+  span("forward", Lane::Compute, t0, t2, l);
 }
 
 // Layer l's convolution or max-pool on tile t: its whole forward box (part -1), or one
@@ -469,10 +476,16 @@ void Segment::conv_forward(int t, int l, float* dst) {
 
 // Batch-norm sums of every tile, added up in tile order (tile_order.hpp): a small
 // all-gather, timed as halo waiting.
-void Segment::sum_over_tiles(std::vector<double>& slots, int width, double* total) {
+void Segment::sum_over_tiles(int l, std::vector<double>& slots, int width, double* total) {
   const double w0 = now_s();
   order_.sum(slots, width, total);
-  bn_wait_ += now_s() - w0;
+  const double w1 = now_s();
+  bn_wait_ += w1 - w0;
+  span("bn", Lane::Comm, w0, w1, l, "batch-norm sums");
+}
+
+void Segment::span(const char* cat, Lane lane, double t0, double t1, int l, const char* name) const {
+  if (trace_) trace_->add(name ? name : layer_type_name(net_.layers[size_t(l)].type), cat, lane, t0, t1, l);
 }
 
 std::vector<float*> Segment::tile_grads() const {
@@ -501,7 +514,7 @@ void Segment::bn_forward(int l, bool training) {
       std::fill(slot, slot + 2 * C, 0.);
       channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, slot, slot + C);
     }
-    sum_over_tiles(L.slots, 2 * C, L.s1.data());
+    sum_over_tiles(l, L.slots, 2 * C, L.s1.data());
     const double M = double(batch_) * s.out.h * s.out.w;
     for (int c = 0; c < C; ++c) {
       const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
@@ -528,7 +541,9 @@ void Segment::gather_output(const TensorView* out) {
   const int l = plan_.last - 1;
   gather(
       out, [&](int t) { return plan_.at(t, l).own; }, [&](int t) { return tiles_[t]->z[l - plan_.first]; });
-  times.io += now_s() - t0;
+  const double t1 = now_s();
+  times.io += t1 - t0;
+  span("io", Lane::Comm, t0, t1, -1, "gather output");
 }
 
 void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) {
@@ -543,12 +558,16 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   }
   scatter(
       delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
-  io += now_s() - t0;
+  const double s1 = now_s();
+  io += s1 - t0;
+  span("io", Lane::Comm, t0, s1, -1, "scatter delta");
   for (int l = last; l >= plan_.first; --l) {
     if (l + 1 == plan_.group_end(l)) {
       const double h0 = now_s();
       exchange_features(l);
-      halo += now_s() - h0;
+      const double h1 = now_s();
+      halo += h1 - h0;
+      span("halo", Lane::Comm, h0, h1, l, "feature exchange");
     }
     backward_layer(l);
     if (l > plan_.first && pointwise_before_exchange(net_, plan_, l - 1)) pointwise_backward(l - 1, true);
@@ -564,14 +583,18 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
       exchange(
           plan_.bwd_halo[l - plan_.first], [&](int t) { return tiles_[t]->cur; }, halo_of);
       for (int t : local_) tiles_[t]->cur = halo_of(t);
-      halo += now_s() - h0;
+      const double h1 = now_s();
+      halo += h1 - h0;
+      span("halo", Lane::Comm, h0, h1, l, "halo exchange");
     }
   }
   if (need_input_delta_) {
     const double g0 = now_s();
     gather(
         delta_in, [&](int t) { return plan_.own_input[t]; }, [&](int t) { return tiles_[t]->cur; });
-    io += now_s() - g0;
+    const double g1 = now_s();
+    io += g1 - g0;
+    span("io", Lane::Comm, g0, g1, -1, "gather input delta");
   }
   times.halo += halo + bn_wait_;
   times.halo_exchange += halo;
@@ -587,6 +610,7 @@ void Segment::backward_layer(int l) {
   const int i = l - plan_.first;
   const bool want_delta_in = l > plan_.first || need_input_delta_;
   const bool conv = s.type == LayerType::Conv;
+  const double b0 = trace_ && trace_->on() ? now_s() : 0;  // no clock read unless tracing
   if (conv && L.pointwise && !pointwise_before_exchange(net_, plan_, l)) pointwise_backward(l, false);
   // Backward-data of every tile first: then the delta is free to be reshaped for
   // backward-weights, and (sharded) the staged weights are free to hold its output.
@@ -654,7 +678,9 @@ void Segment::backward_layer(int l) {
       ts.cur = dst;
     }
   }
-  lt.bwd_data += now_s() - t0;
+  const double t2 = now_s();
+  lt.bwd_data += t2 - t0;
+  span("backward", Lane::Compute, b0, t2, l);
   if (shards_ && conv) reduce_weight_grad(l);
 }
 
@@ -713,7 +739,9 @@ void Segment::fetch_weights(int l, int uses) {
     std::copy(mine, mine + c.counts[me], w + c.displs[me]);
     const double w0 = now_s();
     comm_.all_gather_v(w, c.counts, c.displs);
-    weights_wait_ += now_s() - w0;
+    const double w1 = now_s();
+    weights_wait_ += w1 - w0;
+    span("weights", Lane::Comm, w0, w1, l, "weight all-gather");
     L.weights->refresh_rows(w, c.o0, c.rows, uses);
   }
 }
@@ -729,7 +757,9 @@ void Segment::reduce_weight_grad(int l) {
     if (local_.size() == 1) tiles_[local_[0]]->bwd_weights[l - plan_.first]->grad_rows(c.o0, c.rows, g);
     const double w0 = now_s();
     comm_.reduce_scatter(g, c.counts, c.displs, grad_part_.data());
-    weights_wait_ += now_s() - w0;
+    const double w1 = now_s();
+    weights_wait_ += w1 - w0;
+    span("weights", Lane::Comm, w0, w1, l, "gradient reduce-scatter");
     float* mine = grad_ + sh.offset + c.begin + c.displs[me];
     for (int k = 0; k < c.counts[me]; ++k) mine[k] += g[c.displs[me] + k];
   }
@@ -766,7 +796,10 @@ void Segment::pointwise_backward(int l, bool owned_only) {
     }
   }
   if (L.spec->batch_normalize) bn_backward(l, owned_only);
-  layer_times[size_t(i)].bwd_pointwise += now_s() - t0 - (bn_wait_ + weights_wait_ - waits0);
+  const double t1 = now_s();
+  layer_times[size_t(i)].bwd_pointwise += t1 - t0 - (bn_wait_ + weights_wait_ - waits0);
+  // Its own span when it runs apart, before the exchange; else inside backward_layer's.
+  if (owned_only) span("backward", Lane::Compute, t0, t1, l);
 }
 
 void Segment::bn_backward(int l, bool owned_only) {
@@ -785,7 +818,7 @@ void Segment::bn_backward(int l, bool owned_only) {
       g[ps.scales + c] += float(slot[C + c]);
     }
   }
-  sum_over_tiles(L.slots, 2 * C, L.s2.data());
+  sum_over_tiles(l, L.slots, 2 * C, L.s2.data());
   const double M = double(batch_) * s.out.h * s.out.w;
   for (int c = 0; c < C; ++c) {
     const double r = L.rstd[c], g = gamma[c];

@@ -12,6 +12,7 @@
 #include "engine/memory_plan.hpp"
 #include "engine/shards.hpp"
 #include "engine/tile_order.hpp"
+#include "engine/trace.hpp"
 #include "layers/conv.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
@@ -78,6 +79,7 @@ struct SegmentOptions {
   // false: nothing here is split into tiles (the tail after the cut), so forward and
   // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
   bool tiled = true;
+  Trace* trace = nullptr;  // bench --trace: where the spans go (null: nowhere)
 };
 
 class Segment {
@@ -136,7 +138,7 @@ class Segment {
   void backward_layer(int l);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);  // after act_backward_bn_sums filled the tiles' slots
-  void sum_over_tiles(std::vector<double>& slots, int width, double* total);
+  void sum_over_tiles(int l, std::vector<double>& slots, int width, double* total);
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);
   void plan_chunks();
@@ -144,6 +146,8 @@ class Segment {
   void conv_forward(int t, int l, float* dst);
   void exchange_features(int end);
   void reduce_weight_grad(int l);
+  // bench --trace: a span [t0, t1] of layer l (or of none, l < 0); `name` null: the layer's type.
+  void span(const char* cat, Lane lane, double t0, double t1, int l, const char* name = nullptr) const;
 
   DnnlContext& ctx_;
   const NetSpec& net_;
@@ -171,6 +175,7 @@ class Segment {
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   const ShardPlan* shards_;
+  Trace* trace_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
   // gradient; this process's part of the summed gradient.
   Buffer layer_buf_, grad_part_;

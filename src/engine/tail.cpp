@@ -78,7 +78,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .shards = nullptr,
                                                         .recompute = false,
                                                         .far = {},
-                                                        .tiled = false});
+                                                        .tiled = false,
+                                                        .trace = opt.trace});
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
   }
@@ -148,7 +149,9 @@ void Tail::forward(const TensorView& cut_map, bool training, int64_t step) {
   const double t0 = now_s();
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
   copy_region(cut_map, plain_view(out_[0], opt_.batch, at_cut), cut_map.box);
-  times.io += now_s() - t0;
+  const double t1 = now_s();
+  times.io += t1 - t0;
+  if (opt_.trace) opt_.trace->add("copy of the cut map", "io", Lane::Compute, t0, t1);
   for (int l = cut_; l < int(net_.layers.size()); ++l) forward_layer(l, training, step);
 }
 
@@ -210,9 +213,10 @@ void Tail::forward_layer(int l, bool training, int64_t step) {
     case LayerType::MaxPool:
       fail("internal: layer ", l, " outside a run");
   }
-  const double dt = now_s() - t0;
+  const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].fwd += dt;
   times.fwd += dt;
+  if (opt_.trace) opt_.trace->add(layer_type_name(s.type), "forward", Lane::Compute, t0, t1, l);
 }
 
 double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, const TensorView& cut_delta) {
@@ -235,11 +239,15 @@ double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, c
     detector_loss += d;
     loss += d.cost;
   }
-  times.bwd += now_s() - t0;
+  const double t1 = now_s();
+  times.bwd += t1 - t0;
+  if (opt_.trace) opt_.trace->add("loss", "backward", Lane::Compute, t0, t1);
   for (int l = L - 1; l >= cut_; --l) backward_layer(l, step);
   const double c0 = now_s();
   copy_region(plain_view(delta_[0], n, net_.layers[size_t(cut_ - 1)].out), cut_delta, cut_delta.box);
-  times.io += now_s() - c0;
+  const double c1 = now_s();
+  times.io += c1 - c0;
+  if (opt_.trace) opt_.trace->add("copy of the cut delta", "io", Lane::Compute, c0, c1);
   return loss;
 }
 
@@ -259,7 +267,9 @@ void Tail::backward_layer(int l, int64_t step) {
     float* d = delta_[slot(r.first - 1)].data();
     const int64_t m = n * first.in.size();
     for (int64_t i = 0; i < m; ++i) d[i] += run_delta_in_[size_t(i)];
-    times.io += now_s() - t0;
+    const double t1 = now_s();
+    times.io += t1 - t0;
+    if (opt_.trace) opt_.trace->add("add of the input delta", "io", Lane::Compute, t0, t1);
     return;
   }
   const double t0 = now_s();
@@ -309,9 +319,10 @@ void Tail::backward_layer(int l, int64_t step) {
   }
   if (add_tmp)
     for (int64_t i = 0; i < nin; ++i) din[i] += tmp[i];
-  const double dt = now_s() - t0;
+  const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;
+  if (opt_.trace) opt_.trace->add(layer_type_name(s.type), "backward", Lane::Compute, t0, t1, l);
 }
 
 }  // namespace tt

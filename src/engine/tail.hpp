@@ -31,6 +31,7 @@ struct TailOptions {
   int in_cb = 1;  // layout of the map at the cut
   BnMode bn = BnMode::Sync;
   uint64_t seed = 1;  // dropout masks
+  Trace* trace = nullptr;  // bench --trace: each layer's forward and backward (null: none)
 };
 
 class Tail {

@@ -96,14 +96,15 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .tile_rank = ranks,
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
-                                                    .far = std::move(far)});
+                                                    .far = std::move(far),
+                                                    .trace = &trace_});
   if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
     sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size());
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
-                                 TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed});
+                                 TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed, .trace = &trace_});
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))));
   cut_delta_ = Buffer(cut_map_.size());
@@ -212,7 +213,9 @@ void Trainer::forward(const float* input, bool training) {
   TensorView cut_map{cut_map_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
   tiled_->gather_output(root() ? &cut_map : nullptr);
   if (!root()) return;
+  const double t0 = trace_.on() ? now_s() : 0;
   tail_->forward(cut_map, training, step_);
+  trace_.end("tail forward", "tail", Lane::Compute, t0);
   out_ = tail_->output();
 }
 
@@ -232,7 +235,9 @@ double Trainer::loss_and_backward(const float* truth) {
   const int64_t seen = params_.seen + int64_t(micro_ + 1) * n_;
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
   TensorView cut_delta{cut_delta_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
+  const double t0 = trace_.on() ? now_s() : 0;
   const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
+  trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
   tiled_->backward(cut_delta, &din);
   return loss;
 }
@@ -248,7 +253,9 @@ void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
   sync_->reduce(g);
-  times_.weights += now_s() - w0;
+  const double w1 = now_s();
+  times_.weights += w1 - w0;
+  trace_.add("gradient sum", "weights", Lane::Comm, w0, w1);
   if (opt_.need_input_delta) {
     last_grad_.assign(g, g + grad_.size());
     sync_->gather(last_grad_.data());
@@ -287,14 +294,18 @@ void Trainer::update() {
   }
   sync_->zero(g);
   const double a0 = now_s();
+  trace_.add("SGD", "update", Lane::Compute, u0, a0);
   sync_->share_weights(w);
   const double gather_s = now_s() - a0;
   times_.weights += gather_s;
+  trace_.add("weight all-gather", "weights", Lane::Comm, a0, a0 + gather_s);
   ++step_;
   micro_ = 0;
   const double r0 = now_s();
   reload_weights();
-  times_.reload += now_s() - r0;
+  const double r1 = now_s();
+  times_.reload += r1 - r0;
+  trace_.add("reload weights", "update", Lane::Compute, r0, r1);
   times_.update += now_s() - u0 - gather_s;
   if (opt_.need_input_delta) {  // verify compares whole weights and momentum
     gather_weights();
@@ -317,7 +328,9 @@ double Trainer::train_step(const float* input, const float* truth) {
         root() ? forward_backward(input + sub * in_size, truth + sub * out_size) : forward_backward(nullptr, nullptr);
   if (root() && !std::isfinite(loss)) diverged("the loss (" + std::to_string(loss) + ")");
   update();
-  times_.total += now_s() - t0;
+  const double t1 = now_s();
+  times_.total += t1 - t0;
+  trace_.add("step", "step", Lane::Compute, t0, t1);
   return loss;
 }
 

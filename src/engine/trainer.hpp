@@ -13,6 +13,7 @@
 #include "engine/segment.hpp"
 #include "engine/shards.hpp"
 #include "engine/tail.hpp"
+#include "engine/trace.hpp"
 #include "model/params.hpp"
 
 namespace tt {
@@ -108,6 +109,8 @@ class Trainer {
   int cut() const { return cut_; }
   const KernelConfig& kernel_config() const { return ctx_.config; }
   std::vector<KernelUse> kernel_uses() const;  // this process's convolution kernels
+  // The spans of the steps from trace().start(comm) on (bench --trace).
+  Trace& trace() { return trace_; }
 
  private:
   // Throws: `what` came out non-finite in step step_ + 1 (before anything is saved).
@@ -137,6 +140,7 @@ class Trainer {
   int64_t step_ = 0;
   int micro_ = 0;  // micro-batches since the last update
   StepTimes times_;
+  Trace trace_;
 };
 
 }  // namespace tt
