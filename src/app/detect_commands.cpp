@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "app/commands.hpp"
 #include "app/progress.hpp"
 #include "data/detection_data.hpp"
+#include "detect/detection_picture.hpp"
 #include "detect/detections.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
@@ -43,7 +45,10 @@ void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << st
 // detection_data.hpp check_list).
 std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad) {
   check_list_file(dc, valid);
-  return check_list(valid ? dc.valid : dc.train, dc.classes, max_pixels, skip_bad, warn).usable;
+  const std::string& list = valid ? dc.valid : dc.train;
+  Ticker ticker("checking the pictures of " + list);
+  auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
+  return check_list(list, dc.classes, max_pixels, skip_bad, warn, progress).usable;
 }
 
 // Every rank runs the tiled forward of `n` pictures (root: letterboxed into `input`); the
@@ -80,7 +85,10 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
   std::vector<float> input(size_t(n * px), 0.f);
   std::vector<std::vector<Detection>> dets;
   std::vector<std::vector<GroundTruth>> truth;
+  std::optional<Ticker> ticker;
+  if (tr.root()) ticker.emplace("mAP: pictures evaluated");
   for (int64_t start = 0; start < int64_t(count); start += n) {
+    if (ticker) ticker->tick(start, int64_t(count));
     std::vector<std::pair<int, int>> sizes;
     std::vector<bool> ok(size_t(n), true);
     if (tr.root())
@@ -191,6 +199,23 @@ std::vector<std::string> output_names(const std::vector<std::string>& images, co
     }
   }
   return out;
+}
+
+// detect --montage: refused before any work unless it can be written, and when it names one
+// of the input pictures or of the --out pictures (one would replace the other).
+void check_montage(const std::string& montage, const std::vector<std::string>& images,
+                   const std::vector<std::string>& outputs) {
+  check_can_write(montage);
+  FileId id, other;
+  const bool exists = file_id(montage, id);
+  for (const std::string& p : images)
+    if (exists && file_id(p, other) && !(id < other) && !(other < id))
+      fail("--montage '", montage, "' is one of the pictures (", p, "): it would be written over");
+  std::error_code ec, ec_out;
+  const fs::path canon = fs::weakly_canonical(montage, ec);
+  for (const std::string& p : outputs)
+    if (!ec && fs::weakly_canonical(p, ec_out) == canon && !ec_out)
+      fail("--montage '", montage, "' is also one of the pictures --out writes");
 }
 
 }  // namespace
@@ -368,6 +393,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
     if (n_bad)
       fail(n_bad, " of ", d.images.size(), " pictures cannot be used, nothing done: ", bad, n_bad > 10 ? "; ..." : "");
     if (!d.out.empty()) outputs = output_names(d.images, d.out);
+    if (!d.montage.empty()) check_montage(d.montage, d.images, outputs);
   }
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);
@@ -378,6 +404,9 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   std::vector<float> input(size_t(n * px), 0.f);
   double count = double(d.images.size());
   comm.broadcast(&count, 1, kRoot);
+  std::unique_ptr<Montage> montage;
+  if (trainer.root() && !d.montage.empty()) montage = std::make_unique<Montage>(int(d.images.size()));
+  const auto file_name = [&](int64_t i) { return fs::path(d.images[size_t(i)]).filename().string(); };
   for (int64_t i = 0; i < int64_t(count); ++i) {  // one picture per forward (padded batch)
     Image im;
     std::vector<std::pair<int, int>> sizes(size_t(n), {1, 1});
@@ -397,6 +426,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
     }
     const std::vector<std::vector<Detection>> dets =
         detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh);
+    if (trainer.root() && !ok && montage) montage->add(int(i), Image(), file_name(i));
     if (!trainer.root() || !ok) continue;
     int found = 0;
     for (const Detection& det : dets[0])
@@ -405,6 +435,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
       std::printf("%s: %dx%d, %d object(s)\n", d.images[size_t(i)].c_str(), im.w, im.h, found);
     else
       std::printf("%s: %dx%d, no object above --thresh %g\n", d.images[size_t(i)].c_str(), im.w, im.h, d.thresh);
+    std::vector<DrawnBox> boxes;
     for (const Detection& det : dets[0])
       for (int c = 0; c < classes; ++c) {
         if (det.prob[size_t(c)] <= 0) continue;  // below the threshold or suppressed
@@ -416,22 +447,29 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
         const int y1 = px((b.y - b.h / 2) * im.h), y2 = px((b.y + b.h / 2) * im.h);
         std::printf("  %s: %.0f%%  box (%d, %d)-(%d, %d)\n", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)], x1,
                     y1, x2, y2);
-        if (d.out.empty()) continue;
         // Darknet's palette idea: a colour per class, spread around the hue circle.
         const float hue = float(c) / float(classes);
-        const float r = 0.5f + 0.5f * std::cos(6.2832f * hue), g = 0.5f + 0.5f * std::cos(6.2832f * (hue - 0.333f)),
-                    bl = 0.5f + 0.5f * std::cos(6.2832f * (hue - 0.667f));
-        const int thick = std::max(1, im.h / 200);
-        draw_box(im, x1, y1, x2, y2, thick, r, g, bl);
         char label[96];
         std::snprintf(label, sizeof label, "%s %.0f%%", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)]);
-        draw_label(im, x1, std::max(0, y1 - (im.h >= 300 ? 16 : 9)), label, r, g, bl);
+        boxes.push_back({x1, y1, x2, y2, label, 0.5f + 0.5f * std::cos(6.2832f * hue),
+                         0.5f + 0.5f * std::cos(6.2832f * (hue - 0.333f)),
+                         0.5f + 0.5f * std::cos(6.2832f * (hue - 0.667f))});
       }
-    if (!d.out.empty()) {
-      save_png(im, outputs[size_t(i)]);
-      std::printf("  wrote %s\n", outputs[size_t(i)].c_str());
+    if (!d.out.empty() || montage) {
+      const Image drawn = detection_picture(im, boxes);
+      if (!d.out.empty()) {
+        save_png(drawn, outputs[size_t(i)]);
+        std::printf("  wrote %s (%dx%d)\n", outputs[size_t(i)].c_str(), drawn.w, drawn.h);
+      }
+      if (montage) montage->add(int(i), drawn, file_name(i));
     }
     std::fflush(stdout);
+  }
+  if (montage) {
+    montage->save(d.montage);
+    std::printf(
+        "wrote %s: %d picture(s) in %d column(s)%s\n", d.montage.c_str(), montage->shown(), montage->columns(),
+        montage->shown() < int(d.images.size()) ? (", the first of " + std::to_string(d.images.size())).c_str() : "");
   }
   if (n_failed) fail(n_failed, " of ", d.images.size(), " pictures could not be read (the others are done): ", failed);
   return 0;

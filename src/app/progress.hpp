@@ -1,6 +1,8 @@
 // A training run's progress: one line per logged step on stdout (step, epoch, loss and its
 // parts, learning rate, images/s, ETA) and, with --metrics FILE, the same as one JSON object
-// per line (appended when the run resumes), for scripts/plot_metrics.py.
+// per line (appended when the run resumes), for scripts/plot_metrics.py; the file also has
+// the batch and the mean seconds per step since the previous line ("step_s"), the
+// throughput over that window (images_per_s is the mean since the run started).
 #pragma once
 #include <cstdint>
 #include <fstream>
@@ -26,6 +28,24 @@ class Progress {
   int64_t first_, total_;
   int batch_;
   double t0_;
+  int64_t last_done_;  // the step and time of the previous line
+  double last_t_;
+};
+
+// A progress line on stderr for work that may take more than a few seconds (checking a
+// data set's pictures, an mAP evaluation): nothing if the work ends within 3 s, then a line
+// at most every 5 s with the count, the share and the ETA, and a last line at the end.
+class Ticker {
+ public:
+  explicit Ticker(std::string what) : what_(std::move(what)) {}
+  ~Ticker();
+  void tick(int64_t done, int64_t total);  // `done` of `total` finished
+
+ private:
+  std::string what_;
+  int64_t total_ = 0;
+  double t0_ = now(), last_ = 0;
+  static double now();
 };
 
 }  // namespace tt

@@ -202,11 +202,14 @@ void check_list_file(const DataConfig& d, bool valid) {
 }
 
 CheckedList check_list(const std::string& list, int classes, int64_t max_pixels, bool skip_bad,
-                       const std::function<void(const std::string&)>& warn) {
+                       const std::function<void(const std::string&)>& warn,
+                       const std::function<void(size_t, size_t)>& progress) {
   const std::vector<ListEntry> entries = read_list_lines(list, "image list");
   CheckedList out;
   constexpr size_t kNamed = 10;  // skipped pictures named one by one; the rest counted
+  size_t checked = 0;
   for (const ListEntry& e : entries) {
+    if (progress) progress(checked++, entries.size());
     try {
       image_info(e.path, max_pixels);
     } catch (const Error& err) {

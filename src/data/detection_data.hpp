@@ -67,8 +67,10 @@ struct CheckedList {
   std::vector<std::string> usable;  // in list order
   size_t skipped = 0;
 };
+// `progress` (if set) is told (pictures checked, pictures listed) after each picture.
 CheckedList check_list(const std::string& list, int classes, int64_t max_pixels, bool skip_bad,
-                       const std::function<void(const std::string&)>& warn);
+                       const std::function<void(const std::string&)>& warn,
+                       const std::function<void(size_t, size_t)>& progress = {});
 
 class DetectionLoader {
  public:
