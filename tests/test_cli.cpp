@@ -442,6 +442,8 @@ TEST_F(CliDetection, TrainDetectMap) {
   const std::string metrics = slurp(path("m.jsonl"));
   EXPECT_NE(metrics.find("\"loss_obj\""), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("\"map\""), std::string::npos) << metrics;
+  EXPECT_CONTAINS(metrics, "\"batch\":4");  // with "step_s": plot_metrics.py's throughput
+  EXPECT_CONTAINS(metrics, "\"step_s\":");
   EXPECT_TRUE(fs::exists(path("ck/step-00000002/weights")));
   r = run("detect --cfg '" + cfg + "' --weights w.weights --names '" + data + "' --thresh 0.001 --out pics '" +
           path("shapes/images/valid/00000.jpg") + "' '" + path("shapes/images/valid/00001.jpg") + "'");

@@ -18,6 +18,7 @@
 
 #include "cli_runner.hpp"
 #include "data/image.hpp"
+#include "detect/detection_picture.hpp"
 #include "model/net_spec.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -506,11 +507,12 @@ TEST_F(Hostile, DetectOutputsNeverOverwriteInputsOrEachOther) {
     EXPECT_EQ(slurp(path(p)).substr(1, 3), "PNG") << p;
     EXPECT_CONTAINS(r.out, std::string("wrote out/") + fs::path(p).filename().string());
   }
-  // each output is its own picture's size (no output overwrote another)
-  EXPECT_EQ(load_image(path("out/a.png")).w, 30);
-  EXPECT_EQ(load_image(path("out/a-2.png")).w, 20);
-  EXPECT_EQ(load_image(path("out/x.png")).w, 25);
-  EXPECT_EQ(load_image(path("out/x-2.png")).w, 26);
+  // each output is its own picture's size, scaled up (720, 480, 500, 494 pixels wide: no
+  // output overwrote another)
+  EXPECT_EQ(load_image(path("out/a.png")).w, 30 * picture_scale(30, 20));
+  EXPECT_EQ(load_image(path("out/a-2.png")).w, 20 * picture_scale(20, 30));
+  EXPECT_EQ(load_image(path("out/x.png")).w, 25 * picture_scale(25, 25));
+  EXPECT_EQ(load_image(path("out/x-2.png")).w, 26 * picture_scale(26, 26));
   // run again: the same names, the earlier outputs replaced
   EXPECT_EQ(run("detect --cfg tiny.cfg --weights w.weights --out out a.jpg a.png").code, 0);
   EXPECT_FALSE(fs::exists(path("out/a-3.png")));

@@ -169,8 +169,12 @@ std::string plan_title(const RunOptions& o, const Plan& p) {
   if (!o.row_weights.empty()) t.append(", row weights ").append(o.row_weights);
   if (!o.col_weights.empty()) t.append(", column weights ").append(o.col_weights);
   t.append(", layers ").append(std::to_string(p.first)).append("-").append(std::to_string(p.last - 1));
-  t.append(" tiled, groups start at");
-  for (int s : p.group_starts) t.append(" ").append(std::to_string(s));
+  if (int(p.group_starts.size()) == p.last - p.first) {
+    t.append(" tiled, a group per layer");
+  } else {
+    t.append(" tiled, groups start at");
+    for (int s : p.group_starts) t.append(" ").append(std::to_string(s));
+  }
   return t;
 }
 

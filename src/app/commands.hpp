@@ -39,6 +39,7 @@ struct PlanOptions {
   int ranks_per_device = 0;  // 0: as few devices as the ranks fit on, spread evenly
   bool optimize = false;
   int top = 5;
+  std::string draw;  // a PNG of the partition (tiling/plan_picture.hpp); empty: none
 };
 
 // The cfg with --batch and --size applied (and the thread count set).
@@ -125,6 +126,7 @@ struct DetectOptions {
   std::string weights;
   std::vector<std::string> images;
   std::string out;    // folder for the pictures with boxes; empty: print only
+  std::string montage;  // one PNG of every picture with its boxes, in a grid; empty: none
   std::string names;  // class names (a .names file, or a .data file's names=)
   float thresh = 0.5f;
   int64_t max_pixels = int64_t(4096) * 4096;  // larger pictures refused before decoding

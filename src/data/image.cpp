@@ -378,30 +378,46 @@ void flip_image(Image& im) {
       for (int x = 0; x < im.w / 2; ++x) std::swap(im.at(x, y, k), im.at(im.w - x - 1, y, k));
 }
 
-static void fill_rect(Image& im, int x1, int y1, int x2, int y2, const float rgb[3]) {
+namespace {
+void fill(Image& im, int x1, int y1, int x2, int y2, const float rgb[3]) {
   x1 = std::max(x1, 0), y1 = std::max(y1, 0), x2 = std::min(x2, im.w - 1), y2 = std::min(y2, im.h - 1);
   for (int k = 0; k < std::min(im.c, 3); ++k)
     for (int y = y1; y <= y2; ++y)
       for (int x = x1; x <= x2; ++x) im.at(x, y, k) = rgb[k];
 }
 
+std::vector<char> c_text(const std::string& text) {
+  std::vector<char> s(text.begin(), text.end());
+  s.push_back('\0');
+  return s;
+}
+}  // namespace
+
+void fill_rect(Image& im, int x1, int y1, int x2, int y2, float r, float g, float b) {
+  const float rgb[3] = {r, g, b};
+  fill(im, x1, y1, x2, y2, rgb);
+}
+
 void draw_box(Image& im, int x1, int y1, int x2, int y2, int thickness, float r, float g, float b) {
   const float rgb[3] = {r, g, b};
   for (int t = 0; t < thickness; ++t) {
-    fill_rect(im, x1 + t, y1 + t, x2 - t, y1 + t, rgb);
-    fill_rect(im, x1 + t, y2 - t, x2 - t, y2 - t, rgb);
-    fill_rect(im, x1 + t, y1 + t, x1 + t, y2 - t, rgb);
-    fill_rect(im, x2 - t, y1 + t, x2 - t, y2 - t, rgb);
+    fill(im, x1 + t, y1 + t, x2 - t, y1 + t, rgb);
+    fill(im, x1 + t, y2 - t, x2 - t, y2 - t, rgb);
+    fill(im, x1 + t, y1 + t, x1 + t, y2 - t, rgb);
+    fill(im, x2 - t, y1 + t, x2 - t, y2 - t, rgb);
   }
 }
 
-void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b) {
-  const int kScale = im.h >= 300 ? 2 : 1;  // stb_easy_font's glyphs are about 7 pixels high
-  std::vector<char> s(text.begin(), text.end());
-  s.push_back('\0');
-  const int tw = stb_easy_font_width(s.data()) * kScale, th = stb_easy_font_height(s.data()) * kScale;
+LabelSize label_size(const std::string& text, int scale) {
+  std::vector<char> s = c_text(text);
+  return {stb_easy_font_width(s.data()) * scale + 4, stb_easy_font_height(s.data()) * scale + 2};
+}
+
+void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b, int scale) {
+  std::vector<char> s = c_text(text);
+  const LabelSize size = label_size(text, scale);
   const float bg[3] = {r, g, b};
-  fill_rect(im, x, y, x + tw + 3, y + th + 1, bg);
+  fill(im, x, y, x + size.w - 1, y + size.h - 1, bg);
   // Black or white text, whichever stands out from the background.
   const float ink = 0.299f * r + 0.587f * g + 0.114f * b > 0.5f ? 0.f : 1.f;
   const float fg[3] = {ink, ink, ink};
@@ -414,8 +430,7 @@ void draw_label(Image& im, int x, int y, const std::string& text, float r, float
       std::memcpy(p, buf.data() + (q * 4 + v) * 16, sizeof p);
       qx0 = std::min(qx0, p[0]), qx1 = std::max(qx1, p[0]), qy0 = std::min(qy0, p[1]), qy1 = std::max(qy1, p[1]);
     }
-    fill_rect(im, x + 2 + int(qx0 * kScale), y + 1 + int(qy0 * kScale), x + 1 + int(qx1 * kScale),
-              y + int(qy1 * kScale), fg);
+    fill(im, x + 2 + int(qx0 * scale), y + 1 + int(qy0 * scale), x + 1 + int(qx1 * scale), y + int(qy1 * scale), fg);
   }
 }
 

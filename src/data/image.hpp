@@ -49,9 +49,16 @@ void place_image(const Image& im, int w, int h, int dx, int dy, Image& canvas);
 void distort_image(Image& im, float hue, float sat, float val);
 void flip_image(Image& im);  // left-right
 
-// Drawing, for detections: a rectangle `thickness` pixels wide and a text label on a filled
-// background (stb_easy_font's glyphs), both clipped to the image.
+// Drawing, for detections and plan pictures: a filled rectangle (corners included), a
+// rectangle `thickness` pixels wide and a text label on a filled background (stb_easy_font's
+// glyphs, about 7 pixels high, times `scale`), all clipped to the image.
+void fill_rect(Image& im, int x1, int y1, int x2, int y2, float r, float g, float b);
 void draw_box(Image& im, int x1, int y1, int x2, int y2, int thickness, float r, float g, float b);
-void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b);
+void draw_label(Image& im, int x, int y, const std::string& text, float r, float g, float b, int scale);
+// The width and height in pixels draw_label's label (background included) takes.
+struct LabelSize {
+  int w = 0, h = 0;
+};
+LabelSize label_size(const std::string& text, int scale);
 
 }  // namespace tt
