@@ -34,7 +34,8 @@ std::vector<Span> spans_of(const nlohmann::json& j) {
   std::vector<Span> v;
   for (const nlohmann::json& e : j.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
-    for (const char* k : {"name", "cat", "pid", "tid", "ts", "dur"}) EXPECT_TRUE(e.contains(k)) << k << ": " << e.dump();
+    for (const char* k : {"name", "cat", "pid", "tid", "ts", "dur"})
+      EXPECT_TRUE(e.contains(k)) << k << ": " << e.dump();
     EXPECT_TRUE(e["ts"].is_number() && e["dur"].is_number()) << e.dump();
     const int64_t t0 = std::llround(e["ts"].get<double>() * 1e3), d = std::llround(e["dur"].get<double>() * 1e3);
     EXPECT_GE(d, 0) << e.dump();
@@ -58,7 +59,8 @@ TEST_F(BenchTrace, SpansNestWithinTheirStepsAndLanes) {
   EXPECT_EQ(j.at("otherData").at("steps"), steps);
   bool named = false;
   for (const nlohmann::json& e : j["traceEvents"])
-    if (e.at("ph") == "M" && e.at("name") == "process_name") named = e.at("args").at("name").get<std::string>().rfind("rank 0 (", 0) == 0;
+    if (e.at("ph") == "M" && e.at("name") == "process_name")
+      named = e.at("args").at("name").get<std::string>().rfind("rank 0 (", 0) == 0;
   EXPECT_TRUE(named) << "no process named rank 0 (host)";
   const std::vector<Span> all = spans_of(j);
 
@@ -95,15 +97,15 @@ TEST_F(BenchTrace, SpansNestWithinTheirStepsAndLanes) {
     std::vector<Span> lane;
     for (const Span& s : all)
       if (s.tid == tid) lane.push_back(s);
-    std::sort(lane.begin(), lane.end(), [](const Span& a, const Span& b) {
-      return a.t0 != b.t0 ? a.t0 < b.t0 : a.t1 > b.t1;
-    });
+    std::sort(lane.begin(), lane.end(),
+              [](const Span& a, const Span& b) { return a.t0 != b.t0 ? a.t0 < b.t0 : a.t1 > b.t1; });
     std::vector<const Span*> open;
     int deepest = 0;
     for (const Span& s : lane) {
       while (!open.empty() && open.back()->t1 <= s.t0) open.pop_back();
-      if (!open.empty())
+      if (!open.empty()) {
         EXPECT_LE(s.t1, open.back()->t1) << s.name << " overlaps " << open.back()->name << " on lane " << tid;
+      }
       open.push_back(&s);
       deepest = std::max(deepest, int(open.size()));
     }
@@ -113,7 +115,8 @@ TEST_F(BenchTrace, SpansNestWithinTheirStepsAndLanes) {
 }
 
 TEST_F(BenchTrace, UnwritablePathRefusedBeforeTheRun) {
-  const std::string cfg = "--cfg '" + test::source_dir() + "/cfgs/small-classifier.cfg' --threads 1 --batch 2 --steps 1";
+  const std::string cfg =
+      "--cfg '" + test::source_dir() + "/cfgs/small-classifier.cfg' --threads 1 --batch 2 --steps 1";
   const Result r = run("bench " + cfg + " --trace no_such_dir/run.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_CONTAINS(r.err, "--trace: cannot write 'no_such_dir/run.json': folder 'no_such_dir' does not exist");

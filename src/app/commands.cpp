@@ -386,9 +386,9 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                   t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
   }
   if (!b.trace.empty()) {
-    const nlohmann::json about{{"cfg", o.cfg},         {"grid", o.grid},   {"groups", o.groups},
-                               {"steps", steps},       {"batch", net.batch}, {"ranks", comm.size()},
-                               {"threads", o.threads}, {"low_memory", o.low_memory}};
+    const nlohmann::json about{
+        {"cfg", o.cfg},       {"grid", o.grid},       {"groups", o.groups},   {"steps", steps},
+        {"batch", net.batch}, {"ranks", comm.size()}, {"threads", o.threads}, {"low_memory", o.low_memory}};
     const size_t spans = write_trace(b.trace, trainer.trace(), comm, about);
     if (root)
       std::fprintf(human,

@@ -485,7 +485,8 @@ void Segment::sum_over_tiles(int l, std::vector<double>& slots, int width, doubl
 }
 
 void Segment::span(const char* cat, Lane lane, double t0, double t1, int l, const char* name) const {
-  if (trace_) trace_->add(name ? name : layer_type_name(net_.layers[size_t(l)].type), cat, lane, t0, t1, l);
+  if (!trace_ || !trace_->on()) return;
+  trace_->add(name ? name : layer_type_name(net_.layers[size_t(l)].type), cat, lane, t0, t1, l);
 }
 
 std::vector<float*> Segment::tile_grads() const {

@@ -216,7 +216,7 @@ void Tail::forward_layer(int l, bool training, int64_t step) {
   const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].fwd += dt;
   times.fwd += dt;
-  if (opt_.trace) opt_.trace->add(layer_type_name(s.type), "forward", Lane::Compute, t0, t1, l);
+  if (opt_.trace && opt_.trace->on()) opt_.trace->add(layer_type_name(s.type), "forward", Lane::Compute, t0, t1, l);
 }
 
 double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, const TensorView& cut_delta) {
@@ -322,7 +322,7 @@ void Tail::backward_layer(int l, int64_t step) {
   const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;
-  if (opt_.trace) opt_.trace->add(layer_type_name(s.type), "backward", Lane::Compute, t0, t1, l);
+  if (opt_.trace && opt_.trace->on()) opt_.trace->add(layer_type_name(s.type), "backward", Lane::Compute, t0, t1, l);
 }
 
 }  // namespace tt

@@ -18,13 +18,13 @@ void Trace::start(Comm& comm) {
   on_ = true;
 }
 
-nlohmann::json trace_events(const Trace& t, int pid) {
+nlohmann::json Trace::to_json(int pid) const {
   // Whole nanoseconds since the base, rounded once per end point: rounding is monotonic,
   // so a span inside another stays inside it after the conversion.
-  auto ns = [&](double s) { return std::llround((s - t.base_) * 1e9); };
+  auto ns = [&](double s) { return std::llround((s - base_) * 1e9); };
   nlohmann::json out = nlohmann::json::array();
   int step = 0;
-  for (const TraceEvent& e : t.events_) {
+  for (const TraceEvent& e : events_) {
     const long long a = ns(e.t0), b = ns(e.t1);
     nlohmann::json args = nlohmann::json::object();
     // "conv 3", "maxpool 4", "step 0" (appended, not concatenated: GCC 12 warns falsely on a + b).
@@ -50,7 +50,7 @@ nlohmann::json trace_events(const Trace& t, int pid) {
 }
 
 size_t write_trace(const std::string& path, const Trace& t, Comm& comm, const nlohmann::json& about) {
-  const std::vector<std::string> all = comm.all_gather(trace_events(t, comm.rank()).dump());
+  const std::vector<std::string> all = comm.all_gather(t.to_json(comm.rank()).dump());
   const std::vector<std::string> hosts = comm.all_hosts();
   if (comm.rank() != kRoot) return 0;
   nlohmann::json events = nlohmann::json::array();

@@ -36,18 +36,15 @@ class Trace {
   void end(const char* name, const char* cat, Lane lane, double t0, int layer = -1) {
     if (on_) add(name, cat, lane, t0, now_s(), layer);
   }
-  const std::vector<TraceEvent>& events() const { return events_; }
+  // The events as Chrome trace events ("ph": "X", microseconds since start(), pid = `pid`,
+  // tid = lane; steps numbered from 0 in order).
+  nlohmann::json to_json(int pid) const;
 
  private:
   bool on_ = false;
   double base_ = 0;
   std::vector<TraceEvent> events_;
-  friend nlohmann::json trace_events(const Trace& t, int pid);
 };
-
-// This process's events as Chrome trace events ("ph": "X", microseconds since start(),
-// pid = `pid`, tid = lane; steps numbered from 0 in order).
-nlohmann::json trace_events(const Trace& t, int pid);
 
 // Collective: every process's events, gathered on the root, written there to `path`
 // (atomically) as one trace with a process per rank ("rank N (host)") and `about` as

@@ -103,8 +103,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   else
     sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size());
   if (!root()) return;  // the rest of the net lives on the root process
-  tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
-                                 TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed, .trace = &trace_});
+  tail_ = std::make_unique<Tail>(
+      ctx_, net, params, grad_.data(), cut_,
+      TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed, .trace = &trace_});
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))));
   cut_delta_ = Buffer(cut_map_.size());
