@@ -64,6 +64,7 @@ def main():
     fig, axes = plt.subplots(len(ranks), 1, figsize=(max(8, 0.45 * n + 3), 1.2 + 2.6 * len(ranks)), sharex=True,
                              sharey=True, squeeze=False)
     w = 0.38
+    has_cut = isinstance(j.get("cut"), int) and 0 < j["cut"] < n
     for r, (ax, layers) in enumerate(zip(axes[:, 0], ranks)):
         for side, keys in ((-1, PASSES[:2]), (1, PASSES[2:])):  # forward left of the layer, backward right
             bottom = [0.0] * n
@@ -72,18 +73,16 @@ def main():
                 ax.bar([i + side * w / 2 for i in range(n)], ms, w, bottom=bottom, color=colour,
                        label=label if r == 0 else None)
                 bottom = [b + m for b, m in zip(bottom, ms)]
-        cut = j.get("cut")
-        if isinstance(cut, int) and 0 < cut < n:
-            ax.axvline(cut - 0.5, color="black", linestyle="--", linewidth=0.8)
-            ax.text(cut - 0.45, 1, " cut: on rank 0 only from here", transform=ax.get_xaxis_transform(),
-                    va="top", fontsize=8)
+        if has_cut:
+            ax.axvline(j["cut"] - 0.5, color="black", linestyle="--", linewidth=0.8)
         host = j.get("hosts", [])
         ax.set_ylabel(f"rank {r}" + (f" ({host[r]})" if r < len(host) else "") + "\nms per step")
         ax.grid(axis="y", alpha=0.3)
     ax = axes[-1, 0]
     ax.set_xticks(range(n))
     ax.set_xticklabels(names, rotation=60 if n > 12 else 0, ha="right" if n > 12 else "center", fontsize=8)
-    ax.set_xlabel("layer (left bar forward, right bar backward)")
+    ax.set_xlabel("layer (left bar forward, right bar backward" +
+                  ("; right of the dashed line: after the cut, on rank 0 only)" if has_cut else ")"))
     title = os.path.basename(a.bench_json)
     if j.get("cfg"):
         title = (f"{os.path.basename(str(j['cfg']))}: grid {j.get('grid', '?')}, {len(ranks)} rank(s), batch "
