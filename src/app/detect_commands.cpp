@@ -435,26 +435,38 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
       std::printf("%s: %dx%d, %d object(s)\n", d.images[size_t(i)].c_str(), im.w, im.h, found);
     else
       std::printf("%s: %dx%d, no object above --thresh %g\n", d.images[size_t(i)].c_str(), im.w, im.h, d.thresh);
+    // One drawn box per detection, labelled with its classes, the most probable first and
+    // in its colour (classes of one box would otherwise stack their labels on one spot).
     std::vector<DrawnBox> boxes;
-    for (const Detection& det : dets[0])
-      for (int c = 0; c < classes; ++c) {
-        if (det.prob[size_t(c)] <= 0) continue;  // below the threshold or suppressed
-        const BoxF& b = det.box;
-        // A box of an untrained head can be infinite or NaN (exp overflow): converting that to
-        // int is undefined (UBSan, CliDetection.TrainDetectMap), so clamp it first.
-        const auto px = [](float v) { return std::isnan(v) ? 0 : int(std::clamp(v, -1e9f, 1e9f)); };
-        const int x1 = px((b.x - b.w / 2) * im.w), x2 = px((b.x + b.w / 2) * im.w);
-        const int y1 = px((b.y - b.h / 2) * im.h), y2 = px((b.y + b.h / 2) * im.h);
+    for (const Detection& det : dets[0]) {
+      std::vector<int> found_classes;
+      for (int c = 0; c < classes; ++c)
+        if (det.prob[size_t(c)] > 0) found_classes.push_back(c);  // else below the threshold or suppressed
+      if (found_classes.empty()) continue;
+      const BoxF& b = det.box;
+      // A box of an untrained head can be infinite or NaN (exp overflow): converting that to
+      // int is undefined (UBSan, CliDetection.TrainDetectMap), so clamp it first.
+      const auto px = [](float v) { return std::isnan(v) ? 0 : int(std::clamp(v, -1e9f, 1e9f)); };
+      const int x1 = px((b.x - b.w / 2) * im.w), x2 = px((b.x + b.w / 2) * im.w);
+      const int y1 = px((b.y - b.h / 2) * im.h), y2 = px((b.y + b.h / 2) * im.h);
+      for (int c : found_classes)
         std::printf("  %s: %.0f%%  box (%d, %d)-(%d, %d)\n", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)], x1,
                     y1, x2, y2);
-        // Darknet's palette idea: a colour per class, spread around the hue circle.
-        const float hue = float(c) / float(classes);
-        char label[96];
-        std::snprintf(label, sizeof label, "%s %.0f%%", names[size_t(c)].c_str(), 100 * det.prob[size_t(c)]);
-        boxes.push_back({x1, y1, x2, y2, label, 0.5f + 0.5f * std::cos(6.2832f * hue),
-                         0.5f + 0.5f * std::cos(6.2832f * (hue - 0.333f)),
-                         0.5f + 0.5f * std::cos(6.2832f * (hue - 0.667f))});
+      std::stable_sort(found_classes.begin(), found_classes.end(),
+                       [&](int a, int c) { return det.prob[size_t(a)] > det.prob[size_t(c)]; });
+      std::string label;
+      for (int c : found_classes) {
+        char part[96];
+        std::snprintf(part, sizeof part, "%s%s %.0f%%", label.empty() ? "" : ", ", names[size_t(c)].c_str(),
+                      100 * det.prob[size_t(c)]);
+        label += part;
       }
+      // Darknet's palette idea: a colour per class, spread around the hue circle.
+      const float hue = float(found_classes[0]) / float(classes);
+      boxes.push_back({x1, y1, x2, y2, label, 0.5f + 0.5f * std::cos(6.2832f * hue),
+                       0.5f + 0.5f * std::cos(6.2832f * (hue - 0.333f)),
+                       0.5f + 0.5f * std::cos(6.2832f * (hue - 0.667f))});
+    }
     if (!d.out.empty() || montage) {
       const Image drawn = detection_picture(im, boxes);
       if (!d.out.empty()) {
