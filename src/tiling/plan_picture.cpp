@@ -200,16 +200,17 @@ void draw_plan(const NetSpec& net, const Plan& plan, const std::string& title, c
   const std::vector<Panel> panels = panels_of(net, plan);
   const int n = int(panels.size());
   const int cols = std::clamp(n, 2, kPanelColumns), rows = (n + cols - 1) / cols;
-  Image im(cols * kPanelW, kHeaderH + rows * kPanelH, 3, 1.f);
+  const int width = cols * kPanelW;
   const std::string legend =
       cat("Filled: the cells each tile owns (its number in the middle). Hatched in a tile's colour: its halo, the "
           "cells it reads beyond its own at a group start (drawn at least ",
           kMinHaloPx, " pixels wide). Inside a group nothing is exchanged.");
-  std::vector<std::string> lines = wrap(title, im.w - 20);
-  for (const std::string& l : wrap(legend, im.w - 20)) lines.push_back(l);
-  lines.resize(std::min<size_t>(lines.size(), 4));  // the header holds four
+  std::vector<std::string> lines = wrap(title, width - 20);
+  for (const std::string& l : wrap(legend, width - 20)) lines.push_back(l);
+  const int header = std::max(kHeaderH, 16 + 22 * int(lines.size()));
+  Image im(width, header + rows * kPanelH, 3, 1.f);
   for (size_t k = 0; k < lines.size(); ++k) text(im, 8, 6 + 22 * int(k), lines[k]);
-  for (int i = 0; i < n; ++i) draw_panel(im, panels[size_t(i)], (i % cols) * kPanelW, kHeaderH + (i / cols) * kPanelH);
+  for (int i = 0; i < n; ++i) draw_panel(im, panels[size_t(i)], (i % cols) * kPanelW, header + (i / cols) * kPanelH);
   save_png(im, path);
 }
 

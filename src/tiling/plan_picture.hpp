@@ -17,8 +17,9 @@
 namespace tt {
 
 // The layout, in pixels: panels of kPanelW x kPanelH in rows of at most kPanelColumns (at
-// least two columns wide, for the header's text) under a kHeaderH header; a panel's map
-// starts at (kMapLeft, kMapTop) inside it.
+// least two columns wide, for the header's text) under a kHeaderH header (taller when its
+// wrapped text needs more than four lines); a panel's map starts at (kMapLeft, kMapTop)
+// inside it.
 constexpr int kMapPx = 320, kPanelW = 360, kPanelH = 444, kHeaderH = 104, kPanelColumns = 4;
 constexpr int kMapLeft = 20, kMapTop = 100;
 // A halo narrower than this many pixels (one cell of a 416 x 416 map is under one) is drawn
