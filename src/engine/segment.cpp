@@ -54,7 +54,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       tile_rank_(std::move(opt.tile_rank)),
       order_(comm, tile_rank_, 0),
       shards_(opt.shards),
-      trace_(opt.trace) {
+      trace_(opt.trace),
+      grad_scales_(opt.grad_scales) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
@@ -605,6 +606,20 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
   bn_wait_ = weights_wait_ = 0;
 }
 
+// verify's scale of layer l's weight gradient from one tile (engine/verify.hpp): the
+// gradient sums products of `src` and `delta`, so by Cauchy-Schwarz the sum of their
+// magnitudes is at most sqrt(window cells) ||src|| ||delta||. Block padding is zero.
+void Segment::add_grad_scale(int l, const TensorView& src, const TensorView& delta) {
+  if (!grad_scales_) return;
+  auto sum_sq = [](const TensorView& v) {
+    double s = 0;
+    for (int64_t k = 0; k < v.size(); ++k) s += double(v.data[k]) * v.data[k];
+    return s;
+  };
+  const Window& w = net_.layers[size_t(l)].win;
+  (*grad_scales_)[size_t(l)] += std::sqrt(double(w.size) * w.size * sum_sq(src) * sum_sq(delta));
+}
+
 void Segment::backward_layer(int l) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
@@ -646,20 +661,23 @@ void Segment::backward_layer(int l) {
         // The delta is no longer needed outside the owned box: zero it there and take the
         // weight gradient over the whole delta box, with no crops.
         if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
+        add_grad_scale(l, ts.in[i], ts.cur);
         ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases);
         continue;
       }
       // Over the owned box: its input window cropped out of a larger input buffer, and the
       // owned delta moved to the front of its buffer (in place: the delta is not read again).
       const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
-      const float* src = ts.in[i].data;
+      TensorView src = ts.in[i];
       if (!(ts.in[i].box == src_box)) {
-        TensorView crop{crop_src_.data(), batch_, s.in.c, L.in_cb, src_box};
-        copy_region(ts.in[i], crop, src_box);
-        src = crop.data;
+        src = TensorView{crop_src_.data(), batch_, s.in.c, L.in_cb, src_box};
+        copy_region(ts.in[i], src, src_box);
       }
       if (!(ts.cur.box == x.own)) compact_region(ts.cur, x.own);
-      ts.bwd_weights[i]->backward_weights(src, ts.cur.data, gw, grad_of(t) + ps.biases);
+      TensorView owned_delta = ts.cur;
+      owned_delta.box = x.own;
+      add_grad_scale(l, src, owned_delta);
+      ts.bwd_weights[i]->backward_weights(src.data, ts.cur.data, gw, grad_of(t) + ps.biases);
     }
   }
   t0 = now_s();

@@ -80,6 +80,9 @@ struct SegmentOptions {
   // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
   bool tiled = true;
   Trace* trace = nullptr;  // bench --trace: where the spans go (null: nowhere)
+  // verify: per net layer, each convolution's weight-gradient scale is added here (see
+  // engine/verify.hpp: sqrt(window) ||input|| ||output delta|| per micro-batch); null: not measured.
+  std::vector<double>* grad_scales = nullptr;
 };
 
 class Segment {
@@ -136,6 +139,7 @@ class Segment {
   void forward_layer(int l, bool training, bool halo_in_flight = false);
   void compute(int t, int l, int part);
   void backward_layer(int l);
+  void add_grad_scale(int l, const TensorView& src, const TensorView& delta);
   void bn_forward(int l, bool training);
   void bn_backward(int l, bool owned_only);  // after act_backward_bn_sums filled the tiles' slots
   void sum_over_tiles(int l, std::vector<double>& slots, int width, double* total);
@@ -176,6 +180,7 @@ class Segment {
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   const ShardPlan* shards_;
   Trace* trace_;
+  std::vector<double>* grad_scales_;
   // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
   // gradient; this process's part of the summed gradient.
   Buffer layer_buf_, grad_part_;

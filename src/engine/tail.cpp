@@ -79,7 +79,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .recompute = false,
                                                         .far = {},
                                                         .tiled = false,
-                                                        .trace = opt.trace});
+                                                        .trace = opt.trace,
+                                                        .grad_scales = opt.grad_scales});
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
   }

@@ -32,6 +32,7 @@ struct TailOptions {
   BnMode bn = BnMode::Sync;
   uint64_t seed = 1;  // dropout masks
   Trace* trace = nullptr;  // bench --trace: each layer's forward and backward (null: none)
+  std::vector<double>* grad_scales = nullptr;  // verify: see SegmentOptions
 };
 
 class Tail {

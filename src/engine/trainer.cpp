@@ -73,6 +73,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   check_memory(plan, ranks);
   grad_ = Buffer(params.values.size());
   momentum_ = Buffer(params.values.size());
+  if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), 0.0);
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
@@ -97,7 +98,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far),
-                                                    .trace = &trace_});
+                                                    .trace = &trace_,
+                                                    .grad_scales = grad_scales()});
   if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
@@ -105,7 +107,12 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(
       ctx_, net, params, grad_.data(), cut_,
-      TailOptions{.batch = n_, .in_cb = tiled_->out_cb(), .bn = opt.bn, .seed = opt.seed, .trace = &trace_});
+      TailOptions{.batch = n_,
+                  .in_cb = tiled_->out_cb(),
+                  .bn = opt.bn,
+                  .seed = opt.seed,
+                  .trace = &trace_,
+                  .grad_scales = grad_scales()});
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))));
   cut_delta_ = Buffer(cut_map_.size());
@@ -129,6 +136,13 @@ Trainer::Memory Trainer::memory() const {
   m.kept_mb = kept * 4 / 1048576.0;
   m.filters_mb += m.kept_mb + ctx_.staging_bytes() / 1048576.0;
   return m;
+}
+
+std::vector<double> Trainer::take_grad_scales() {
+  if (grad_scales_.empty()) fail("take_grad_scales: the trainer was made without record_grad_scales");
+  std::vector<double> s(grad_scales_.size(), 0.0);
+  std::swap(s, grad_scales_);  // the segments keep writing into the same vector, zeroed
+  return s;
 }
 
 Trainer::~Trainer() = default;

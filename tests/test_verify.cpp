@@ -1,0 +1,132 @@
+// verify's judgement (engine/verify.hpp): a convolution's weight gradient is judged against
+// the size of what was summed into it, so that fp32 rounding of a cancelling sum passes and
+// a gradient that misses part of the map fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engine/trainer.hpp"
+#include "engine/verify.hpp"
+#include "data/synthetic.hpp"
+#include "model/net_spec.hpp"
+#include "model/params.hpp"
+#include "test_util.hpp"
+
+namespace tt {
+namespace {
+
+NetSpec small_classifier(int batch, int h, int w) {
+  NetSpec net = load_net(test::source_dir() + "/cfgs/small-classifier.cfg");
+  net.batch = batch;
+  net.subdivisions = 1;
+  resize_net(net, h, w);
+  return net;
+}
+
+// The example the README once gave, which the plain relative difference judged a mismatch:
+// its weight gradients in front of batch-norms cancel (the delta sums to zero per channel),
+// and a 2x3 partition's order of summation moved them by 2.6e-5 of their size.
+TEST(VerifyJudgement, CancellingGradientsOfAnExactPartitionPass) {
+  const NetSpec net = small_classifier(3, 97, 131);
+  TrainOptions opt;
+  opt.rows = 2;
+  opt.cols = 3;
+  opt.groups = "none";
+  LocalComm comm;
+  const VerifyReport r = verify_training(net, opt, comm, 1, 3);
+  EXPECT_TRUE(r.ok()) << "gradients " << r.gradients << " (layer " << r.gradient_layer << "), weights " << r.weights;
+  EXPECT_EQ(r.outputs, 0) << "forward values must be bit-identical";
+  EXPECT_LE(r.gradients, VerifyReport::kTolerance);
+  EXPECT_GT(r.gradients, 0) << "a 2x3 partition sums in another order: some difference is expected";
+}
+
+// The scale the untiled run measures bounds every convolution's weight gradient (Cauchy-
+// Schwarz), is zero for layers without one, and restarts from zero after it is taken.
+TEST(VerifyJudgement, MeasuredScalesBoundTheConvolutionsGradients) {
+  const NetSpec net = small_classifier(2, 40, 36);
+  Params p(net);
+  init_params(p, net, 3);
+  TrainOptions opt;
+  opt.record_grad_scales = true;
+  LocalComm comm;
+  Trainer tr(net, p, opt, comm);
+  std::vector<float> input, truth;
+  synthetic_batch(net, net.micro_batch(), 5, input, truth);
+  tr.forward_backward(input.data(), truth.data());
+  const std::vector<double> scale = tr.take_grad_scales();
+  ASSERT_EQ(scale.size(), net.layers.size());
+  int convs = 0;
+  for (const LayerSpec& l : net.layers) {
+    if (l.type != LayerType::Conv) {
+      EXPECT_EQ(scale[size_t(l.index)], 0) << "layer " << l.index;
+      continue;
+    }
+    ++convs;
+    const ParamSlice& s = p.slices[size_t(l.index)];
+    double g = 0;
+    for (int64_t k = 0; k < s.n_weights; ++k) g += double(tr.grad()[size_t(s.weights + k)]) * tr.grad()[size_t(s.weights + k)];
+    EXPECT_GT(std::sqrt(g), 0) << "layer " << l.index;
+    EXPECT_LE(std::sqrt(g), scale[size_t(l.index)] * (1 + 1e-6)) << "layer " << l.index << ": not a bound";
+  }
+  EXPECT_GE(convs, 3);
+  for (double s : tr.take_grad_scales()) EXPECT_EQ(s, 0);
+}
+
+// The judgement itself on a 3x3 convolution's weight gradient over a 64x64 map whose delta
+// sums to zero per channel (as behind a batch-norm): the gradient summed in fp32 tile by tile
+// passes against the float64 sum; one that leaves out one row of the map fails.
+TEST(VerifyJudgement, RoundingPassesAndAMissingRowFails) {
+  const int ci = 8, co = 8, h = 64, w = 64, k = 3;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(size_t(ci * h * w)), dz(size_t(co * h * w));
+  for (float& v : x) v = nd(rng);
+  for (float& v : dz) v = nd(rng);
+  for (int o = 0; o < co; ++o) {  // zero mean per channel
+    double m = 0;
+    for (int i = 0; i < h * w; ++i) m += dz[size_t(o * h * w + i)];
+    for (int i = 0; i < h * w; ++i) dz[size_t(o * h * w + i)] -= float(m / (h * w));
+  }
+  // dW[o][i][ky][kx] = sum over output cells (y, x) in rows [r0, r1) of x[i][y+ky-1][x+kx-1] dz[o][y][x]
+  auto grad = [&](int r0, int r1, auto zero) {
+    using T = decltype(zero);
+    std::vector<T> g(size_t(co * ci * k * k), T(0));
+    for (int o = 0; o < co; ++o)
+      for (int i = 0; i < ci; ++i)
+        for (int ky = 0; ky < k; ++ky)
+          for (int kx = 0; kx < k; ++kx) {
+            T s = 0;
+            for (int y = r0; y < r1; ++y)
+              for (int xx = 0; xx < w; ++xx) {
+                const int iy = y + ky - 1, ix = xx + kx - 1;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                s += T(x[size_t((i * h + iy) * w + ix)]) * T(dz[size_t((o * h + y) * w + xx)]);
+              }
+            g[size_t(((o * ci + i) * k + ky) * k + kx)] = s;
+          }
+    return g;
+  };
+  const std::vector<double> exact = grad(0, h, 0.0);
+  std::vector<float> exact_f(exact.begin(), exact.end());
+  // fp32, in two tiles (rows [0, 32) and [32, 64)) added up: another order of summation
+  std::vector<float> tiled = grad(0, 32, 0.f);
+  const std::vector<float> lower = grad(32, h, 0.f);
+  for (size_t j = 0; j < tiled.size(); ++j) tiled[j] += lower[j];
+  std::vector<float> missing = grad(0, h - 1, 0.f);  // the last row of cells left out
+  double sx = 0, sd = 0;
+  for (float v : x) sx += double(v) * v;
+  for (float v : dz) sd += double(v) * v;
+  const double scale = std::sqrt(double(k * k) * sx * sd);
+
+  const double rounding = gradient_difference(tiled.data(), exact_f.data(), tiled.size(), scale);
+  const double bug = gradient_difference(missing.data(), exact_f.data(), missing.size(), scale);
+  EXPECT_LE(rounding, VerifyReport::kTolerance) << "fp32 rounding judged a mismatch";
+  EXPECT_GT(bug, VerifyReport::kTolerance) << "a missing row judged a match";
+  EXPECT_GT(bug, 100 * rounding);
+}
+
+}  // namespace
+}  // namespace tt
