@@ -466,6 +466,26 @@ TEST(PlannerCostModel, ModelOfAnotherNetIsRefused) {
   }
 }
 
+// fuzz_cluster: a model of the right net (its signature matches) whose layer list was cut
+// short or padded was read past its end; now it is refused naming the host and the counts.
+TEST(PlannerCostModel, ModelWithAnotherLayerCountIsRefused) {
+  const NetSpec w1 = net_at("cfgs/yolov2-16.cfg");
+  for (int extra : {-3, 2}) {
+    DeviceModel m = synthetic_model(w1);
+    m.layers.resize(size_t(int(m.layers.size()) + extra));
+    const nlohmann::json j{
+        {"devices", {{{"name", "a"}, {"cores", 1}, {"memory_mb", 100}, {"model", device_model_to_json(m)}}}},
+        {"links", {{"bandwidth_mbit", 100}, {"latency_us", 10}}}};
+    try {
+      resolve_cluster(parse_cluster(j, "c.json", {}), w1, nullptr);
+      FAIL() << "a model of " << m.layers.size() << " layers accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("holds " + std::to_string(m.layers.size()) + " layer(s)"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // calibrate's spinners measure the cores the device gives, not the one core mpirun bound
 // the rank to (a bound rank measured 1.00 of 2 cores: every multi-rank prediction 2x).
 TEST(PlannerCalibrate, SpinnersLeaveTheRanksCoreBinding) {

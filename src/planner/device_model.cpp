@@ -310,8 +310,13 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
 void derive_size_correction(DeviceModel& m, const NetSpec& net0) try {
   m.size_correction.clear();
   m.full_cells.clear();
-  if (!m.points.is_array() || m.points.empty()) return;
+  // calibrate measures the layers before the first untileable one; a file that says
+  // otherwise was damaged or edited (its signature alone does not say how many it holds)
   const int spatial = int(m.layers.size());
+  if (spatial != net0.first_untileable())
+    fail("the device model of ", m.host, " (", m.cfg, ") holds ", spatial, " layer(s), but ", net0.path, " has ",
+         net0.first_untileable(), " before its first untileable layer: a damaged or edited file (calibrate again)");
+  if (!m.points.is_array() || m.points.empty()) return;
   std::vector<std::vector<double>> cells;  // per point, per layer
   for (const nlohmann::json& p : m.points) {
     NetSpec net = net0;
