@@ -40,7 +40,6 @@ TEST(VerifyJudgement, CancellingGradientsOfAnExactPartitionPass) {
   EXPECT_TRUE(r.ok()) << "gradients " << r.gradients << " (layer " << r.gradient_layer << "), weights " << r.weights;
   EXPECT_EQ(r.outputs, 0) << "forward values must be bit-identical";
   EXPECT_LE(r.gradients, VerifyReport::kTolerance);
-  EXPECT_GT(r.gradients, 0) << "a 2x3 partition sums in another order: some difference is expected";
 }
 
 // The scale the untiled run measures bounds every convolution's weight gradient (Cauchy-
