@@ -16,10 +16,19 @@ Image detection_picture(const Image& im, const std::vector<DrawnBox>& boxes) {
   Image out = k > 1 ? resize_image(im, im.w * k, im.h * k) : im;
   const int shorter = std::min(out.w, out.h);
   const int thick = std::max(1, shorter / 160), text_scale = std::max(1, shorter / 240);
+  // Edges beyond the picture (an untrained head's boxes reach +-1e9) are held just outside
+  // it before scaling, so that the products stay in int; drawing clips them anyway.
+  std::vector<DrawnBox> held = boxes;
+  for (DrawnBox& b : held) {
+    b.x1 = std::clamp(b.x1, -1, im.w);
+    b.x2 = std::clamp(b.x2, -1, im.w);
+    b.y1 = std::clamp(b.y1, -1, im.h);
+    b.y2 = std::clamp(b.y2, -1, im.h);
+  }
   // Boxes first, labels after: a label is never crossed by another box's line.
-  for (const DrawnBox& b : boxes)
+  for (const DrawnBox& b : held)
     draw_box(out, b.x1 * k, b.y1 * k, b.x2 * k + k - 1, b.y2 * k + k - 1, thick, b.r, b.g, b.b);
-  for (const DrawnBox& b : boxes) {
+  for (const DrawnBox& b : held) {
     const LabelSize size = label_size(b.label, text_scale);
     const int x = std::max(0, std::min(b.x1 * k, out.w - size.w));
     int y = b.y1 * k - size.h;
