@@ -112,6 +112,22 @@ TEST_F(FuzzFindings, JpegScanWithUndefinedTablesIsRefused) {
   }
 }
 
+// fuzz_image: Debian's stb grew its PNG image-data buffer to what a chunk's length field
+// said (1.3 GB in a 116-byte file: 2 GB allocated) before reading it. A chunk longer than the
+// rest of the file is refused before stb sees it; a real PNG, also cut short, still is not
+// (a cut inside the last chunk is refused the same way).
+TEST_F(FuzzFindings, PngChunkLongerThanTheFileIsRefused) {
+  std::string msg = load_error(test::source_dir() + "/fuzz/corpus/fuzz_image/crash-png-chunk-longer-than-file");
+  EXPECT_NE(msg.find("a chunk (IDAT) says 1307645468 bytes, but the file has 31 left"), std::string::npos) << msg;
+  const std::string png = read_file(test::source_dir() + "/fuzz/corpus/fuzz_image/rgb.png");
+  ASSERT_NO_THROW(load_image(write("good.png", png), 3));
+  const size_t idat = png.find("IDAT");
+  ASSERT_NE(idat, std::string::npos);
+  msg = load_error(write("cut.png", png.substr(0, idat + 6)));
+  EXPECT_NE(msg.find("a corrupt PNG: a chunk (IDAT) says"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cut.png"), std::string::npos) << msg;
+}
+
 // fuzz_image: Debian's stb read past its buffer converting a 16-bit PNM and overflowed int
 // parsing a long PNM header number; PNM is not read at all now (STBI_NO_PNM in image.cpp).
 TEST_F(FuzzFindings, PnmPicturesAreRefused) {

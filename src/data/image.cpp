@@ -149,11 +149,43 @@ std::string jpeg_tables_problem(FILE* f) {
   return problem;
 }
 
+// Debian 12's stb_image grows its buffer for a PNG's image data (IDAT) to whatever a chunk's
+// length field says before reading the chunk: a 100-byte file saying 1.3 GB made it allocate
+// 2 GB (fuzz_image, finding 12). The chunks are walked as stb walks them (length, type, the
+// data, a CRC; up to IEND) and a chunk longer than what is left of the file is refused.
+// Returns what is wrong, or "" (pictures that are not PNGs included); the position is kept.
+std::string png_chunks_problem(FILE* f) {
+  static const unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  const long start = std::ftell(f);
+  std::string problem;
+  unsigned char head[8];
+  if (std::fread(head, 1, 8, f) == 8 && std::memcmp(head, kSignature, 8) == 0 && std::fseek(f, 0, SEEK_END) == 0) {
+    const long end = std::ftell(f);
+    long at = start + 8;
+    while (problem.empty() && at + 8 <= end) {
+      std::fseek(f, at, SEEK_SET);
+      if (std::fread(head, 1, 8, f) != 8) break;
+      const uint32_t length = uint32_t(head[0]) << 24 | uint32_t(head[1]) << 16 | uint32_t(head[2]) << 8 | head[3];
+      const std::string type(reinterpret_cast<const char*>(head + 4), 4);
+      const long left = end - (at + 8);
+      if (int64_t(length) + 4 > left)  // its data and CRC
+        problem = "a chunk (" + type + ") says " + std::to_string(length) + " bytes, but the file has " +
+                  std::to_string(std::max(0L, left - 4)) + " left";
+      if (type == "IEND") break;
+      at += 8 + int64_t(length) + 4;
+    }
+  }
+  std::fseek(f, start, SEEK_SET);
+  return problem;
+}
+
 // The header of an open picture (the file position is kept), checked against the limit.
 ImageInfo header_of(FILE* f, const std::string& path, int64_t max_pixels) {
   ImageInfo i;
   if (const std::string problem = jpeg_tables_problem(f); !problem.empty())
     fail("cannot read image '", path, "': a corrupt JPEG: ", problem);
+  if (const std::string problem = png_chunks_problem(f); !problem.empty())
+    fail("cannot read image '", path, "': a corrupt PNG: ", problem);
   if (!stbi_info_from_file(f, &i.w, &i.h, &i.c))
     fail("cannot read image '", path, "': ", stbi_failure_reason(), " (not a picture stb can read?)");
   if (i.w < 1 || i.h < 1) fail("cannot read image '", path, "': its header says ", i.w, "x", i.h, " pixels");
