@@ -378,6 +378,10 @@ TEST(CfgErrors, YoloLayers) {
   // 13x11 does not reorganise by 2
   expect_error_at(kNet + conv + "[reorg]\nstride=2\n[cost]\n", "[reorg]", {"stride 2", "multiples"});
   expect_error_at(kNet + conv + "[reorg]\nstride=2\nextra=1\n[cost]\n", "[reorg]", {"not supported"});
+  // Darknet's reorg order needs channels divisible by stride^2 both ways (3 channels once
+  // divided by zero)
+  expect_error_at("[net]\nwidth=12\nheight=10\nchannels=3\n[reorg]\nstride=2\n[cost]\n", "[reorg]",
+                  {"divisible by stride^2 = 4", "got 3"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,5\nnum=4\nclasses=2\n", "mask=0,5", {"mask entry 5", "[0, 4)"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\nanchors=1,2,3\n", "anchors=", {"3 anchor values", "8"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=3\n", "[yolo]", {"14 channels", "filters=16"});

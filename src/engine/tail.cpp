@@ -4,8 +4,6 @@
 #include <cstring>
 #include <set>
 
-#include "layers/dense.hpp"
-#include "layers/reshape_ops.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -23,21 +21,23 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
     for (int r : s.route) routed.insert(r);
   TailLayout t;
   t.out.assign(size_t(L - cut + 1), 0);
-  t.pre.assign(t.out.size(), 0);
+  t.saved.assign(t.out.size(), 0);
   t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
   for (int l = cut; l < L;) {
     const LayerSpec& s = net.layers[size_t(l)];
-    t.scratch = std::max(t.scratch, batch * s.in.size());
     if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a route reads
       int e = l + 1;
       while (e < L && net.layers[size_t(e)].spatial() && !routed.count(e - 1)) ++e;
       t.runs.push_back({l, e});
       t.out[size_t(e - cut)] = batch * net.layers[size_t(e - 1)].out.size();
+      t.scratch = std::max(t.scratch, batch * s.in.size());  // the run's input delta
       l = e;
       continue;
     }
+    const std::unique_ptr<Op> op = make_op(net, s);
     t.out[size_t(l - cut + 1)] = batch * s.out.size();
-    if (s.type == LayerType::Connected) t.pre[size_t(l - cut + 1)] = t.out[size_t(l - cut + 1)];
+    t.saved[size_t(l - cut + 1)] = batch * op->saved_floats();
+    t.scratch = std::max(t.scratch, batch * op->scratch_floats());
     ++l;
   }
   return t;
@@ -45,7 +45,7 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
 
 double TailLayout::maps_bytes() const {
   double b = 0;
-  for (size_t i = 0; i < out.size(); ++i) b += 4. * (out[i] + pre[i]);
+  for (size_t i = 0; i < out.size(); ++i) b += 4. * (out[i] + saved[i]);
   return b;
 }
 
@@ -84,12 +84,15 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
   }
+  ops_.resize(size_t(L - cut));
+  for (int l = cut; l < L; ++l)
+    if (run_of_[size_t(l - cut)] < 0) ops_[size_t(l - cut)] = make_op(net, net.layers[size_t(l)]);
   for (size_t i = 0; i < t.out.size(); ++i) {
     out_.emplace_back(size_t(t.out[i]), 0.f);
     delta_.emplace_back(size_t(t.out[i]), 0.f);
-    pre_.emplace_back(size_t(t.pre[i]), 0.f);
+    saved_.emplace_back(size_t(t.saved[i]), 0.f);
   }
-  run_delta_in_.assign(size_t(t.scratch), 0.f);
+  scratch_.assign(size_t(t.scratch), 0.f);
   layer_times.assign(size_t(L - cut), LayerTimes{});
 }
 
@@ -135,15 +138,40 @@ Segment::MemoryUse Tail::memory_use() const {
     m.weight_copies += u.weight_copies;
   }
   for (size_t i = 0; i < out_.size(); ++i) {
-    m.maps += (out_[i].size() + pre_[i].size()) * 4;
+    m.maps += (out_[i].size() + saved_[i].size()) * 4;
     m.deltas += delta_[i].size() * 4;
   }
-  m.deltas += run_delta_in_.size() * 4;
+  m.deltas += scratch_.size() * 4;
   return m;
 }
 
 static TensorView plain_view(std::vector<float>& v, int n, const Shape& s) {
   return TensorView{v.data(), n, s.c, 1, full_box(s.h, s.w)};
+}
+
+OpStep Tail::op_step(bool training, int64_t step) const {
+  return OpStep{.batch = opt_.batch, .training = training, .step = step, .seed = opt_.seed};
+}
+
+OpTensors Tail::tensors(int l) {
+  const LayerSpec& s = net_.layers[size_t(l)];
+  OpTensors t;
+  for (int r : net_.inputs_of(l)) {
+    t.in.push_back(out_[slot(r)].data());
+    t.din.push_back(delta_[slot(r)].data());
+  }
+  t.out = out_[slot(l)].data();
+  t.dout = delta_[slot(l)].data();
+  t.saved = saved_[slot(l)].data();
+  t.scratch = scratch_.data();
+  if (s.has_params()) {
+    const ParamSlice& ps = params_.slices[size_t(l)];
+    t.weights = params_.values.data() + ps.weights;
+    t.biases = params_.values.data() + ps.biases;
+    t.grad_weights = grad_ + ps.weights;
+    t.grad_biases = grad_ + ps.biases;
+  }
+  return t;
 }
 
 void Tail::forward(const TensorView& cut_map, bool training, int64_t step) {
@@ -170,50 +198,7 @@ void Tail::forward_layer(int l, bool training, int64_t step) {
     return;
   }
   const double t0 = now_s();
-  const float* x = out_[slot(l - 1)].data();
-  float* y = out_[slot(l)].data();
-  switch (s.type) {
-    case LayerType::Route: {
-      std::vector<RoutePart> parts;
-      for (int r : s.route) parts.push_back({out_[slot(r)].data(), nullptr, net_.layers[size_t(r)].out.size()});
-      route_forward(parts, y, n);
-      break;
-    }
-    case LayerType::Reorg:
-      reorg_forward(s, x, y, n);
-      break;
-    case LayerType::Upsample:
-      upsample_forward(s, x, y, n);
-      break;
-    case LayerType::Region:
-    case LayerType::Yolo:
-      detector_forward(s, x, y, n);
-      break;
-    case LayerType::AvgPool:
-      avgpool_forward(x, y, n, s.in.c, s.in.h * s.in.w);
-      break;
-    case LayerType::Connected: {
-      const ParamSlice& ps = params_.slices[size_t(l)];
-      connected_forward(x, params_.values.data() + ps.weights, params_.values.data() + ps.biases, pre_[slot(l)].data(),
-                        y, n, int(s.in.size()), s.outputs, s.act);
-      break;
-    }
-    case LayerType::Softmax:
-      softmax_forward(x, y, n, int(s.in.size()));
-      break;
-    case LayerType::Dropout:
-      if (training)
-        dropout_apply(x, y, s.in.size(), n, s.probability, opt_.seed + uint64_t(l), step);
-      else
-        std::copy_n(x, size_t(n * s.in.size()), y);
-      break;
-    case LayerType::Cost:  // its output is its input
-      std::copy_n(x, size_t(n * s.in.size()), y);
-      break;
-    case LayerType::Conv:
-    case LayerType::MaxPool:
-      fail("internal: layer ", l, " outside a run");
-  }
+  ops_[size_t(l - cut_)]->forward(op_step(training, step), tensors(l));
   const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].fwd += dt;
   times.fwd += dt;
@@ -226,19 +211,12 @@ double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, c
   const int L = int(net_.layers.size());
   for (auto& d : delta_) std::fill(d.begin(), d.end(), 0.f);
   double loss = 0;
-  const LayerSpec& back = net_.layers.back();
-  const int64_t count = n * net_.output().size();
-  if (back.type == LayerType::Cost)
-    loss += sse(output(), truth, delta_.back().data(), count);
-  else if (back.type == LayerType::Softmax)
-    loss += softmax_cross_entropy(output(), truth, delta_.back().data(), count);
   for (int l = cut_; l < L; ++l) {
-    const LayerSpec& s = net_.layers[size_t(l)];
-    if (!s.detector()) continue;
-    const DetectorArgs a{net_.width, net_.height, seen};
-    const DetectorLoss d = detector_delta(s, a, out_[slot(l)].data(), truth, n, delta_[slot(l)].data());
-    detector_loss += d;
-    loss += d.cost;
+    const Op* op = ops_[size_t(l - cut_)].get();
+    const bool last = l == L - 1;
+    if (op && op->is_loss(last))
+      loss += op->loss(op_step(true, step), tensors(l), LossArgs{truth, net_.width, net_.height, seen, last},
+                       &detector_loss);
   }
   const double t1 = now_s();
   times.bwd += t1 - t0;
@@ -256,70 +234,23 @@ void Tail::backward_layer(int l, int64_t step) {
   const LayerSpec& s = net_.layers[size_t(l)];
   const int n = opt_.batch;
   const int run = run_of_[size_t(l - cut_)];
-  float* din = delta_[slot(l - 1)].data();
-  const int64_t nin = n * s.in.size();
   if (run >= 0) {  // the whole run at its last layer; its input delta is added to the input's
     Run& r = *runs_[size_t(run)];
     if (l != r.last - 1) return;
     const LayerSpec& first = net_.layers[size_t(r.first)];
-    TensorView in_delta = plain_view(run_delta_in_, n, first.in);
+    TensorView in_delta = plain_view(scratch_, n, first.in);
     r.seg->backward(plain_view(delta_[slot(l)], n, s.out), &in_delta);
     const double t0 = now_s();
     float* d = delta_[slot(r.first - 1)].data();
     const int64_t m = n * first.in.size();
-    for (int64_t i = 0; i < m; ++i) d[i] += run_delta_in_[size_t(i)];
+    for (int64_t i = 0; i < m; ++i) d[i] += scratch_[size_t(i)];
     const double t1 = now_s();
     times.io += t1 - t0;
     if (opt_.trace) opt_.trace->add("add of the input delta", "io", Lane::Compute, t0, t1);
     return;
   }
   const double t0 = now_s();
-  float* g = delta_[slot(l)].data();
-  float* tmp = run_delta_in_.data();  // for layers that write, not add, their input delta
-  bool add_tmp = true;
-  switch (s.type) {
-    case LayerType::Route: {
-      std::vector<RoutePart> parts;
-      for (int r : s.route) parts.push_back({nullptr, delta_[slot(r)].data(), net_.layers[size_t(r)].out.size()});
-      route_backward(parts, g, n);
-      add_tmp = false;
-      break;
-    }
-    case LayerType::Reorg:
-      reorg_backward(s, g, din, n);
-      add_tmp = false;
-      break;
-    case LayerType::Upsample:
-      upsample_backward(s, g, din, n);
-      add_tmp = false;
-      break;
-    case LayerType::Region:
-    case LayerType::Yolo:
-      detector_backward(s, out_[slot(l)].data(), g, din, n);
-      add_tmp = false;
-      break;
-    case LayerType::AvgPool:
-      avgpool_backward(g, tmp, n, s.in.c, s.in.h * s.in.w);
-      break;
-    case LayerType::Connected: {
-      const ParamSlice& ps = params_.slices[size_t(l)];
-      connected_backward(g, out_[slot(l - 1)].data(), params_.values.data() + ps.weights, pre_[slot(l)].data(),
-                         grad_ + ps.weights, grad_ + ps.biases, tmp, n, int(s.in.size()), s.outputs, s.act);
-      break;
-    }
-    case LayerType::Softmax:  // Darknet: the delta passes through (softmax + cross-entropy)
-    case LayerType::Cost:
-      std::copy_n(g, size_t(nin), tmp);
-      break;
-    case LayerType::Dropout:
-      dropout_apply(g, tmp, s.in.size(), n, s.probability, opt_.seed + uint64_t(l), step);
-      break;
-    case LayerType::Conv:
-    case LayerType::MaxPool:
-      fail("internal: layer ", l, " outside a run");
-  }
-  if (add_tmp)
-    for (int64_t i = 0; i < nin; ++i) din[i] += tmp[i];
+  ops_[size_t(l - cut_)]->backward(op_step(true, step), tensors(l));
   const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;

@@ -1,7 +1,6 @@
 // The layers after the cut, on the root process, on whole maps: each run of consecutive
-// convolution/max-pool layers as an untiled Segment (the same kernels as the tiles), the
-// layers that rearrange maps ([route], [reorg], [upsample]), the dense layers ([avgpool],
-// [connected], [dropout], [softmax]) and the losses ([cost], [softmax], [region], [yolo]).
+// convolution/max-pool layers as an untiled Segment (the same kernels as the tiles), every
+// other layer through its op (ops/op.hpp), which this executor runs without knowing its type.
 // Every layer's output and delta live here as plain NCHW ([batch][c][h][w]) arrays; a
 // delta is the sum over the layers that read that output.
 #pragma once
@@ -11,6 +10,7 @@
 #include "comm/comm.hpp"
 #include "engine/segment.hpp"
 #include "layers/detector.hpp"
+#include "ops/op.hpp"
 
 namespace tt {
 
@@ -19,8 +19,8 @@ namespace tt {
 struct TailLayout {
   std::vector<std::pair<int, int>> runs;  // [first, last) of each run of spatial layers
   std::vector<int64_t> out;               // per slot (0: the cut map; l - cut + 1: layer l), 0 inside runs
-  std::vector<int64_t> pre;               // [connected]'s output before activation
-  int64_t scratch = 0;                    // an input delta before it is added (the largest layer input)
+  std::vector<int64_t> saved;             // per slot: what its op keeps from forward for backward
+  int64_t scratch = 0;                    // the largest op scratch or run input delta (before it is added)
   double maps_bytes() const;
   double deltas_bytes() const;
 };
@@ -65,6 +65,8 @@ class Tail {
   size_t slot(int l) const { return size_t(l - cut_ + 1); }  // out_/delta_ index; slot 0: the cut map
   void forward_layer(int l, bool training, int64_t step);
   void backward_layer(int l, int64_t step);
+  OpStep op_step(bool training, int64_t step) const;
+  OpTensors tensors(int l);  // layer l's op's inputs, output, deltas, parameters
 
   DnnlContext& ctx_;
   const NetSpec& net_;
@@ -75,8 +77,9 @@ class Tail {
   LocalComm comm_;
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<int> run_of_;                            // per layer from the cut: its run, or -1
-  std::vector<std::vector<float>> out_, delta_, pre_;  // pre_: [connected]'s output before activation
-  std::vector<float> run_delta_in_;                    // a run's input delta, before it is added
+  std::vector<std::unique_ptr<Op>> ops_;                 // per layer from the cut, null inside runs
+  std::vector<std::vector<float>> out_, delta_, saved_;  // per slot
+  std::vector<float> scratch_;                           // ops' scratch, a run's input delta before it is added
   SegmentTimes times;                                  // of the layers outside runs
   std::vector<LayerTimes> layer_times;                 // per layer from the cut, outside runs
 };

@@ -353,14 +353,16 @@ void resolve_shapes(NetSpec& net) {
       }
       case LayerType::Reorg: {
         const int s = l.stride;
+        // Darknet's index order (reorg_cpu) splits the channels into stride^2 parts in both
+        // directions: with fewer or a remainder it would divide by zero or leave cells unset.
+        if (!l.reverse && (cur.h % s != 0 || cur.w % s != 0))
+          fail(where(), ": a ", cur.h, "x", cur.w, " map does not reorganise by stride ", s,
+               " (height and width must be multiples of it)");
+        if (int64_t(s) * s > cur.c || cur.c % (s * s) != 0)
+          fail(where(), ": [reorg] needs channels divisible by stride^2 = ", int64_t(s) * s, ", got ", cur.c);
         if (l.reverse) {
-          if (int64_t(s) * s > cur.c || cur.c % (s * s) != 0)
-            fail(where(), ": reverse reorg needs channels divisible by stride^2 = ", int64_t(s) * s, ", got ", cur.c);
           l.out = checked(cur.c / (s * s), int64_t(cur.h) * s, int64_t(cur.w) * s);
         } else {
-          if (cur.h % s != 0 || cur.w % s != 0)
-            fail(where(), ": a ", cur.h, "x", cur.w, " map does not reorganise by stride ", s,
-                 " (height and width must be multiples of it)");
           l.out = checked(int64_t(cur.c) * s * s, cur.h / s, cur.w / s);
         }
         break;

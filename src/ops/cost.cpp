@@ -1,0 +1,32 @@
+// [cost]: the sum of squared errors against the truth (Darknet's SSE cost layer); its
+// output is its input, and as the net's last layer its delta is output - truth.
+#include "layers/dense.hpp"
+#include "ops/op.hpp"
+
+#include <algorithm>
+
+namespace tt {
+namespace {
+
+class CostOp final : public Op {
+ public:
+  using Op::Op;
+  void forward(const OpStep& st, const OpTensors& t) const override {
+    std::copy_n(t.in[0], size_t(st.batch * spec.in.size()), t.out);
+  }
+  bool is_loss(bool last) const override { return last; }
+  double loss(const OpStep& st, const OpTensors& t, const LossArgs& a, DetectorLoss*) const override {
+    return sse(t.out, a.truth, t.dout, st.batch * spec.out.size());
+  }
+  void backward(const OpStep& st, const OpTensors& t) const override {
+    const int64_t n = st.batch * spec.in.size();
+    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.dout[i];
+  }
+  OpCost cost() const override { return {3. * spec.in.size(), float_bytes(2. * spec.in.size())}; }
+};
+
+}  // namespace
+
+std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<CostOp>(s); }
+
+}  // namespace tt

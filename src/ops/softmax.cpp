@@ -1,0 +1,31 @@
+// [softmax] over each sample's values and, as the net's last layer, the cross-entropy
+// loss. As in Darknet the delta passes through unchanged: the loss's delta p - truth
+// already is the gradient of softmax + cross-entropy with respect to the logits.
+#include "layers/dense.hpp"
+#include "ops/op.hpp"
+
+namespace tt {
+namespace {
+
+class SoftmaxOp final : public Op {
+ public:
+  using Op::Op;
+  void forward(const OpStep& st, const OpTensors& t) const override {
+    softmax_forward(t.in[0], t.out, st.batch, int(spec.in.size()));
+  }
+  bool is_loss(bool last) const override { return last; }
+  double loss(const OpStep& st, const OpTensors& t, const LossArgs& a, DetectorLoss*) const override {
+    return softmax_cross_entropy(t.out, a.truth, t.dout, st.batch * spec.out.size());
+  }
+  void backward(const OpStep& st, const OpTensors& t) const override {
+    const int64_t n = st.batch * spec.in.size();
+    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.dout[i];
+  }
+  OpCost cost() const override { return {20. * spec.in.size(), float_bytes(2. * spec.in.size())}; }
+};
+
+}  // namespace
+
+std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<SoftmaxOp>(s); }
+
+}  // namespace tt
