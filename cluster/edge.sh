@@ -99,7 +99,7 @@ set_memory() {  # device, MB
 # The bucket holds 2 ms at the link's rate, 32 KB at least: with 32 KB at 1 Gbit/s (0.26 ms)
 # every late wake-up of tbf's timer on this busy host lost tokens, so a "1 Gbit/s" link ran
 # the gradient exchange at 0.4-0.5 of its rate, and at one of two speeds from one minute
-# to the next (2x2 steps of 0.84 and 1.00 s, bench/RESULTS.md twelfth session). Links up
+# to the next (bench/archive/RESULTS-until-2026-11-26.md, thirteenth session). Links up
 # to 128 Mbit/s keep 32 KB, as before.
 shape() {  # namespace, interface, rate: tbf on the interface's egress
   local burst

@@ -312,7 +312,8 @@ TEST(PlannerCostModel, BatchNormSumsAreAnAllGatherOfEveryTile) {
 // Gradient chunks go round the ring one after another without waiting for each other: the
 // owner's neighbour starts the next chunk once it has passed this one on, so a run of one
 // owner's chunks takes two hops a chunk, not three (measured on the emulated cluster: 0.60
-// of three hops a chunk over eight 1 MB chunks, bench/RESULTS.md fourteenth session).
+// of three hops a chunk over eight 1 MB chunks, bench/archive/RESULTS-until-2026-11-26.md,
+// fourteenth session).
 TEST(PlannerCostModel, LowMemoryGradientChunksOverlapRoundTheRing) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const ClusterSpec c = synthetic_spec(net, 4, 100, 4096, {}, {{"chunk_reduce_scatter", 0.5},

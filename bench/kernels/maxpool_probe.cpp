@@ -1,5 +1,5 @@
 // Max-pool forward and backward alone on a 2x2/2 pool, blocks 8 and 16, best of 30 (the
-// ninth session's figures in bench/RESULTS.md). Build and run against the library:
+// ninth session's figures in bench/archive/RESULTS-until-2026-11-26.md). Build and run against the library:
 //   g++ -O2 -march=native -std=c++20 -Isrc bench/kernels/maxpool_probe.cpp build/libtiletrain_core.a -o /tmp/mpb && /tmp/mpb
 #include "layers/maxpool.hpp"
 #include <chrono>

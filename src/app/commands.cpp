@@ -486,7 +486,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                      {"update_s", mx(all_upd)},
                      {"reload_s", mx(all_rel)},  // update_s's re-formatting of the weights for the kernels
                      {"halo_s", mx(all_halo)},
-                     {"halo_exchange_s", mx(all_hx)},       // halo_s without the batch-norm all-reduces
+                     {"halo_exchange_s", mx(all_hx)},       // halo_s without the batch-norm sums' waits
                      {"halo_exchange_fwd_s", mx(all_hxf)},  // its forward part
                      {"halo_overlap_s", mx(all_hov)},       // compute while halo messages were in flight
                      {"backward_features", o.backward_features},

@@ -154,15 +154,14 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   // The ring reduce-scatter and the all-gather the update runs, timed (slowest rank, best
   // of two) at two sizes: the 1 MB chunks --low-memory moves, and the net's parameters
   // (what the update moves; at most about 3 s of traffic). The efficiency of a shaped link
-  // grows with the message: probed at a third of W1's size on 30 Mbit/s, it predicted the
-  // update's collectives 5-10 % slow.
+  // grows with the message, so a probe much smaller than the update would price the
+  // update's collectives slow.
   double rs_s[2] = {0, 0}, ag_s[2] = {0, 0}, cg_s[2] = {0, 0}, crs_s[2] = {0, 0};
   int64_t coll_floats[2] = {0, 0};
   const int64_t chunk_floats[2] = {1 << 16, 1 << 18};
   // Rank r holding counts[r] floats at displs[r]: the reduce-scatter and the all-gather,
-  // each timed on its slowest rank, the faster of two rounds. (The median of three put the
-  // update 5-10 % slower than the training steps had it at 30 Mbit/s: two calibrations
-  // with it gave 35/42 predictions within 10 %, two with the faster 39 and 37/42.)
+  // each timed on its slowest rank, the faster of two rounds: the training steps move the
+  // update at about the faster round's rate, and a median of more rounds priced it slow.
   auto time_collectives = [&](const std::vector<int>& counts, const std::vector<int>& displs, double* rs_out,
                               double* ag_out) {
     size_t end = 0;
@@ -289,9 +288,9 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   }
   if (!shm.empty()) {
     auto [lat, bw] = mean(shm);
-    // On one host the ping-pong's fastest round trips can copy at cache speed (11.6 GB/s in
-    // one calibration, 2.8 GB/s in another), while the engine's transfers, the update's
-    // above all, move at the rate the update's collectives measured: the slower of the two.
+    // On one host the ping-pong's fastest round trips can copy at cache speed, several
+    // times faster than the engine's transfers (the update's above all) move: those move at
+    // the rate the update's collectives measured. So the slower of the two.
     if (by_devices.empty()) {
       const double coll = shared_memory_collective_rate(P, 4. * double(coll_floats[1]), lat, ag_s[1], rs_s[1]);
       std::printf("shared memory: ping-pong %.1f Gbit/s, the update's collectives %.1f Gbit/s\n", bw * 8 / 1e9,

@@ -28,8 +28,8 @@ struct MpiOptions {
 // none where the host's CPU quota (`quota_cores`, cgroup_cpu_quota_cores) is smaller than
 // the threads of its ranks, else 2 ms. Under a quota every poll is CPU time the computing
 // ranks of the device then lack in the same period. Without one the scheduler shares the
-// cores: W1 on this 2-core machine, 2 ranks 0.195 s polling against 0.217 s napping at
-// once; 4 ranks within the machine's noise either way (bench/RESULTS.md, thirteenth session).
+// cores, and a short poll answers a message sooner than a nap: 2 ranks ran faster polling;
+// with more ranks than cores the two ways came out the same.
 double busy_poll_window_s(double quota_cores, int ranks_on_host, int threads_per_rank);
 
 class MpiComm final : public Comm {

@@ -400,7 +400,7 @@ struct Replay {
   // Rank 0's whole map → every tile's box (or back with `to_root`), over rank 0's link.
   // The flows all go one way through rank 0's link, at the rate one pair measured: the
   // many-flows efficiency is for all-to-all traffic, where every link carries data both
-  // ways (measured io was 0.57-0.82 of the prediction made with it at 30 and 100 Mbit/s).
+  // ways, and priced with it the scatter and gather come out too slow.
   void root_transfer(const std::vector<double>& bytes_of_rank, bool to_root) {
     double link_time = 0, lat = 0;
     for (int r = 1; r < P; ++r) {
@@ -467,10 +467,9 @@ struct Replay {
     return t;
   }
   // Layer l's gradient chunks round the ring one after another, overlapping on different
-  // links (not a synchronisation: the ranks go on when their own steps are done). On four
-  // emulated devices at 30 Mbit/s all of W1's chunks took 7.2-7.3 s back to back against
-  // 10.4 s one at a time, and eight chunks of one owner 0.60 of three hops a chunk, where
-  // chunk_ring_finish gives 0.71 (bench/planner/chunk_ring.sh).
+  // links (not a synchronisation: the ranks go on when their own steps are done), so a run
+  // of one owner's chunks costs about two hops a chunk, not three; priced a chunk at a time
+  // they come out too slow. bench/planner/chunk_ring.sh times the same calls.
   void reduce_scatter_chunks(int l) {
     const std::vector<double> t = chunk_ring_finish(cm.spec, rank_dev, chunk_parts(l), clock);
     for (int r = 0; r < P; ++r) {
@@ -643,9 +642,9 @@ struct Replay {
     if (!p.low_memory) {
       // The tiled layers' gradients go tile by tile, every rank sending each other rank its
       // part of each of its tiles at once (engine/tile_order.hpp): an all-to-all, over each
-      // device's link like the all-gather. Priced as a ring it was 1.4-1.6x short with two
-      // ranks a device (a ring crosses each device's link with 7/8 of the bytes, the
-      // all-to-all with 12/8). The layers after the cut go round a ring.
+      // device's link like the all-gather, not as a ring: with two ranks a device a ring
+      // would cross each device's link with 7/8 of the bytes, the all-to-all crosses it
+      // with 12/8. The layers after the cut go round a ring.
       const double tiled = double(tiled_params());
       sync(allgather_cost(4 * p.tiles_per_rank * tiled) + reduce_scatter_cost(4 * (n - tiled)),
            &RankPrediction::weights_s);

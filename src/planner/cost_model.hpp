@@ -2,7 +2,7 @@
 // time and peak memory of every rank. It replays one training step of the engine rank by
 // rank on the calibrated kernel models (device_model.hpp): the scatter of the input over
 // rank 0's link, each layer's compute on every tile of the rank (redundant cells
-// included), the batch-norm all-reduces and halo exchanges that make ranks wait for each
+// included), the batch-norm sums and halo exchanges that make ranks wait for each
 // other, the gather at the cut, the untiled tail on rank 0, backward the same way, the
 // gradient reduce-scatter / all-gather (or the sharded weights' traffic) and the update.
 // Memory: the Segment's own memory plan (memory_plan.hpp) for maps and deltas, the

