@@ -22,7 +22,6 @@ struct Segment::LayerState {
   bool pointwise = false;     // conv followed by batch-norm and/or a non-linear activation
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
-  std::vector<Chunk> chunks;  // sharded: see plan_chunks
   // folded batch-norm (or identity) per channel: z = act(a*y + b)
   std::vector<float> a, b, k1, k2, k3, mean_f;
   std::vector<double> mean, rstd, s1, s2;
@@ -53,7 +52,6 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
       order_(comm, tile_rank_, 0),
-      shards_(opt.shards),
       trace_(opt.trace),
       grad_scales_(opt.grad_scales) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
@@ -63,14 +61,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
   mem_ =
       plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_, opt.far);
-  if (shards_) ctx.put_grad_scratch_in_staging();  // see backward_layer
+  const ShardPlan* shards = opt.shards;
+  if (shards) ctx.put_grad_scratch_in_staging();  // see backward_layer
   for (int l = first; l < last; ++l)
     if (net.layers[size_t(l)].has_params()) {
       const ParamSlice& ps = params.slices[size_t(l)];
       grad_end_ = std::max(grad_end_, ps.weights + ps.n_weights);
     }
   tile_grad_.assign(size_t(T), grad_);
-  if (!shards_)
+  if (!shards)
     for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
   // Per-layer state.
   for (int l = first; l < last; ++l) {
@@ -84,7 +83,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       st->weights = std::make_unique<WeightCache>(
           ctx,
           memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
-          shards_ != nullptr);
+          shards != nullptr);
       const int C = (s.out.c + st->out_cb - 1) / st->out_cb * st->out_cb;  // padded channels
       st->a.assign(C, 1.f);
       st->b.assign(C, 0.f);
@@ -209,10 +208,17 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
   crop_src_ = Buffer(mem_.crop_floats);
   stage_ = Buffer(mem_.stage_floats);
-  if (shards_)
-    plan_chunks();
-  else
-    refresh_weights();
+  std::vector<ConvWeightsLayer> convs;
+  for (int l = first; l < last; ++l) {
+    LayerState& L = *layers_[size_t(l - first)];
+    if (!L.weights) continue;
+    ConvKernel* single = local_.size() == 1 ? tiles_[size_t(local_[0])]->bwd_weights[size_t(l - first)] : nullptr;
+    convs.push_back({l, L.weights.get(), single});
+  }
+  weights_ = shards ? sharded_conv_weights(ctx, params, grad, comm, *shards, net, std::move(convs), int(local_.size()),
+                                           &weights_wait_, trace_)
+                    : replicated_conv_weights(params, std::move(convs));
+  weights_->refresh();
 }
 
 Segment::~Segment() = default;
@@ -242,7 +248,7 @@ Segment::MemoryUse Segment::memory_use() const {
   for (const auto& L : layers_) {
     if (L->weights) m.weight_copies += L->weights->bytes();
   }
-  m.weight_copies += (layer_buf_.size() + grad_part_.size()) * 4;
+  m.weight_copies += weights_->staging_bytes();
   return m;
 }
 
@@ -339,13 +345,7 @@ void Segment::gather(const TensorView* full, Box_ box_of, Src src_of) {
   comm_.wait_all();
 }
 
-void Segment::refresh_weights() {
-  if (shards_) return;  // fetched before each use
-  for (auto& L : layers_) {
-    if (!L->weights) continue;
-    L->weights->refresh(params_.values.data() + params_.slices[L->spec->index].weights);
-  }
-}
+void Segment::refresh_weights() { weights_->refresh(); }
 
 TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan_.first]; }
 
@@ -388,7 +388,7 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
-  if (shards_ && L.weights) fetch_weights(l, WeightCache::kForward);
+  if (L.weights) weights_->before_use(l, WeightCache::kForward);
   LayerTimes& lt = layer_times[size_t(i)];
   const double t0 = now_s();
   for (int t : local_) {
@@ -630,7 +630,7 @@ void Segment::backward_layer(int l) {
   if (conv && L.pointwise && !pointwise_before_exchange(net_, plan_, l)) pointwise_backward(l, false);
   // Backward-data of every tile first: then the delta is free to be reshaped for
   // backward-weights, and (sharded) the staged weights are free to hold its output.
-  if (conv && shards_ && want_delta_in) fetch_weights(l, WeightCache::kBackwardData);
+  if (conv && want_delta_in) weights_->before_use(l, WeightCache::kBackwardData);
   LayerTimes& lt = layer_times[size_t(i)];
   double t0 = now_s();
   for (int t : local_) {
@@ -649,12 +649,9 @@ void Segment::backward_layer(int l) {
   lt.bwd_data += t1 - t0;
   if (conv) {
     const ParamSlice& ps = params_.slices[s.index];
-    // Sharded: one tile leaves its gradient in the kernel's scratch; several add theirs up
-    // in layer_buf_. Either way reduce_weight_grad takes it from there.
-    float* const shard_gw = local_.size() == 1 ? nullptr : layer_buf_.data();
-    if (shards_ && shard_gw) std::fill(shard_gw, shard_gw + ps.n_weights, 0.f);
+    weights_->begin_grad(l);
     for (int t : local_) {
-      float* gw = shards_ ? shard_gw : grad_of(t) + ps.weights;
+      float* gw = weights_->grad_target(l, grad_of(t));
       TileState& ts = *tiles_[t];
       const TileLayer& x = plan_.at(t, l);
       if (mem_.tiles[t].layers[size_t(i)].weights_on_delta) {
@@ -700,88 +697,7 @@ void Segment::backward_layer(int l) {
   const double t2 = now_s();
   lt.bwd_data += t2 - t0;
   span("backward", Lane::Compute, b0, t2, l);
-  if (shards_ && conv) reduce_weight_grad(l);
-}
-
-// Sharded: splits each layer's weights into chunks of whole output channels (multiples of
-// the channel block, about kChunkFloats each), which are gathered and formatted one at a time, so the
-// plain weights of a whole layer are never held at once. Its gradient goes the same way
-// when this process runs one tile; with several, their gradients add up in a whole plain
-// layer first.
-void Segment::plan_chunks() {
-  constexpr int64_t kChunkFloats = 1 << 18;  // 1 MB
-  const int P = comm_.size();
-  size_t buf = 0;
-  int tmp = 0;
-  for (int l = plan_.first; l < plan_.last; ++l) {
-    LayerState& L = *layers_[l - plan_.first];
-    if (!L.weights) continue;
-    const ShardPlan::Layer& sh = shards_->layers[l];
-    const int oc = L.spec->out.c;
-    const int64_t row = sh.n / oc;
-    // oneDNN takes a part of a blocked layout only in whole channel blocks: a layer
-    // whose channels end in a partial block is gathered whole.
-    const int cb = ctx_.config.block;
-    const int step = oc % cb ? oc : int(std::clamp<int64_t>(kChunkFloats / row / cb * cb, cb, oc));
-    for (int o0 = 0; o0 < oc; o0 += step) {
-      Chunk c;
-      c.o0 = o0;
-      c.rows = std::min(step, oc - o0);
-      c.begin = o0 * row;
-      const int64_t end = c.begin + c.rows * row;
-      for (int r = 0; r < P; ++r) {  // rank r's part of the layer, within the chunk
-        const int64_t lo = std::clamp<int64_t>(sh.displs[r], c.begin, end),
-                      hi = std::clamp<int64_t>(sh.displs[r] + sh.counts[r], c.begin, end);
-        c.displs.push_back(int(lo - c.begin));
-        c.counts.push_back(int(hi - lo));
-        tmp = std::max(tmp, int(hi - lo));
-      }
-      L.weights->prepare_rows(c.rows);
-      if (local_.size() == 1) tiles_[local_[0]]->bwd_weights[l - plan_.first]->prepare_grad_rows(c.rows);
-      buf = std::max(buf, size_t(c.rows * row));
-      L.chunks.push_back(std::move(c));
-    }
-    if (local_.size() > 1) buf = std::max(buf, size_t(sh.n));
-  }
-  layer_buf_ = Buffer(buf);
-  grad_part_ = Buffer(size_t(tmp));
-}
-
-// Sharded: gathers layer l's weights from their owners and formats them for `uses`.
-void Segment::fetch_weights(int l, int uses) {
-  LayerState& L = *layers_[l - plan_.first];
-  const ShardPlan::Layer& sh = shards_->layers[l];
-  float* w = layer_buf_.data();
-  for (const Chunk& c : L.chunks) {
-    const int me = comm_.rank();
-    const float* mine = params_.values.data() + sh.offset + c.begin + c.displs[me];
-    std::copy(mine, mine + c.counts[me], w + c.displs[me]);
-    const double w0 = now_s();
-    comm_.all_gather_v(w, c.counts, c.displs);
-    const double w1 = now_s();
-    weights_wait_ += w1 - w0;
-    span("weights", Lane::Comm, w0, w1, l, "weight all-gather");
-    L.weights->refresh_rows(w, c.o0, c.rows, uses);
-  }
-}
-
-// Sharded: sums layer l's weight gradient across processes into each owner's part.
-void Segment::reduce_weight_grad(int l) {
-  const LayerState& L = *layers_[l - plan_.first];
-  const ShardPlan::Layer& sh = shards_->layers[l];
-  const int me = comm_.rank();
-  for (const Chunk& c : L.chunks) {
-    // One tile: its gradient is still in the kernel's layout; several: added up in layer_buf_.
-    float* g = local_.size() == 1 ? layer_buf_.data() : layer_buf_.data() + c.begin;
-    if (local_.size() == 1) tiles_[local_[0]]->bwd_weights[l - plan_.first]->grad_rows(c.o0, c.rows, g);
-    const double w0 = now_s();
-    comm_.reduce_scatter(g, c.counts, c.displs, grad_part_.data());
-    const double w1 = now_s();
-    weights_wait_ += w1 - w0;
-    span("weights", Lane::Comm, w0, w1, l, "gradient reduce-scatter");
-    float* mine = grad_ + sh.offset + c.begin + c.displs[me];
-    for (int k = 0; k < c.counts[me]; ++k) mine[k] += g[c.displs[me] + k];
-  }
+  if (conv) weights_->end_grad(l);
 }
 
 // Activation and batch-norm backward of layer l on every local tile's current delta:
@@ -793,7 +709,7 @@ void Segment::pointwise_backward(int l, bool owned_only) {
   bool any = false;
   for (int t : local_) any |= mem_.tiles[t].layers[size_t(i)].recompute;
   if (any) {  // the same kernel on the same input: bit-identical to forward's y
-    if (shards_) fetch_weights(l, WeightCache::kForward);
+    weights_->before_use(l, WeightCache::kForward);
     for (int t : local_) {
       TileState& ts = *tiles_[t];
       if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/conv_weights.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/shards.hpp"
@@ -120,11 +121,6 @@ class Segment {
   void zero_tile_grads();
 
  private:
-  struct Chunk {  // sharded: output channels [o0, o0 + rows) of a layer's weights
-    int o0 = 0, rows = 0;
-    int64_t begin = 0;                // its first weight, relative to the layer's
-    std::vector<int> counts, displs;  // each process's part of it, relative to begin
-  };
   struct LayerState;  // per layer: kernels, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
@@ -145,11 +141,8 @@ class Segment {
   void sum_over_tiles(int l, std::vector<double>& slots, int width, double* total);
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);
-  void plan_chunks();
-  void fetch_weights(int l, int uses);
   void conv_forward(int t, int l, float* dst);
   void exchange_features(int end);
-  void reduce_weight_grad(int l);
   // bench --trace: a span [t0, t1] of layer l (or of none, l < 0); `name` null: the layer's type.
   void span(const char* cat, Lane lane, double t0, double t1, int l, const char* name = nullptr) const;
 
@@ -178,12 +171,9 @@ class Segment {
   int64_t grad_end_ = 0;
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
-  const ShardPlan* shards_;
   Trace* trace_;
   std::vector<double>* grad_scales_;
-  // Sharded: the running layer's plain weights (gathered), then, in backward, its weight
-  // gradient; this process's part of the summed gradient.
-  Buffer layer_buf_, grad_part_;
+  std::unique_ptr<ConvWeights> weights_;  // replicated or sharded (conv_weights.hpp)
 };
 
 }  // namespace tt
