@@ -12,20 +12,13 @@
 
 namespace tt {
 
-namespace {
-constexpr double kBnEps = 1e-5;
-}  // namespace
-
 struct Segment::LayerState {
   const LayerSpec* spec = nullptr;
   int in_cb = 0, out_cb = 0;  // layouts of the layer's input and output maps
   bool pointwise = false;     // conv followed by batch-norm and/or a non-linear activation
   std::unique_ptr<WeightCache> weights;
   std::vector<std::unique_ptr<ConvKernel>> kernels;
-  // folded batch-norm (or identity) per channel: z = act(a*y + b)
-  std::vector<float> a, b, k1, k2, k3, mean_f;
-  std::vector<double> mean, rstd, s1, s2;
-  std::vector<double> slots;  // per tile: its own sums (s1 or s2 are their sum in tile order)
+  std::unique_ptr<ConvPointwise> pw;  // convolutions: batch-norm and activation, z = act(a*y + b)
 };
 
 struct Segment::TileState {
@@ -84,18 +77,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
           ctx,
           memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
           shards != nullptr);
-      const int C = (s.out.c + st->out_cb - 1) / st->out_cb * st->out_cb;  // padded channels
-      st->a.assign(C, 1.f);
-      st->b.assign(C, 0.f);
-      st->k1.assign(C, 0.f);
-      st->k2.assign(C, 0.f);
-      st->k3.assign(C, 0.f);
-      st->mean_f.assign(C, 0.f);
-      st->mean.assign(C, 0.);
-      st->rstd.assign(C, 1.);
-      st->s1.assign(2 * C, 0.);
-      st->s2.assign(2 * C, 0.);
-      st->slots.assign(size_t(T) * 2 * size_t(s.out.c), 0.);
+      st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T);
     }
     layers_.push_back(std::move(st));
   }
@@ -423,7 +405,7 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
     for (int t : local_) {
       if (act_in_pool_[size_t(i)]) break;
       TileState& ts = *tiles_[t];
-      affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.a.data(), L.b.data(), s.act);
+      affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.act);
     }
   }
   const double t2 = now_s();
@@ -443,7 +425,7 @@ void Segment::compute(int t, int l, int part) {
   const Box box = part < 0 ? x.fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
   if (s.type != LayerType::Conv && i > 0 && act_in_pool_[size_t(i - 1)]) {
     const LayerState& C = *layers_[size_t(i - 1)];
-    const PoolInputAct pre{C.a.data(), C.b.data(), C.spec->act};
+    const PoolInputAct pre{C.pw->a(), C.pw->b(), C.spec->act};
     maxpool_forward(ts.y[i - 1], ts.z[i], box, ts.argmax[i].data(), x.held, s.win, &pre);
   } else if (s.type != LayerType::Conv) {
     maxpool_forward(ts.in[i], ts.z[i], box, ts.argmax[i].data(), x.held, s.win);
@@ -477,12 +459,14 @@ void Segment::conv_forward(int t, int l, float* dst) {
 
 // Batch-norm sums of every tile, added up in tile order (tile_order.hpp): a small
 // all-gather, timed as halo waiting.
-void Segment::sum_over_tiles(int l, std::vector<double>& slots, int width, double* total) {
-  const double w0 = now_s();
-  order_.sum(slots, width, total);
-  const double w1 = now_s();
-  bn_wait_ += w1 - w0;
-  span("bn", Lane::Comm, w0, w1, l, "batch-norm sums");
+SumOverTiles Segment::sum_over_tiles(int l) {
+  return [this, l](std::vector<double>& slots, int width, double* total) {
+    const double w0 = now_s();
+    order_.sum(slots, width, total);
+    const double w1 = now_s();
+    bn_wait_ += w1 - w0;
+    span("bn", Lane::Comm, w0, w1, l, "batch-norm sums");
+  };
 }
 
 void Segment::span(const char* cat, Lane lane, double t0, double t1, int l, const char* name) const {
@@ -501,41 +485,15 @@ void Segment::zero_tile_grads() {
 }
 
 void Segment::bn_forward(int l, bool training) {
-  LayerState& L = *layers_[l - plan_.first];
-  const LayerSpec& s = *L.spec;
-  const int C = s.out.c, i = l - plan_.first;
-  const ParamSlice& ps = params_.slices[s.index];
-  const float* gamma = params_.values.data() + ps.scales;
-  const float* beta = params_.values.data() + ps.biases;
-  std::vector<float>& rm = params_.rolling_mean[s.index];
-  std::vector<float>& rv = params_.rolling_var[s.index];
-  const bool batch_stats = training && bn_ == BnMode::Sync;
-  if (batch_stats) {
-    for (int t : local_) {
-      double* slot = L.slots.data() + size_t(t) * 2 * C;
-      std::fill(slot, slot + 2 * C, 0.);
-      channel_sums(tiles_[t]->y[i], plan_.at(t, l).own, slot, slot + C);
-    }
-    sum_over_tiles(l, L.slots, 2 * C, L.s1.data());
-    const double M = double(batch_) * s.out.h * s.out.w;
-    for (int c = 0; c < C; ++c) {
-      const double mean = L.s1[c] / M, var = std::max(0., L.s1[C + c] / M - mean * mean);
-      L.mean[c] = mean;
-      L.rstd[c] = 1. / std::sqrt(var + kBnEps);
-      rm[c] = float(0.99 * rm[c] + 0.01 * mean);
-      rv[c] = float(0.99 * rv[c] + 0.01 * (M > 1 ? var * M / (M - 1) : var));
-    }
-  } else {
-    for (int c = 0; c < C; ++c) {
-      L.mean[c] = rm[c];
-      L.rstd[c] = 1. / std::sqrt(double(rv[c]) + kBnEps);
-    }
-  }
-  for (int c = 0; c < C; ++c) {
-    L.mean_f[c] = float(L.mean[c]);
-    L.a[c] = float(gamma[c] * L.rstd[c]);
-    L.b[c] = float(beta[c] - gamma[c] * L.rstd[c] * L.mean[c]);
-  }
+  layers_[size_t(l - plan_.first)]->pw->forward(pointwise_tiles(l), params_, batch_, training && bn_ == BnMode::Sync,
+                                                sum_over_tiles(l));
+}
+
+std::vector<PointwiseTile> Segment::pointwise_tiles(int l) const {
+  const int i = l - plan_.first;
+  std::vector<PointwiseTile> v;
+  for (int t : local_) v.push_back({t, tiles_[size_t(t)]->y[size_t(i)], tiles_[size_t(t)]->cur, plan_.at(t, l).own, grad_of(t)});
+  return v;
 }
 
 void Segment::gather_output(const TensorView* out) {
@@ -717,59 +675,13 @@ void Segment::pointwise_backward(int l, bool owned_only) {
       conv_forward(t, l, ts.y[i].data);
     }
   }
-  const int C = L.spec->out.c;
-  for (int t : local_) {
-    TileState& ts = *tiles_[t];
-    const Box region = owned_only ? plan_.at(t, l).own : ts.cur.box;
-    if (L.spec->batch_normalize) {  // with the tile's share of the batch-norm sums
-      double* slot = L.slots.data() + size_t(t) * 2 * C;
-      std::fill(slot, slot + 2 * C, 0.);
-      act_backward_bn_sums(ts.cur, ts.y[i], region, plan_.at(t, l).own, L.a.data(), L.b.data(), L.spec->act,
-                           L.mean.data(), L.rstd.data(), slot, slot + C);
-    } else {
-      act_backward(ts.cur, ts.y[i], region, L.a.data(), L.b.data(), L.spec->act);
-    }
-  }
-  if (L.spec->batch_normalize) bn_backward(l, owned_only);
+  L.pw->backward(
+      pointwise_tiles(l), [&](const PointwiseTile& pt) { return owned_only ? pt.own : pt.delta.box; }, params_, batch_,
+      bn_ == BnMode::Sync, sum_over_tiles(l));
   const double t1 = now_s();
   layer_times[size_t(i)].bwd_pointwise += t1 - t0 - (bn_wait_ + weights_wait_ - waits0);
   // Its own span when it runs apart, before the exchange; else inside backward_layer's.
   if (owned_only) span("backward", Lane::Compute, t0, t1, l);
-}
-
-void Segment::bn_backward(int l, bool owned_only) {
-  LayerState& L = *layers_[l - plan_.first];
-  const LayerSpec& s = *L.spec;
-  const int C = s.out.c, i = l - plan_.first;
-  const ParamSlice& ps = params_.slices[s.index];
-  const float* gamma = params_.values.data() + ps.scales;
-  for (int t : local_) {
-    // A tile's sums (act_backward_bn_sums) are its share of dβ and dγ; the batch reduction
-    // adds them up.
-    const double* slot = L.slots.data() + size_t(t) * 2 * C;
-    float* g = grad_of(t);
-    for (int c = 0; c < C; ++c) {
-      g[ps.biases + c] += float(slot[c]);
-      g[ps.scales + c] += float(slot[C + c]);
-    }
-  }
-  sum_over_tiles(l, L.slots, 2 * C, L.s2.data());
-  const double M = double(batch_) * s.out.h * s.out.w;
-  for (int c = 0; c < C; ++c) {
-    const double r = L.rstd[c], g = gamma[c];
-    if (bn_ == BnMode::Sync) {
-      L.k1[c] = float(g * r);
-      L.k2[c] = float(-g * r * r * L.s2[C + c] / M);
-      L.k3[c] = float(-g * r * L.s2[c] / M);
-    } else {
-      L.k1[c] = float(g * r);
-      L.k2[c] = 0.f;
-      L.k3[c] = 0.f;
-    }
-  }
-  for (int t : local_)
-    bn_backward_apply(tiles_[t]->cur, tiles_[t]->y[i], owned_only ? plan_.at(t, l).own : tiles_[t]->cur.box,
-                      L.k1.data(), L.k2.data(), L.k3.data(), L.mean_f.data());
 }
 
 }  // namespace tt

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/conv_pointwise.hpp"
 #include "engine/conv_weights.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
@@ -137,8 +138,8 @@ class Segment {
   void backward_layer(int l);
   void add_grad_scale(int l, const TensorView& src, const TensorView& delta);
   void bn_forward(int l, bool training);
-  void bn_backward(int l, bool owned_only);  // after act_backward_bn_sums filled the tiles' slots
-  void sum_over_tiles(int l, std::vector<double>& slots, int width, double* total);
+  SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
+  std::vector<PointwiseTile> pointwise_tiles(int l) const;
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);
   void conv_forward(int t, int l, float* dst);

@@ -1,0 +1,104 @@
+#include "engine/conv_pointwise.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "layers/affine_act.hpp"
+#include "layers/pointwise.hpp"
+
+namespace tt {
+
+namespace {
+constexpr double kBnEps = 1e-5;
+}  // namespace
+
+ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles) : s_(s) {
+  const int C = (s.out.c + out_cb - 1) / out_cb * out_cb;  // padded channels
+  a_.assign(size_t(C), 1.f);
+  b_.assign(size_t(C), 0.f);
+  k1_.assign(size_t(C), 0.f);
+  k2_.assign(size_t(C), 0.f);
+  k3_.assign(size_t(C), 0.f);
+  mean_f_.assign(size_t(C), 0.f);
+  mean_.assign(size_t(C), 0.);
+  rstd_.assign(size_t(C), 1.);
+  s1_.assign(2 * size_t(C), 0.);
+  s2_.assign(2 * size_t(C), 0.);
+  slots_.assign(size_t(tiles) * 2 * size_t(s.out.c), 0.);
+}
+
+void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& params, int batch, bool batch_stats,
+                            const SumOverTiles& sum) {
+  if (!s_.batch_normalize) return;
+  const int C = s_.out.c;
+  const ParamSlice& ps = params.slices[size_t(s_.index)];
+  const float* gamma = params.values.data() + ps.scales;
+  const float* beta = params.values.data() + ps.biases;
+  std::vector<float>& rm = params.rolling_mean[size_t(s_.index)];
+  std::vector<float>& rv = params.rolling_var[size_t(s_.index)];
+  if (batch_stats) {
+    for (const PointwiseTile& pt : tiles) {
+      double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
+      std::fill(slot, slot + 2 * C, 0.);
+      channel_sums(pt.y, pt.own, slot, slot + C);
+    }
+    sum(slots_, 2 * C, s1_.data());
+    const double M = double(batch) * s_.out.h * s_.out.w;
+    for (int c = 0; c < C; ++c) {
+      const double mean = s1_[size_t(c)] / M, var = std::max(0., s1_[size_t(C + c)] / M - mean * mean);
+      mean_[size_t(c)] = mean;
+      rstd_[size_t(c)] = 1. / std::sqrt(var + kBnEps);
+      rm[size_t(c)] = float(0.99 * rm[size_t(c)] + 0.01 * mean);
+      rv[size_t(c)] = float(0.99 * rv[size_t(c)] + 0.01 * (M > 1 ? var * M / (M - 1) : var));
+    }
+  } else {
+    for (int c = 0; c < C; ++c) {
+      mean_[size_t(c)] = rm[size_t(c)];
+      rstd_[size_t(c)] = 1. / std::sqrt(double(rv[size_t(c)]) + kBnEps);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    mean_f_[size_t(c)] = float(mean_[size_t(c)]);
+    a_[size_t(c)] = float(gamma[c] * rstd_[size_t(c)]);
+    b_[size_t(c)] = float(beta[c] - gamma[c] * rstd_[size_t(c)] * mean_[size_t(c)]);
+  }
+}
+
+void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
+                             const std::function<Box(const PointwiseTile&)>& region, const Params& params, int batch,
+                             bool sync, const SumOverTiles& sum) {
+  const int C = s_.out.c;
+  for (const PointwiseTile& pt : tiles) {
+    if (s_.batch_normalize) {  // with the tile's share of the batch-norm sums
+      double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
+      std::fill(slot, slot + 2 * C, 0.);
+      act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.act, mean_.data(),
+                           rstd_.data(), slot, slot + C);
+    } else {
+      act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.act);
+    }
+  }
+  if (!s_.batch_normalize) return;
+  const ParamSlice& ps = params.slices[size_t(s_.index)];
+  const float* gamma = params.values.data() + ps.scales;
+  for (const PointwiseTile& pt : tiles) {
+    // A tile's sums are its share of dβ and dγ; the batch reduction adds them up.
+    const double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
+    for (int c = 0; c < C; ++c) {
+      pt.grad[ps.biases + c] += float(slot[c]);
+      pt.grad[ps.scales + c] += float(slot[C + c]);
+    }
+  }
+  sum(slots_, 2 * C, s2_.data());
+  const double M = double(batch) * s_.out.h * s_.out.w;
+  for (int c = 0; c < C; ++c) {
+    const double r = rstd_[size_t(c)], g = gamma[c];
+    k1_[size_t(c)] = float(g * r);
+    k2_[size_t(c)] = sync ? float(-g * r * r * s2_[size_t(C + c)] / M) : 0.f;
+    k3_[size_t(c)] = sync ? float(-g * r * s2_[size_t(c)] / M) : 0.f;
+  }
+  for (const PointwiseTile& pt : tiles)
+    bn_backward_apply(pt.delta, pt.y, region(pt), k1_.data(), k2_.data(), k3_.data(), mean_f_.data());
+}
+
+}  // namespace tt
