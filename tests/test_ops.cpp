@@ -33,6 +33,7 @@ const OpCase kCases[] = {
     {"reorg_reverse", "[net]\nwidth=3\nheight=2\nchannels=8\n[reorg]\nstride=2\nreverse=1\n"},
     {"upsample", "[net]\nwidth=3\nheight=2\nchannels=2\n[upsample]\nstride=2\n"},
     {"upsample_scaled", "[net]\nwidth=3\nheight=3\nchannels=2\n[upsample]\nstride=3\nscale=0.5\n"},
+    {"upsample_down", "[net]\nwidth=4\nheight=6\nchannels=2\n[upsample]\nstride=-2\n"},
     {"avgpool", "[net]\nwidth=4\nheight=3\nchannels=3\n[avgpool]\n"},
     {"connected_linear", "[net]\nwidth=3\nheight=2\nchannels=2\n[connected]\noutput=5\nactivation=linear\n"},
     {"connected_leaky", "[net]\nwidth=3\nheight=2\nchannels=2\n[connected]\noutput=4\nactivation=leaky\n"},
