@@ -1,0 +1,119 @@
+#include "planner/collective_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace tt {
+
+double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  const int P = int(rank_dev.size());
+  double step = 0;
+  for (int r = 0; r < P; ++r) {
+    const int a = rank_dev[size_t(r)], b = rank_dev[size_t((r + 1) % P)];
+    const LinkSpec l = c.link(a, b);
+    step = std::max(step, l.latency_s() + bytes / P / l.bytes_per_s() / (a == b ? 1 : c.ring_efficiency));
+  }
+  return (P - 1) * step;
+}
+
+double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  const int P = int(rank_dev.size());
+  std::vector<double> dev_t(c.devices.size(), 0);  // bytes from other devices over each device's link
+  for (int r = 0; r < P; ++r)
+    for (int q = 0; q < P; ++q)
+      if (rank_dev[size_t(q)] != rank_dev[size_t(r)])
+        dev_t[size_t(rank_dev[size_t(r)])] +=
+            bytes / P / c.link(rank_dev[size_t(r)], rank_dev[size_t(q)]).bytes_per_s() / c.many_flows_efficiency;
+  double worst = 0;
+  for (int r = 0; r < P; ++r) {
+    double t = 0, lat = 0;
+    for (int q = 0; q < P; ++q) {
+      if (q == r) continue;
+      const LinkSpec l = c.link(rank_dev[size_t(r)], rank_dev[size_t(q)]);
+      lat = std::max(lat, l.latency_s());
+      if (rank_dev[size_t(q)] == rank_dev[size_t(r)]) t += bytes / P / l.bytes_per_s();
+    }
+    worst = std::max(worst, lat + t + dev_t[size_t(rank_dev[size_t(r)])]);
+  }
+  return worst;
+}
+
+double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
+                                     double reduce_scatter_s) {
+  const double moved = bytes * (P - 1) / P;  // into each rank, in either collective
+  const double ag = moved / std::max(all_gather_s - latency_s, 1e-9),
+               rs = moved / std::max(reduce_scatter_s - (P - 1) * latency_s, 1e-9);
+  return (ag + rs) / 2;
+}
+
+namespace {
+
+// The slowest link between two ranks (seconds for `bytes`), at an efficiency across devices.
+double worst_link(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes, double efficiency) {
+  double worst = 0;
+  for (size_t r = 0; r < rank_dev.size(); ++r)
+    for (size_t q = 0; q < rank_dev.size(); ++q)
+      if (q != r) {
+        const LinkSpec k = c.link(rank_dev[r], rank_dev[q]);
+        worst = std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / (rank_dev[r] == rank_dev[q] ? 1 : efficiency));
+      }
+  return worst;
+}
+
+bool across_devices(const std::vector<int>& rank_dev) {
+  return std::any_of(rank_dev.begin(), rank_dev.end(), [&](int d) { return d != rank_dev.front(); });
+}
+
+}  // namespace
+
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats) {
+  const double P = double(rank_dev.size());
+  double chunk = 0, busiest = 0;
+  for (double f : floats) chunk += f;
+  for (double f : floats) busiest = std::max(busiest, std::max((P - 1) * f, chunk - f));
+  return worst_link(c, rank_dev, 4 * busiest, c.chunk_gather_efficiency) +
+         (across_devices(rank_dev) ? c.chunk_gather_overhead_s : 0);
+}
+
+std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                      const std::vector<std::vector<double>>& chunks, std::vector<double> t) {
+  const int P = int(rank_dev.size());
+  const int D = *std::max_element(rank_dev.begin(), rank_dev.end()) + 1;
+  const bool across = across_devices(rank_dev);
+  std::vector<double> up(size_t(D), 0), down(size_t(D), 0);  // when a device's link is next free
+  for (const std::vector<double>& floats : chunks) {
+    for (int st = 0; st + 1 < P; ++st) {
+      std::vector<double> done = t;
+      for (int r = 0; r < P; ++r) {
+        const int q = (r + 1) % P, a = rank_dev[size_t(r)], b = rank_dev[size_t(q)];
+        const LinkSpec k = c.link(a, b);
+        const double bytes = 4 * floats[size_t(((r - st - 1) % P + P) % P)];
+        double start = std::max(t[size_t(r)], t[size_t(q)]);  // the receiver has posted (rendezvous)
+        double end;
+        if (a == b) {
+          end = start + bytes / k.bytes_per_s();
+        } else {
+          start = std::max({start, up[size_t(a)], down[size_t(b)]});
+          end = up[size_t(a)] = down[size_t(b)] = start + bytes / k.bytes_per_s() / c.chunk_reduce_scatter_efficiency;
+        }
+        end += k.latency_s();
+        done[size_t(r)] = std::max(done[size_t(r)], end);  // the send completes once on the wire
+        done[size_t(q)] = std::max(done[size_t(q)], end);
+      }
+      t = std::move(done);
+    }
+    if (across)
+      for (double& x : t) x += c.chunk_reduce_scatter_overhead_s;
+  }
+  return t;
+}
+
+double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                 const std::vector<double>& floats) {
+  const std::vector<double> t = chunk_ring_finish(c, rank_dev, {floats}, std::vector<double>(rank_dev.size(), 0.));
+  return *std::max_element(t.begin(), t.end());
+}
+
+}  // namespace tt

@@ -1,0 +1,36 @@
+// What the collectives the engine runs cost on a cluster's links (cluster.hpp): the
+// update's reduce-scatter and all-gather, and the --low-memory weight chunks' gathers and
+// ring reduce-scatters, at the cluster's calibrated efficiencies.
+#pragma once
+#include <vector>
+
+#include "planner/cluster.hpp"
+
+namespace tt {
+
+// The update's collectives over ranks on devices rank_dev[r], `bytes` in all, at the
+// cluster's calibrated efficiencies: the ring reduce-scatter (P-1 steps of a part to the
+// next rank) and the linear all-gather (every rank's part to every other rank).
+double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// The rate (bytes/s) of the shared memory that P ranks on one host, `latency_s` apart, got
+// in an all-gather that took `all_gather_s` and a ring reduce-scatter that took
+// `reduce_scatter_s`, of `bytes` each: the two formulas above solved for the rate, averaged.
+double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
+                                     double reduce_scatter_s);
+// One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
+// link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
+// r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs.
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats);
+double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                 const std::vector<double>& floats);
+// Chunks `chunks[k][r]` (floats of chunk k rank r owns) reduce-scattered round the ring one
+// after another (MpiComm::reduce_scatter, engine/conv_weights.hpp), the ranks starting
+// at `start[r]`: when each rank is done. Each step's message goes once the receiver has
+// posted for it (rendezvous), through both devices' links in turn, and its sender is done
+// with the step when it is on the wire, so a rank moves on to the next chunk while the
+// ring's later steps of this one are still running elsewhere.
+std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                      const std::vector<std::vector<double>>& chunks, std::vector<double> start);
+
+}  // namespace tt
