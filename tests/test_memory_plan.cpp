@@ -4,17 +4,34 @@
 // that a real Segment, built from the same arguments, reports from its allocated
 // buffers (Segment::memory_use). Tiles another process runs are given to rank 1 while
 // this process is rank 0 of a LocalComm: the constructor must not communicate.
+//
+// The Segment sizes its buffers from its own plan_segment_memory, so memory_use alone
+// would only check the plan against itself. So the test also measures, at mmap
+// (mmap_probe.hpp), what the Segment really maps and what it really uses:
+//  - allocated: the page-rounded sizes of the mappings the Segment made (and unmapped when
+//    destroyed) contain every buffer of the plan; what remains is its weight copies
+//    (memory_use().weight_copies, each rounded up to pages) and the extra per-tile
+//    gradients. A buffer the plan does not know of would be left over.
+//  - used: with every tile here, after one forward and backward (training), every page of
+//    every such mapping was touched but at most its last one (a weight copy's 16 floats of
+//    slack, an empty buffer's page): a plan that asks for more than the Segment uses fails.
+// Tiles on another process cannot run here (no rank 1): for them only the allocation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "comm/comm.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/segment.hpp"
+#include "layers/affine_act.hpp"
 #include "layers/dnnl_context.hpp"
+#include "layers/tensor.hpp"
+#include "mmap_probe.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 #include "tiling/plan.hpp"
@@ -49,6 +66,75 @@ std::string describe(const std::string& net, int rows, int cols, int first, int 
   return s + " }";
 }
 
+// The buffers the plan lays out (bytes each): per local tile its two delta buffers and
+// the maps kept in buffers of their own (the max-pool winners are vectors, not mapped),
+// then the shared crop and stage buffers.
+std::vector<size_t> planned_buffers(const SegmentMemoryPlan& mp, const std::vector<int>& local) {
+  std::vector<size_t> b;
+  for (int t : local) {
+    const TileMemoryPlan& tp = mp.tiles[size_t(t)];
+    b.push_back(tp.buf[0] * sizeof(float));
+    b.push_back(tp.buf[1] * sizeof(float));
+    for (const LayerMemory& m : tp.layers) {
+      if (m.in == MapStore::Own) b.push_back(m.in_floats * sizeof(float));
+      if (m.y == MapStore::Own) b.push_back(m.y_floats * sizeof(float));
+      if (m.z == MapStore::Own) b.push_back(m.out_floats * sizeof(float));
+    }
+  }
+  b.push_back(mp.crop_floats * sizeof(float));
+  b.push_back(mp.stage_floats * sizeof(float));
+  return b;
+}
+
+// Known exception to "every planned page is used" (a defect of the plan, left for the
+// engine's refactoring): a convolution whose batch-norm/activation the max-pool after it
+// applies on the fly (Segment's act_in_pool_, same condition as segment.cpp) never writes
+// its output z, yet the plan reserves z's transient box in a delta buffer. When y is kept
+// in a buffer of its own on z's box, nothing else uses that room: the delta buffer is larger
+// than anything written into it. True when some layer of the segment is such a convolution.
+bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan& mp,
+                               const std::vector<int>& local) {
+  for (int l = plan.first; l + 1 < plan.last; ++l) {
+    const LayerSpec& s = net.layers[size_t(l)];
+    const size_t i = size_t(l - plan.first);
+    if (s.type != LayerType::Conv || !conv_pointwise(s) || !vector_act(s.act) ||
+        net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[i + 1].empty())
+      continue;
+    bool fused = true, unwritten = false;
+    for (int t : local) {
+      const LayerMemory& m = mp.tiles[size_t(t)].layers[i];
+      const TileLayer& x = plan.at(t, l);
+      const Box y = m.y == MapStore::Own ? x.held : x.fwd;
+      fused = fused && mp.tiles[size_t(t)].layers[i + 1].in == MapStore::PrevOutput && contains(y, plan.at(t, l + 1).in);
+      unwritten = unwritten || (m.z == MapStore::Transient && m.y == MapStore::Own && x.held == x.fwd);
+    }
+    if (fused && unwritten) return true;
+  }
+  return false;
+}
+
+// A tt::Buffer of `bytes` maps whole pages, at least one.
+size_t mapped(size_t bytes) {
+  const size_t page = test::page_bytes();
+  return std::max(page, (bytes + page - 1) / page * page);
+}
+
+// One forward (training) and backward of the segment on random maps, all tiles here.
+void run_once(Segment& seg, const NetSpec& net, int first, int last, int batch, int in_cb, bool nid) {
+  const Shape in = net.layers[size_t(first)].in, out = net.layers[size_t(last - 1)].out;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(size_t(tensor_floats(batch, in.c, in_cb, full_box(in.h, in.w))));
+  std::vector<float> dy(size_t(tensor_floats(batch, out.c, seg.out_cb(), full_box(out.h, out.w))));
+  std::vector<float> dx(nid ? x.size() : 0);
+  for (float& v : x) v = nd(rng);
+  for (float& v : dy) v = nd(rng);
+  seg.zero_tile_grads();
+  seg.forward(TensorView{x.data(), batch, in.c, in_cb, full_box(in.h, in.w)}, true);
+  const TensorView din{dx.data(), batch, in.c, in_cb, full_box(in.h, in.w)};
+  seg.backward(TensorView{dy.data(), batch, out.c, seg.out_cb(), full_box(out.h, out.w)}, nid ? &din : nullptr);
+}
+
 TEST(MemoryPlan, MatchesSegmentAllocations) {
   const std::vector<NetCase> nets = {
       {"cfgs/yolov2-16.cfg", 64, 96, {"none", "all", "0,4,8,12"}},
@@ -60,11 +146,12 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
   DnnlContext ctx;
   const int block = ctx.config.block;
   LocalComm comm;
-  int segments = 0, partial = 0;
+  int segments = 0, partial = 0, used = 0, unwritten = 0;
   for (const NetCase& nc : nets) {
     NetSpec net = load_net(test::source_dir() + "/" + nc.path);
     if (nc.h > 0) resize_net(net, nc.h, nc.w);
     Params params(net);
+    init_params(params, net, 1);
     std::vector<float> grad(params.values.size(), 0.f);
     const int cut = resolve_cut(net, -1);
     // The tiled layers from the input (plain layout), and a later run of them on a
@@ -106,21 +193,71 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
                   for (int r : tile_rank) far.push_back(r != 0);
                 const SegmentMemoryPlan mp =
                     plan_segment_memory(net, plan, 2, range.in_cb, block, recompute, nid, local, far);
-                Segment seg(ctx, net, params, grad.data(), plan, comm,
-                            SegmentOptions{.batch = 2,
-                                           .in_cb = range.in_cb,
-                                           .bn = BnMode::Sync,
-                                           .need_input_delta = nid,
-                                           .tile_rank = tile_rank,
-                                           .recompute = recompute,
-                                           .far = far});
-                const Segment::MemoryUse use = seg.memory_use();
+                test::start_recording();
+                auto seg = std::make_unique<Segment>(ctx, net, params, grad.data(), plan, comm,
+                                                     SegmentOptions{.batch = 2,
+                                                                    .in_cb = range.in_cb,
+                                                                    .bn = BnMode::Sync,
+                                                                    .need_input_delta = nid,
+                                                                    .tile_rank = tile_rank,
+                                                                    .recompute = recompute,
+                                                                    .far = far});
+                test::stop_recording();
+                const Segment::MemoryUse use = seg->memory_use();
                 EXPECT_EQ(mp.maps_bytes, use.maps);
                 EXPECT_EQ(mp.deltas_bytes, use.deltas);
                 ASSERT_EQ(mp.tiles.size(), size_t(T));
                 for (int t = 0; t < T; ++t) {
                   const bool is_local = std::find(local.begin(), local.end(), t) != local.end();
                   EXPECT_EQ(mp.tiles[size_t(t)].layers.empty(), !is_local) << "tile " << t;
+                }
+                const bool all_here = int(local.size()) == T;
+                const bool check_use = all_here && !reserves_unwritten_output(net, plan, mp, local);
+                unwritten += all_here && !check_use;
+                if (all_here) run_once(*seg, net, range.first, range.last, 2, range.in_cb, nid);
+                std::vector<test::Mapping> made = test::recorded();
+                std::vector<size_t> resident(made.size(), 0);
+                for (size_t k = 0; k < made.size(); ++k)
+                  if (!made[k].unmapped) resident[k] = test::resident_bytes(made[k]);
+                const int64_t extra_grads = int64_t(local.size()) - 1, grad_floats = seg->tile_grad_end();
+                seg.reset();
+                // The Segment's own mappings: made while it was built, unmapped when it was
+                // destroyed (a grown scratch buffer of the shared DnnlContext outlives it).
+                std::vector<size_t> left;  // page-rounded sizes, planned ones taken out below
+                size_t untouched_pages = 0;
+                const std::vector<test::Mapping> after = test::recorded();
+                for (size_t k = 0; k < made.size(); ++k) {
+                  if (made[k].unmapped || !after[k].unmapped) continue;
+                  left.push_back(made[k].bytes);
+                  if (!check_use) continue;
+                  const size_t untouched = (made[k].bytes - resident[k]) / test::page_bytes();
+                  EXPECT_LE(untouched, 1u) << "a buffer of " << made[k].bytes << " bytes has " << untouched
+                                           << " pages no forward or backward touched";
+                  untouched_pages += untouched;
+                }
+                const std::vector<size_t> planned = planned_buffers(mp, local);
+                auto take = [&](size_t bytes, const char* what) {
+                  const auto it = std::find(left.begin(), left.end(), mapped(bytes));
+                  if (it == left.end()) {
+                    ADD_FAILURE() << what << " of " << bytes << " bytes was never mapped by the segment";
+                    return;
+                  }
+                  left.erase(it);
+                };
+                for (size_t b : planned) take(b, "a planned buffer");
+                for (int64_t k = 0; k < extra_grads; ++k) take(size_t(grad_floats) * sizeof(float), "a tile's gradients");
+                // What is left are the weight copies, each rounded up to whole pages.
+                size_t rest = 0;
+                for (size_t b : left) rest += b;
+                EXPECT_GE(rest, use.weight_copies) << left.size() << " mappings left for the weight copies";
+                EXPECT_LT(rest, use.weight_copies + (left.size() + 1) * test::page_bytes())
+                    << "the segment mapped more than the plan's buffers and its weight copies: " << left.size()
+                    << " mappings of " << rest << " bytes left for " << use.weight_copies << " bytes of weight copies";
+                if (check_use) {
+                  size_t empty = 0;
+                  for (size_t b : planned) empty += b == 0;
+                  EXPECT_GE(untouched_pages, empty);  // an empty buffer's page is never touched
+                  ++used;
                 }
                 ++segments;
                 partial += int(local.size()) < T;
@@ -133,7 +270,10 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
   // Every net ran on most grids: no configuration family silently skipped.
   EXPECT_GE(segments, 400);
   EXPECT_GE(partial, 200);
-  std::printf("MemoryPlan: %d segments (%d with some tiles on another rank) matched\n", segments, partial);
+  EXPECT_GE(used, 200);
+  std::printf("MemoryPlan: %d segments (%d with some tiles on another rank) matched their mappings; %d run and every "
+              "planned page used; %d run but not judged on use (a fused convolution's unwritten output reserved)\n",
+              segments, partial, used, unwritten);
 }
 
 }  // namespace

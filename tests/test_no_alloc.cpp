@@ -3,11 +3,8 @@
 // dnnl_primitive_execute (a small argument map per primitive call), which no caller can
 // avoid; so this counts every operator new during steps and requires each to be small.
 // Large buffers (tt::Buffer) are anonymous mmaps, which operator new does not see: this
-// binary's own mmap counts every mmap call made while counting, and none may happen.
+// binary's own mmap (mmap_probe.hpp) counts every mmap call, and none may happen while counting.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -17,20 +14,15 @@
 
 #include "data/synthetic.hpp"
 #include "engine/trainer.hpp"
+#include "mmap_probe.hpp"
 #include "test_util.hpp"
 
 namespace {
 std::atomic<long> g_news{0};
 std::atomic<size_t> g_largest{0};
 std::atomic<bool> g_counting{false};
-std::atomic<long> g_mmaps{0};
+long g_mmaps = 0;  // mmap calls (by any caller) during the last largest_new_during
 }  // namespace
-
-// Interposes libc's mmap for every caller in the process (the engine, oneDNN, OpenMP).
-extern "C" void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (g_counting.load(std::memory_order_relaxed)) g_mmaps.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, off));
-}
 
 void* operator new(std::size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) {
@@ -67,10 +59,11 @@ namespace {
 size_t largest_new_during(const std::function<void()>& f) {
   g_news = 0;
   g_largest = 0;
-  g_mmaps = 0;
+  const long mmaps = test::mmap_calls();
   g_counting = true;
   f();
   g_counting = false;
+  g_mmaps = test::mmap_calls() - mmaps;
   return g_largest.load();
 }
 
@@ -78,7 +71,7 @@ size_t largest_new_during(const std::function<void()>& f) {
 TEST(NoAllocation, CountersSeeAllocations) {
   EXPECT_GE(largest_new_during([] { delete new std::vector<float>(4096); }), 4096 * sizeof(float));
   largest_new_during([] { Buffer b(1 << 20); });
-  EXPECT_GE(g_mmaps.load(), 1);
+  EXPECT_GE(g_mmaps, 1);
 }
 
 TEST(NoAllocation, TrainingStepsAllocateNothing) {
@@ -105,7 +98,7 @@ TEST(NoAllocation, TrainingStepsAllocateNothing) {
           for (int i = 0; i < 3; ++i) tr.train_step(input.data(), truth.data());
         });
         EXPECT_LE(largest, 1024u) << g_news.load() << " allocations in 3 steps";
-        EXPECT_EQ(g_mmaps.load(), 0) << "buffers mapped during training steps";
+        EXPECT_EQ(g_mmaps, 0) << "buffers mapped during training steps";
       }
   }
 }

@@ -31,7 +31,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -65,6 +67,7 @@ struct EqConfig {
   KernelPath kernels = KernelPath::Auto;
   int block = 0;  // 0: this CPU's
   BackwardFeatures features = BackwardFeatures::Recompute;
+  TileSplit split;  // rows' and columns' weights (empty: an even split)
 
   std::string describe() const {
     std::ostringstream o;
@@ -587,8 +590,10 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   topt.kernels = c.kernels;
   topt.channel_block = c.block;
   topt.features = c.features;
+  topt.split = c.split;
   TrainOptions ropt = topt;
   ropt.features = BackwardFeatures::Recompute;
+  ropt.split = {};
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
   ropt.cut = -1;
@@ -770,6 +775,45 @@ INSTANTIATE_TEST_SUITE_P(, TiledEquivalenceRandom,
                            return std::string(kernel_path_name(std::get<0>(info.param))) +
                                   (std::get<1>(info.param) ? "_other_block" : "");
                          });
+
+// One configuration from elsewhere, judged like the random ones (float64 for a tensor over
+// the tolerance): e.g. bench/verify_sweep's failures, to tell a partition defect from fp32
+// rounding. Skipped unless TILETRAIN_EQ_CFG names a .cfg; TILETRAIN_EQ_GRID (RxC, default
+// 1x1), TILETRAIN_EQ_GROUPS (default none), TILETRAIN_EQ_CUT, TILETRAIN_EQ_BN (sync|frozen),
+// TILETRAIN_EQ_FEATURES (recompute|exchange), TILETRAIN_EQ_ROW_WEIGHTS and
+// TILETRAIN_EQ_COL_WEIGHTS (as the CLI's), TILETRAIN_EQ_STEPS (default 2), TILETRAIN_EQ_KERNELS.
+// The weights are this file's random ones and the learning rate its own (run_equivalence).
+TEST(TiledEquivalence, GivenConfiguration) {
+  const char* path = std::getenv("TILETRAIN_EQ_CFG");
+  if (!path || !*path) GTEST_SKIP() << "no TILETRAIN_EQ_CFG";
+  auto env = [](const char* name, const char* def) {
+    const char* v = std::getenv(name);
+    return std::string(v && *v ? v : def);
+  };
+  EqConfig c;
+  c.seed = env_u64("TILETRAIN_EQ_SEED", 1);
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  c.cfg.assign(std::istreambuf_iterator<char>(in), {});
+  const std::string grid = env("TILETRAIN_EQ_GRID", "1x1");
+  ASSERT_EQ(std::sscanf(grid.c_str(), "%dx%d", &c.rows, &c.cols), 2) << grid;
+  c.groups = env("TILETRAIN_EQ_GROUPS", "none");
+  c.cut = std::stoi(env("TILETRAIN_EQ_CUT", "-1"));
+  c.bn = env("TILETRAIN_EQ_BN", "sync") == "frozen" ? BnMode::Frozen : BnMode::Sync;
+  c.features = parse_backward_features(env("TILETRAIN_EQ_FEATURES", "recompute"));
+  c.steps = std::stoi(env("TILETRAIN_EQ_STEPS", "2"));
+  c.kernels = parse_kernel_path(env("TILETRAIN_EQ_KERNELS", "auto"));
+  if (const std::string r = env("TILETRAIN_EQ_ROW_WEIGHTS", ""); !r.empty())
+    c.split.rows = parse_weights(r, c.rows, "TILETRAIN_EQ_ROW_WEIGHTS");
+  if (const std::string w = env("TILETRAIN_EQ_COL_WEIGHTS", ""); !w.empty())
+    c.split.cols = parse_weights(w, c.cols, "TILETRAIN_EQ_COL_WEIGHTS");
+  SCOPED_TRACE(c.describe());
+  const NetSpec net = parse_net(c.cfg, path);
+  const EqResult r = run_equivalence(c, net);
+  std::printf("%s: %d tensor(s) failed; worst relative difference %.3g (%s); %d accepted as ill-conditioned in fp32 "
+              "(float64 check), %d updated tensor(s) within what their gradients explain\n",
+              path, r.failures, r.worst, r.worst_name.c_str(), r.ill_conditioned, r.explained);
+}
 
 // A large odd map (97 x 131: primes, divisible by no grid or stride) on two random
 // stacks and grids.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "model/net_spec.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
+#include "tiling/plan.hpp"
 
 namespace tt {
 namespace {
@@ -125,6 +127,76 @@ TEST(VerifyJudgement, RoundingPassesAndAMissingRowFails) {
   EXPECT_LE(rounding, VerifyReport::kTolerance) << "fp32 rounding judged a mismatch";
   EXPECT_GT(bug, VerifyReport::kTolerance) << "a missing row judged a match";
   EXPECT_GT(bug, 100 * rounding);
+}
+
+// Plants an off-by-one halo: at the deepest group start that has one, the piece of `halo`
+// (a Plan's fwd_halo or bwd_halo) that comes down from the tile above loses its outermost
+// row, so the tile below never receives it (a halo of one row is then gone). Returns a
+// description of what it changed ("" if the plan has no such piece).
+std::string drop_outer_halo_row(Plan& plan, std::vector<std::vector<Piece>> Plan::*halo) {
+  for (size_t i = (plan.*halo).size(); i-- > 0;)
+    for (Piece& p : (plan.*halo)[i]) {
+      if (p.from / plan.cols >= p.to / plan.cols || p.box.empty()) continue;  // from a tile above
+      const std::string was = p.box.str();
+      ++p.box.y0;
+      return "layer " + std::to_string(plan.first + int(i)) + ", tile " + std::to_string(p.from) + " to " +
+             std::to_string(p.to) + ": " + was + " became " + p.box.str();
+    }
+  return "";
+}
+
+// 2 x 1 tiles, in groups from `groups`.
+TrainOptions two_tiles(const std::string& groups) {
+  TrainOptions opt;
+  opt.rows = 2;
+  opt.cols = 1;
+  opt.groups = groups;
+  return opt;
+}
+
+std::string describe(const VerifyReport& r) {
+  return "outputs " + std::to_string(r.outputs) + ", input deltas " + std::to_string(r.input_deltas) +
+         ", gradients " + std::to_string(r.gradients) + " (layer " + std::to_string(r.gradient_layer) + "), weights " +
+         std::to_string(r.weights);
+}
+
+// The plan as made passes; the same plan with a forward halo one row short fails. Groups
+// from layers 0 and 2: the halo into layer 2 is seven rows of its input (conv 3x3, max-pool
+// 2/2, conv 3x3, conv 1x1 behind it, and the cells backward needs).
+TEST(VerifyJudgement, AForwardHaloOneRowShortFails) {
+  const NetSpec net = small_classifier(2, 40, 36);
+  LocalComm comm;
+  const VerifyReport good = verify_training(net, two_tiles("0,2"), comm, 1, 2);
+  EXPECT_TRUE(good.ok()) << describe(good);
+  TrainOptions opt = two_tiles("0,2");
+  std::string planted;
+  opt.adjust_plan = [&](Plan& p) { planted = drop_outer_halo_row(p, &Plan::fwd_halo); };
+  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  ASSERT_FALSE(planted.empty()) << "no forward halo piece to shorten";
+  std::printf("forward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
+  EXPECT_FALSE(bad.ok()) << "a forward halo one row short (" << planted << ") judged a match: " << describe(bad);
+}
+
+// A backward halo one row short leaves the forward values bit-identical: only the gradient
+// judgement (and the input deltas) can see it, and they must. A group per layer; the halo
+// shortened is the deepest, layer 4's output delta into layer 5 (one row), which reaches
+// the owned cells of layer 2's weight gradient through layer 4's backward-data. (The one
+// into layer 1 would reach only the net's input delta: layer 0's gradient counts owned cells.)
+TEST(VerifyJudgement, ABackwardHaloOneRowShortFails) {
+  const NetSpec net = small_classifier(2, 40, 36);
+  LocalComm comm;
+  const VerifyReport good = verify_training(net, two_tiles("none"), comm, 1, 2);
+  EXPECT_TRUE(good.ok()) << describe(good);
+  TrainOptions opt = two_tiles("none");
+  std::string planted;
+  opt.adjust_plan = [&](Plan& p) { planted = drop_outer_halo_row(p, &Plan::bwd_halo); };
+  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  ASSERT_FALSE(planted.empty()) << "no backward halo piece to shorten";
+  std::printf("backward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
+  EXPECT_EQ(bad.outputs, 0) << "forward must be untouched by a backward halo";
+  EXPECT_GT(bad.gradients, VerifyReport::kTolerance)
+      << "a backward halo one row short (" << planted << ") judged a match: " << describe(bad);
+  EXPECT_FALSE(bad.ok());
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut);
   Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), {opt.split, opt.features});
+  if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   check_memory(plan, ranks);
   grad_ = Buffer(params.values.size());

@@ -3,6 +3,7 @@
 // loss; backward the same way in reverse; gradient reduction once per batch; Darknet's SGD
 // update.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,6 +44,10 @@ struct TrainOptions {
   // Auto where the halo comes from another host (a network link), On wherever it comes
   // from another tile (in one process only useful to test that it is exact), Off never.
   Overlap overlap = Overlap::Auto;
+  // Tests only: edits the tiled plan right after make_plan, before anything is laid out or
+  // allocated from it (e.g. tests/test_verify.cpp plants a halo one row short, which verify
+  // must catch). Empty: the plan as made. verify_training's untiled reference ignores it.
+  std::function<void(Plan&)> adjust_plan;
 };
 
 // Which process runs each tile; throws if the process count does not fit the grid.

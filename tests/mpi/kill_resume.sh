@@ -8,7 +8,17 @@ set -u
 bin=$1
 src=$2
 tmp=$(mktemp -d)
-trap 'pkill -9 -f "$tmp/ck" 2>/dev/null; rm -rf "$tmp"' EXIT
+# On any exit, end only what this script started: the checkpointing mpirun (if it is still
+# running) and the ranks it started (its children), by their PIDs.
+launcher=
+cleanup() {
+  if [ -n "$launcher" ] && kill -0 "$launcher" 2>/dev/null; then
+    kill -9 "$launcher" $(pgrep -P "$launcher") 2>/dev/null
+    wait "$launcher" 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
 args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 2x2 --log-every 1000 --steps 40)
@@ -16,16 +26,22 @@ args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 2x2 
   { echo "FAIL: reference run"; cat "$tmp/ref.log"; exit 1; }
 "${mpi[@]}" -np 4 "$bin" "${args[@]}" --checkpoint "$tmp/ck" --checkpoint-every 3 > "$tmp/a.log" 2>&1 &
 launcher=$!
+# Wait for the sign of life that matters, step 6's checkpoint (its meta.json is written last),
+# polling while mpirun runs (at most 30 s); then kill one of the ranks mpirun started (not the root).
 for _ in $(seq 600); do
   [ -f "$tmp/ck/step-00000006/meta.json" ] && break
   kill -0 "$launcher" 2>/dev/null || break
   sleep 0.05
 done
-pids=$(pgrep -f -- "--checkpoint $tmp/ck" | grep -v "^$launcher\$" || true)
+[ -f "$tmp/ck/step-00000006/meta.json" ] ||
+  { echo "FAIL: no checkpoint of step 6 (the run ended or hung before it)"; cat "$tmp/a.log"; exit 1; }
+pids=$(pgrep -P "$launcher" || true)
+[ "$(echo "$pids" | grep -c .)" -eq 4 ] ||
+  { echo "FAIL: mpirun does not run 4 ranks (its children: $(echo $pids))"; cat "$tmp/a.log"; exit 1; }
 victim=$(echo "$pids" | sort -n | tail -n 1)
-[ -n "$victim" ] || { echo "FAIL: no rank to kill (the run ended before step 6?)"; cat "$tmp/a.log"; exit 1; }
 kill -9 "$victim"
 wait "$launcher" && { echo "FAIL: the run with a dead rank exited 0"; exit 1; }
+launcher=  # ended and reaped: nothing left to end on exit
 newest=$(ls "$tmp/ck" | grep '^step-' | sort | tail -n 1)
 echo "killed a rank; checkpoints: $(ls -A "$tmp/ck" | tr '\n' ' ')"
 [ -n "$newest" ] && [ "$newest" != step-00000040 ] || { echo "FAIL: newest checkpoint '$newest'"; exit 1; }
