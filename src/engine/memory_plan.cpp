@@ -82,6 +82,21 @@ std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int 
   return parts;
 }
 
+bool output_into_next_input(const Plan& plan, int t, int l) {
+  return l + 1 < plan.last && !input_aliases(plan, t, l + 1) && plan.group_start(l + 1) &&
+         contains(plan.at(t, l + 1).in, plan.at(t, l).fwd);
+}
+
+bool recomputed(const NetSpec& net, const Plan& plan, int t, int l) {
+  if (net.layers[size_t(l)].type != LayerType::Conv) return false;
+  const bool next_reads_in_place =
+      l + 1 < plan.last && net.layers[size_t(l + 1)].type == LayerType::Conv && input_aliases(plan, t, l + 1);
+  const bool z_transient =
+      conv_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) && !next_reads_in_place;
+  const TileLayer& x = plan.at(t, l);
+  return z_transient && x.held == x.fwd;
+}
+
 namespace {
 
 // Tile t's backward pass: for every layer, which of the two delta buffers holds its
@@ -156,14 +171,8 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
           l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(plan, t, l + 1);
       if (s.type == LayerType::Conv) {
         const bool pointwise = conv_pointwise(s);
-        // At a group start the next input is a buffer of its own that the halo exchange
-        // completes: batch-norm/activation write straight into it (no copy of own cells).
-        const bool into_next_input = l + 1 < last && !input_aliases(plan, t, l + 1) && plan.group_start(l + 1) &&
-                                     contains(plan.at(t, l + 1).in, x.fwd);
-        const bool z_transient = pointwise && !into_next_input && !next_reads_in_place;
-        // Recomputed in backward: y shares z's transient buffer (batch-norm/activation in place).
-        // Not when neighbours' values complete y after forward: then it is kept.
-        m.recompute = recompute && z_transient && x.held == x.fwd;
+        const bool into_next_input = output_into_next_input(plan, t, l);
+        m.recompute = recompute && recomputed(net, plan, t, l);
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
         m.z = !pointwise            ? MapStore::Y
               : into_next_input     ? MapStore::NextInput

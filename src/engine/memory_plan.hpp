@@ -78,6 +78,13 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
 // Layer l's input is the previous layer's output itself: it holds exactly the cells
 // needed (and, at a group start, no neighbour contributes).
 bool input_aliases(const Plan& plan, int t, int l);
+// At a group start l + 1 the next input is a buffer of its own that the halo exchange
+// completes: layer l's batch-norm/activation write straight into it (no copy of own cells).
+bool output_into_next_input(const Plan& plan, int t, int l);
+// With recomputation on, convolution l of tile t keeps no output for backward: its z is
+// transient (y shares its buffer, batch-norm/activation in place), and no neighbour's values
+// complete y after forward (then it is kept).
+bool recomputed(const NetSpec& net, const Plan& plan, int t, int l);
 // Backward-weights can run on the whole delta box (outside the owned cells zeroed).
 bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l);
 // No local tile needs a neighbour's delta at group start l (a 1x1 grid).

@@ -201,6 +201,9 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
                                            &weights_wait_, trace_)
                     : replicated_conv_weights(params, std::move(convs));
   weights_->refresh();
+  schedule_ = compile_schedule(net, plan_, {.sharded = shards != nullptr,
+                                            .recompute = opt.recompute,
+                                            .need_input_delta = need_input_delta});
 }
 
 Segment::~Segment() = default;
@@ -332,45 +335,112 @@ void Segment::refresh_weights() { weights_->refresh(); }
 TensorView Segment::input_of(int t, int l) const { return tiles_[t]->in[l - plan_.first]; }
 
 void Segment::forward(const TensorView& input, bool training) {
+  input_ = &input;
+  training_ = training;
+  run(schedule_.forward, false);
+}
+
+void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) {
+  delta_out_ = &delta_out;
+  delta_in_ = delta_in;
+  run(schedule_.backward, true);
+}
+
+// Runs the steps in order, each timed into the bucket bench reports it in: moving whole
+// maps is io, halos and batch-norm sums are halo, waiting for weights is weights, the rest
+// is forward or backward compute.
+void Segment::run(const std::vector<Step>& steps, bool backward) {
   const double t0 = now_s();
-  double halo = 0;
-  const int first = plan_.first;
-  const double s0 = now_s();
-  scatter(
-      input, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
-  const double s1 = now_s(), io = s1 - s0;
-  span("io", Lane::Comm, s0, s1, -1, "scatter input");
-  for (int l = first; l < plan_.last; ++l) {
-    // At a group start the halo is posted, and forward_layer computes what it can before
-    // waiting for it.
-    const bool halo_in_flight = l > first && plan_.group_start(l);
-    if (halo_in_flight) {
-      const double h0 = now_s();
-      post(
-          plan_.fwd_halo[l - first], [&](int t) { return tiles_[t]->z[l - 1 - first]; },
-          [&](int t) { return input_of(t, l); });
-      const double h1 = now_s();
-      halo += h1 - h0;
-      span("halo", Lane::Comm, h0, h1, l, "halo post");
+  double halo = 0, io = 0;
+  for (const Step& st : steps) {
+    const double s0 = now_s();
+    execute(st);
+    const double s1 = now_s();
+    switch (st.kind) {
+      case StepKind::ScatterInput:
+      case StepKind::ScatterDelta:
+      case StepKind::GatherInputDelta:
+        io += s1 - s0;
+        span("io", Lane::Comm, s0, s1, -1, step_name(st.kind));
+        break;
+      case StepKind::PostHalo:
+      case StepKind::ExchangeFeatures:
+      case StepKind::BackwardHalo:
+        halo += s1 - s0;
+        span("halo", Lane::Comm, s0, s1, st.layer, step_name(st.kind));
+        break;
+      case StepKind::Forward:
+      case StepKind::Backward:
+        span(backward ? "backward" : "forward", Lane::Compute, s0, s1, st.layer);
+        break;
+      case StepKind::Pointwise:
+      case StepKind::PointwiseBackward:
+        span(backward ? "backward" : "forward", Lane::Compute, s0, s1, st.layer, step_name(st.kind));
+        break;
+      case StepKind::FetchWeights:
+      case StepKind::ReduceGrad:
+        break;  // the weight strategy spans its collectives
     }
-    forward_layer(l, training, halo_in_flight);
   }
   times.halo += halo + halo_wait_ + bn_wait_;
   times.halo_exchange += halo + halo_wait_;
-  times.halo_exchange_fwd += halo + halo_wait_;
+  if (!backward) times.halo_exchange_fwd += halo + halo_wait_;
   times.io += io;
-  times.fwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_ - halo_wait_;
+  (backward ? times.bwd : times.fwd) += now_s() - t0 - halo - io - bn_wait_ - weights_wait_ - halo_wait_;
   times.weights += weights_wait_;
   bn_wait_ = weights_wait_ = halo_wait_ = 0;
 }
 
+void Segment::execute(const Step& st) {
+  const int l = st.layer, first = plan_.first;
+  switch (st.kind) {
+    case StepKind::ScatterInput:
+      scatter(
+          *input_, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
+      return;
+    case StepKind::PostHalo:
+      post(
+          plan_.fwd_halo[size_t(l - first)], [&](int t) { return tiles_[t]->z[size_t(l - 1 - first)]; },
+          [&](int t) { return input_of(t, l); });
+      return;
+    case StepKind::FetchWeights:
+      weights_->before_use(l, st.uses);
+      return;
+    case StepKind::Forward:
+      forward_layer(l, st.halo_in_flight);
+      return;
+    case StepKind::Pointwise:
+      pointwise_forward(l);
+      return;
+    case StepKind::ScatterDelta:
+      scatter_delta();
+      return;
+    case StepKind::ExchangeFeatures:
+      exchange_features(l);
+      return;
+    case StepKind::PointwiseBackward:
+      pointwise_backward(l, st.owned_only);
+      return;
+    case StepKind::Backward:
+      backward_layer(l, st.input_delta);
+      return;
+    case StepKind::ReduceGrad:
+      weights_->end_grad(l);
+      return;
+    case StepKind::BackwardHalo:
+      backward_halo(l);
+      return;
+    case StepKind::GatherInputDelta:
+      gather(
+          delta_in_, [&](int t) { return plan_.own_input[t]; }, [&](int t) { return tiles_[t]->cur; });
+      return;
+  }
+}
+
 // `halo_in_flight`: the halo of the layer's input was posted, not completed: tiles with
 // overlap parts compute their interior first, then every tile waits for it.
-void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
-  LayerState& L = *layers_[l - plan_.first];
-  const LayerSpec& s = *L.spec;
+void Segment::forward_layer(int l, bool halo_in_flight) {
   const int i = l - plan_.first;
-  if (L.weights) weights_->before_use(l, WeightCache::kForward);
   LayerTimes& lt = layer_times[size_t(i)];
   const double t0 = now_s();
   for (int t : local_) {
@@ -398,19 +468,24 @@ void Segment::forward_layer(int l, bool training, bool halo_in_flight) {
     for (size_t k = 1; halo_in_flight && k < parts; ++k) compute(t, l, int(k));
   }
   halo_wait_ += waited;
-  const double t1 = now_s(), wait0 = bn_wait_;
-  lt.fwd += t1 - t0 - waited;
-  if (s.type == LayerType::Conv && L.pointwise) {
-    if (s.batch_normalize) bn_forward(l, training);
-    for (int t : local_) {
-      if (act_in_pool_[size_t(i)]) break;
-      TileState& ts = *tiles_[t];
-      affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.act);
-    }
+  lt.fwd += now_s() - t0 - waited;
+}
+
+// Batch-norm (its statistics summed over all tiles when training) and activation of
+// convolution l on every local tile: y -> z, unless the max-pool after it applies them.
+void Segment::pointwise_forward(int l) {
+  LayerState& L = *layers_[size_t(l - plan_.first)];
+  const LayerSpec& s = *L.spec;
+  const int i = l - plan_.first;
+  const double t0 = now_s(), wait0 = bn_wait_;
+  if (s.batch_normalize)
+    L.pw->forward(pointwise_tiles(l), params_, batch_, training_ && bn_ == BnMode::Sync, sum_over_tiles(l));
+  for (int t : local_) {
+    if (act_in_pool_[size_t(i)]) break;
+    TileState& ts = *tiles_[t];
+    affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.act);
   }
-  const double t2 = now_s();
-  lt.fwd_pointwise += t2 - t1 - (bn_wait_ - wait0);
-  span("forward", Lane::Compute, t0, t2, l);
+  layer_times[size_t(i)].fwd_pointwise += now_s() - t0 - (bn_wait_ - wait0);
 }
 
 // Layer l's convolution or max-pool on tile t: its whole forward box (part -1), or one
@@ -484,11 +559,6 @@ void Segment::zero_tile_grads() {
   for (Buffer& b : extra_grads_) std::fill(b.data(), b.data() + b.size(), 0.f);
 }
 
-void Segment::bn_forward(int l, bool training) {
-  layers_[size_t(l - plan_.first)]->pw->forward(pointwise_tiles(l), params_, batch_, training && bn_ == BnMode::Sync,
-                                                sum_over_tiles(l));
-}
-
 std::vector<PointwiseTile> Segment::pointwise_tiles(int l) const {
   const int i = l - plan_.first;
   std::vector<PointwiseTile> v;
@@ -506,62 +576,32 @@ void Segment::gather_output(const TensorView* out) {
   span("io", Lane::Comm, t0, t1, -1, "gather output");
 }
 
-void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) {
-  const double t0 = now_s();
-  double halo = 0, io = 0;
+void Segment::scatter_delta() {
   const int last = plan_.last - 1;
-  const LayerState& Llast = *layers_[last - plan_.first];
+  const LayerState& L = *layers_[size_t(last - plan_.first)];
   for (int t : local_) {
     TileState& ts = *tiles_[t];
-    ts.cur = TensorView{ts.data(mem_.tiles[t].bwd[size_t(last - plan_.first)].out), batch_, Llast.spec->out.c,
-                        Llast.out_cb, plan_.at(t, last).delta};
+    ts.cur = TensorView{ts.data(mem_.tiles[t].bwd[size_t(last - plan_.first)].out), batch_, L.spec->out.c, L.out_cb,
+                        plan_.at(t, last).delta};
   }
   scatter(
-      delta_out, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
-  const double s1 = now_s();
-  io += s1 - t0;
-  span("io", Lane::Comm, t0, s1, -1, "scatter delta");
-  for (int l = last; l >= plan_.first; --l) {
-    if (l + 1 == plan_.group_end(l)) {
-      const double h0 = now_s();
-      exchange_features(l);
-      const double h1 = now_s();
-      halo += h1 - h0;
-      span("halo", Lane::Comm, h0, h1, l, "feature exchange");
-    }
-    backward_layer(l);
-    if (l > plan_.first && pointwise_before_exchange(net_, plan_, l - 1)) pointwise_backward(l - 1, true);
-    if (l > plan_.first && plan_.group_start(l) && !bwd_exchange_local(plan_, l, local_)) {
-      const double h0 = now_s();
-      const LayerSpec& prev = net_.layers[l - 1];
-      const int cbk = layers_[l - 1 - plan_.first]->out_cb;
-      auto halo_of = [&](int t) {
-        const TileState& ts = *tiles_[t];
-        return TensorView{ts.data(mem_.tiles[t].bwd[size_t(l - plan_.first)].halo), batch_, prev.out.c, cbk,
-                          plan_.at(t, l - 1).delta};
-      };
-      exchange(
-          plan_.bwd_halo[l - plan_.first], [&](int t) { return tiles_[t]->cur; }, halo_of);
-      for (int t : local_) tiles_[t]->cur = halo_of(t);
-      const double h1 = now_s();
-      halo += h1 - h0;
-      span("halo", Lane::Comm, h0, h1, l, "halo exchange");
-    }
-  }
-  if (need_input_delta_) {
-    const double g0 = now_s();
-    gather(
-        delta_in, [&](int t) { return plan_.own_input[t]; }, [&](int t) { return tiles_[t]->cur; });
-    const double g1 = now_s();
-    io += g1 - g0;
-    span("io", Lane::Comm, g0, g1, -1, "gather input delta");
-  }
-  times.halo += halo + bn_wait_;
-  times.halo_exchange += halo;
-  times.io += io;
-  times.bwd += now_s() - t0 - halo - io - bn_wait_ - weights_wait_;
-  times.weights += weights_wait_;
-  bn_wait_ = weights_wait_ = 0;
+      *delta_out_, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
+}
+
+// At group start l: the pieces of the delta of layer l - 1's output that neighbours
+// computed, added into each tile's (nothing to do when no tile needs another's).
+void Segment::backward_halo(int l) {
+  if (bwd_exchange_local(plan_, l, local_)) return;
+  const LayerSpec& prev = net_.layers[size_t(l - 1)];
+  const int cbk = layers_[size_t(l - 1 - plan_.first)]->out_cb;
+  auto halo_of = [&](int t) {
+    const TileState& ts = *tiles_[t];
+    return TensorView{ts.data(mem_.tiles[t].bwd[size_t(l - plan_.first)].halo), batch_, prev.out.c, cbk,
+                      plan_.at(t, l - 1).delta};
+  };
+  exchange(
+      plan_.bwd_halo[size_t(l - plan_.first)], [&](int t) { return tiles_[t]->cur; }, halo_of);
+  for (int t : local_) tiles_[t]->cur = halo_of(t);
 }
 
 // verify's scale of layer l's weight gradient from one tile (engine/verify.hpp): the
@@ -578,17 +618,13 @@ void Segment::add_grad_scale(int l, const TensorView& src, const TensorView& del
   (*grad_scales_)[size_t(l)] += std::sqrt(double(w.size) * w.size * sum_sq(src) * sum_sq(delta));
 }
 
-void Segment::backward_layer(int l) {
+// Backward-data of every tile first (the schedule's order says why), then backward-weights,
+// then the input delta moved to where the layer before reads it.
+void Segment::backward_layer(int l, bool want_delta_in) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
-  const bool want_delta_in = l > plan_.first || need_input_delta_;
   const bool conv = s.type == LayerType::Conv;
-  const double b0 = trace_ && trace_->on() ? now_s() : 0;  // no clock read unless tracing
-  if (conv && L.pointwise && !pointwise_before_exchange(net_, plan_, l)) pointwise_backward(l, false);
-  // Backward-data of every tile first: then the delta is free to be reshaped for
-  // backward-weights, and (sharded) the staged weights are free to hold its output.
-  if (conv && want_delta_in) weights_->before_use(l, WeightCache::kBackwardData);
   LayerTimes& lt = layer_times[size_t(i)];
   double t0 = now_s();
   for (int t : local_) {
@@ -652,10 +688,7 @@ void Segment::backward_layer(int l) {
       ts.cur = dst;
     }
   }
-  const double t2 = now_s();
-  lt.bwd_data += t2 - t0;
-  span("backward", Lane::Compute, b0, t2, l);
-  if (conv) weights_->end_grad(l);
+  lt.bwd_data += now_s() - t0;
 }
 
 // Activation and batch-norm backward of layer l on every local tile's current delta:
@@ -664,24 +697,16 @@ void Segment::pointwise_backward(int l, bool owned_only) {
   LayerState& L = *layers_[l - plan_.first];
   const int i = l - plan_.first;
   const double t0 = now_s(), waits0 = bn_wait_ + weights_wait_;
-  bool any = false;
-  for (int t : local_) any |= mem_.tiles[t].layers[size_t(i)].recompute;
-  if (any) {  // the same kernel on the same input: bit-identical to forward's y
-    weights_->before_use(l, WeightCache::kForward);
-    for (int t : local_) {
-      TileState& ts = *tiles_[t];
-      if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;
-      ts.y[i].data = ts.data(mem_.tiles[t].bwd[size_t(i)].y);  // free until backward-data (see memory_plan.cpp)
-      conv_forward(t, l, ts.y[i].data);
-    }
+  for (int t : local_) {  // the same kernel on the same input: bit-identical to forward's y
+    TileState& ts = *tiles_[t];
+    if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;
+    ts.y[i].data = ts.data(mem_.tiles[t].bwd[size_t(i)].y);  // free until backward-data (see memory_plan.cpp)
+    conv_forward(t, l, ts.y[i].data);
   }
   L.pw->backward(
       pointwise_tiles(l), [&](const PointwiseTile& pt) { return owned_only ? pt.own : pt.delta.box; }, params_, batch_,
       bn_ == BnMode::Sync, sum_over_tiles(l));
-  const double t1 = now_s();
-  layer_times[size_t(i)].bwd_pointwise += t1 - t0 - (bn_wait_ + weights_wait_ - waits0);
-  // Its own span when it runs apart, before the exchange; else inside backward_layer's.
-  if (owned_only) span("backward", Lane::Compute, t0, t1, l);
+  layer_times[size_t(i)].bwd_pointwise += now_s() - t0 - (bn_wait_ + weights_wait_ - waits0);
 }
 
 }  // namespace tt

@@ -12,6 +12,7 @@
 #include "engine/conv_weights.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
+#include "engine/schedule.hpp"
 #include "engine/shards.hpp"
 #include "engine/tile_order.hpp"
 #include "engine/trace.hpp"
@@ -102,6 +103,7 @@ class Segment {
   // Re-reads the master weights into the kernels' formats (after an update or load;
   // sharded, each layer's weights are gathered and formatted just before use instead).
   void refresh_weights();
+  const Schedule& schedule() const { return schedule_; }
 
   int out_cb() const { return out_cb_; }
   // The kernel every convolution pass of this process runs (one entry per layer, pass
@@ -133,11 +135,15 @@ class Segment {
   void scatter(const TensorView& full, Box_ box_of, Dst dst_of);
   template <class Box_, class Src>
   void gather(const TensorView* full, Box_ box_of, Src src_of);
-  void forward_layer(int l, bool training, bool halo_in_flight = false);
+  void run(const std::vector<Step>& steps, bool backward);
+  void execute(const Step& st);
+  void forward_layer(int l, bool halo_in_flight);
+  void pointwise_forward(int l);
   void compute(int t, int l, int part);
-  void backward_layer(int l);
+  void scatter_delta();
+  void backward_layer(int l, bool want_delta_in);
+  void backward_halo(int l);
   void add_grad_scale(int l, const TensorView& src, const TensorView& delta);
-  void bn_forward(int l, bool training);
   SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
   std::vector<PointwiseTile> pointwise_tiles(int l) const;
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
@@ -175,6 +181,12 @@ class Segment {
   Trace* trace_;
   std::vector<double>* grad_scales_;
   std::unique_ptr<ConvWeights> weights_;  // replicated or sharded (conv_weights.hpp)
+  Schedule schedule_;                     // what forward and backward run, in order
+  // The current pass's arguments, for the steps.
+  const TensorView* input_ = nullptr;
+  const TensorView* delta_out_ = nullptr;
+  const TensorView* delta_in_ = nullptr;
+  bool training_ = false;
 };
 
 }  // namespace tt

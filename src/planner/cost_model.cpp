@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "engine/memory_plan.hpp"
+#include "engine/schedule.hpp"
 #include "engine/tail.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
@@ -142,6 +143,7 @@ struct Replay {
   const Partition& p;
   const ClusterModel& cm;
   Plan plan;
+  Schedule schedule;  // what the Segment runs, in order
   int P = 1, T = 1, cut = 0, dense_begin = 0, batch = 1;
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
@@ -158,6 +160,7 @@ struct Replay {
     plan = make_plan(net, p.rows, p.cols, 0, cut,
                      p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, {p.split, p.features});
     T = plan.tiles_count();
+    schedule = compile_schedule(net, plan, {.sharded = p.low_memory, .recompute = p.low_memory});
     if (p.tiles_per_rank < 1 || T % p.tiles_per_rank) fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
     P = T / p.tiles_per_rank;
     tile_rank = tile_ranks(T, p.tiles_per_rank, P);
@@ -379,48 +382,92 @@ struct Replay {
 
   double last_end() const { return *std::max_element(clock.begin(), clock.end()); }
 
-  void forward() {
-    out.layer_s.assign(size_t(cut), 0.);
+  // The Segment's schedule (engine/schedule.hpp), step by step; each step's time goes to
+  // the layer it is charged to.
+  void run_steps(const std::vector<Step>& steps) {
     double mark = last_end();
-    // Input scatter.
-    std::vector<double> bytes(size_t(P), 0);
-    for (int t = 0; t < T; ++t) bytes[size_t(tile_rank[size_t(t)])] += map_bytes(net.channels, 1, plan.at(t, 0).in);
-    if (P > 1) root_transfer(bytes, false);
-    for (int l = 0; l < cut; ++l) {
-      const LayerSpec& s = net.layers[size_t(l)];
-      if (p.low_memory && s.type == LayerType::Conv) fetch_weights(l);
-      // Overlap: a tile's interior while its halo is in flight, its border strips after.
-      auto parts = [&](int r, int t) -> const std::vector<Box>& {
-        return rank_layout(r).tiles[size_t(t)].layers[size_t(l)].parts;
-      };
-      if (l > 0 && plan.group_start(l)) {
-        std::vector<double> interior(size_t(P), 0);
-        for (int r = 0; r < P; ++r)
-          for (int t : local[size_t(r)])
-            if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
-        exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
-      }
-      std::vector<double> pw(size_t(P), 0);
-      for (int r = 0; r < P; ++r)
-        for (int t : local[size_t(r)]) {
-          const double cells = double(batch) * plan.at(t, l).fwd.area();
-          out.cells_computed += cells / batch;
-          if (parts(r, t).empty()) run(r, comp(r, l, lm(r, l).fwd, cells), &RankPrediction::fwd_s);
-          for (size_t k = 1; k < parts(r, t).size(); ++k)
-            run(r, comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
-          if (s.type == LayerType::Conv && conv_pointwise(s)) pw[size_t(r)] += comp(r, l, lm(r, l).fwd_pointwise, cells);
-        }
-      pointwise(pw, bn_sync(s), s.out.c, &RankPrediction::fwd_s);
-      out.layer_s[size_t(l)] += last_end() - mark;
+    for (const Step& st : steps) {
+      price(st);
+      if (st.charge >= 0) out.layer_s[size_t(st.charge)] += last_end() - mark;
       mark = last_end();
     }
-    // Gather at the cut.
-    std::fill(bytes.begin(), bytes.end(), 0);
-    const LayerSpec& last = net.layers[size_t(cut - 1)];
+  }
+
+  void price(const Step& st) {
+    const int l = st.layer;
+    switch (st.kind) {
+      case StepKind::ScatterInput: return scatter_map(0, false, &TileLayer::in);
+      case StepKind::PostHalo: return;  // priced with the forward that waits for it
+      case StepKind::FetchWeights: return fetch_weights(l);
+      case StepKind::Forward: return forward_layer(l, st.halo_in_flight);
+      case StepKind::Pointwise: {
+        std::vector<double> pw(size_t(P), 0);
+        for (int r = 0; r < P; ++r)
+          for (int t : local[size_t(r)]) pw[size_t(r)] += comp(r, l, lm(r, l).fwd_pointwise, cells(t, l, &TileLayer::fwd));
+        return pointwise(pw, bn_sync(net.layers[size_t(l)]), net.layers[size_t(l)].out.c, &RankPrediction::fwd_s);
+      }
+      case StepKind::ScatterDelta: return scatter_map(cut - 1, false, &TileLayer::delta);
+      case StepKind::ExchangeFeatures: return exchange_features(l);
+      case StepKind::PointwiseBackward: return pointwise_backward(l, st.owned_only);
+      case StepKind::Backward:
+        for (int r = 0; r < P; ++r)
+          for (int t : local[size_t(r)]) {
+            if (st.input_delta) run(r, comp(r, l, lm(r, l).bwd_data, cells(t, l, &TileLayer::delta)), &RankPrediction::bwd_s);
+            if (net.layers[size_t(l)].type == LayerType::Conv)
+              run(r, comp(r, l, lm(r, l).bwd_weights, cells(t, l, weights_on_delta_box(net, plan, t, l) ? &TileLayer::delta : &TileLayer::own)),
+                  &RankPrediction::bwd_s);
+          }
+        return;
+      case StepKind::ReduceGrad: return reduce_scatter_chunks(l);
+      case StepKind::BackwardHalo:
+        return exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
+                        &RankPrediction::halo_s);
+      case StepKind::GatherInputDelta: fail("internal: the cost model prices no input delta");
+    }
+  }
+  double cells(int t, int l, Box TileLayer::*box) const { return double(batch) * (plan.at(t, l).*box).area(); }
+
+  // Every tile's `box` of layer l's output map (or of the first layer's input, ScatterInput)
+  // between the root and its rank.
+  void scatter_map(int l, bool to_root, Box TileLayer::*box) {
+    if (P == 1) return;
+    std::vector<double> bytes(size_t(P), 0);
+    const bool input = box == &TileLayer::in;
+    const LayerSpec& s = net.layers[size_t(l)];
     for (int t = 0; t < T; ++t)
-      bytes[size_t(tile_rank[size_t(t)])] +=
-          map_bytes(last.out.c, layout().out_cb[size_t(cut - 1)], plan.at(t, cut - 1).own);
-    if (P > 1) root_transfer(bytes, true);
+      bytes[size_t(tile_rank[size_t(t)])] += input ? map_bytes(s.in.c, layout().in_cb[size_t(l)], plan.at(t, l).*box)
+                                                   : map_bytes(s.out.c, layout().out_cb[size_t(l)], plan.at(t, l).*box);
+    root_transfer(bytes, to_root);
+  }
+
+  // Layer l's convolution or max-pool on every tile; with its input's halo in flight, the
+  // interiors (overlap parts) are computed while it travels, the border strips after.
+  void forward_layer(int l, bool halo_in_flight) {
+    const LayerSpec& s = net.layers[size_t(l)];
+    auto parts = [&](int r, int t) -> const std::vector<Box>& {
+      return rank_layout(r).tiles[size_t(t)].layers[size_t(l)].parts;
+    };
+    if (halo_in_flight) {
+      std::vector<double> interior(size_t(P), 0);
+      for (int r = 0; r < P; ++r)
+        for (int t : local[size_t(r)])
+          if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
+      exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
+    }
+    for (int r = 0; r < P; ++r)
+      for (int t : local[size_t(r)]) {
+        out.cells_computed += plan.at(t, l).fwd.area();
+        if (parts(r, t).empty() || !halo_in_flight) run(r, comp(r, l, lm(r, l).fwd, cells(t, l, &TileLayer::fwd)), &RankPrediction::fwd_s);
+        for (size_t k = 1; halo_in_flight && k < parts(r, t).size(); ++k)
+          run(r, comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
+      }
+  }
+
+  void forward() {
+    out.layer_s.assign(size_t(cut), 0.);
+    run_steps(schedule.forward);
+    // Gather at the cut.
+    scatter_map(cut - 1, true, &TileLayer::own);
     // The untiled tail and the head, on rank 0.
     for (int l = cut; l < dense_begin; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
@@ -452,36 +499,7 @@ struct Replay {
       run(0, comp(0, l, m.bwd_pointwise, cells) + comp(0, l, m.bwd_data, cells) + comp(0, l, m.bwd_weights, cells),
           &RankPrediction::bwd_s);
     }
-    // Delta scatter.
-    std::vector<double> bytes(size_t(P), 0);
-    const LayerSpec& lastl = net.layers[size_t(cut - 1)];
-    for (int t = 0; t < T; ++t)
-      bytes[size_t(tile_rank[size_t(t)])] +=
-          map_bytes(lastl.out.c, layout().out_cb[size_t(cut - 1)], plan.at(t, cut - 1).delta);
-    if (P > 1) root_transfer(bytes, false);
-    for (int l = cut - 1; l >= 0; --l) {
-      const double mark = last_end();
-      const LayerSpec& s = net.layers[size_t(l)];
-      const bool conv = s.type == LayerType::Conv;
-      if (l + 1 == plan.group_end(l)) exchange_features(l);
-      if (conv && conv_pointwise(s) && !pointwise_before_exchange(net, plan, l)) pointwise_backward(l, false);
-      if (p.low_memory && conv && l > 0) fetch_weights(l);
-      for (int r = 0; r < P; ++r)
-        for (int t : local[size_t(r)]) {
-          const TileLayer& x = plan.at(t, l);
-          if (l > 0) run(r, comp(r, l, lm(r, l).bwd_data, double(batch) * x.delta.area()), &RankPrediction::bwd_s);
-          if (conv) {
-            const Box& wbox = weights_on_delta_box(net, plan, t, l) ? x.delta : x.own;
-            run(r, comp(r, l, lm(r, l).bwd_weights, double(batch) * wbox.area()), &RankPrediction::bwd_s);
-          }
-        }
-      if (p.low_memory && conv) reduce_scatter_chunks(l);
-      if (l > 0 && pointwise_before_exchange(net, plan, l - 1)) pointwise_backward(l - 1, true);
-      if (l > 0 && plan.group_start(l))
-        exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
-                 &RankPrediction::halo_s);
-      out.layer_s[size_t(l)] += last_end() - mark;
-    }
+    run_steps(schedule.backward);
   }
 
   // Backward features: the values the group ending at layer `end` reads outside forward's
@@ -501,7 +519,6 @@ struct Replay {
   // Batch-norm/activation backward of layer l on the delta box (or the owned cells), with
   // the convolution recomputed (and its sharded weights gathered) where it was not kept.
   void pointwise_backward(int l, bool owned_only) {
-    if (p.low_memory && any_recomputed(l)) fetch_weights(l);
     std::vector<double> pw(size_t(P), 0);
     for (int r = 0; r < P; ++r)
       for (int t : local[size_t(r)]) {
@@ -516,11 +533,6 @@ struct Replay {
   bool recomputed(int t, int l) const {
     const auto& tl = rank_layout(tile_rank[size_t(t)]).tiles[size_t(t)].layers;
     return !tl.empty() && tl[size_t(l)].recompute;
-  }
-  bool any_recomputed(int l) const {
-    for (int t = 0; t < T; ++t)
-      if (recomputed(t, l)) return true;
-    return false;
   }
   const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
 

@@ -1,10 +1,10 @@
 // The planner's cost model: for a partition of a net over a cluster, the predicted step
-// time and peak memory of every rank. It replays one training step of the engine rank by
-// rank on the calibrated kernel models (device_model.hpp): the scatter of the input over
-// rank 0's link, each layer's compute on every tile of the rank (redundant cells
-// included), the batch-norm sums and halo exchanges that make ranks wait for each
-// other, the gather at the cut, the untiled tail on rank 0, backward the same way, the
-// gradient reduce-scatter / all-gather (or the sharded weights' traffic) and the update.
+// time and peak memory of every rank. It prices, rank by rank on the calibrated kernel
+// models (device_model.hpp), the steps the engine's Segment runs (engine/schedule.hpp:
+// the input scatter over rank 0's link, each layer's compute on every tile of the rank,
+// redundant cells included, the batch-norm sums and halo exchanges that make ranks wait
+// for each other, the sharded weights' traffic), then the gather at the cut, the untiled
+// tail on rank 0, and the gradient exchange and the update.
 // Memory: the Segment's own memory plan (memory_plan.hpp) for maps and deltas, the
 // weights, gradients and momentum each rank keeps, and the device's calibrated base.
 #pragma once
