@@ -267,6 +267,26 @@ TEST_F(Cli, PlanJsonParses) {
   EXPECT_EQ(j["tiles"].size(), 6u);
 }
 
+// plan --schedule lists the compiled steps (engine/schedule.hpp), numbered; with
+// --low-memory the weight fetches and gradient reductions are steps too.
+TEST_F(Cli, PlanPrintsTheSchedule) {
+  const std::string cfg = "--grid 1x2 --groups 0,2 --cfg '" + fixture("pool_mix") + "'";
+  const Result r = run("plan --schedule " + cfg);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "    1  scatter input\n");
+  EXPECT_CONTAINS(r.out, "  post halo layer 2 convolutional\n");
+  EXPECT_CONTAINS(r.out, "  backward halo layer 2 convolutional\n");
+  EXPECT_EQ(r.out.find("fetch weights"), std::string::npos) << r.out;
+  const Result low = run("plan --schedule --low-memory --json " + cfg);
+  ASSERT_EQ(low.code, 0) << low.err;
+  const nlohmann::json j = nlohmann::json::parse(low.out);
+  int fetches = 0, reductions = 0;
+  for (const auto& st : j["schedule"]["forward"]) fetches += st["step"] == "fetch weights";
+  for (const auto& st : j["schedule"]["backward"]) reductions += st["step"] == "reduce gradient";
+  EXPECT_EQ(fetches, 3);     // the three convolutions
+  EXPECT_EQ(reductions, 3);
+}
+
 TEST_F(Cli, InfoPrintsALinePerLayer) {
   for (const char* name : {"bn_stride", "classifier", "fc", "pool_mix"}) {
     SCOPED_TRACE(name);

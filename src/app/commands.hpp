@@ -40,6 +40,7 @@ struct PlanOptions {
   bool optimize = false;
   int top = 5;
   std::string draw;  // a PNG of the partition (tiling/plan_picture.hpp); empty: none
+  bool schedule = false;  // print the compiled schedule (engine/schedule.hpp)
 };
 
 // The cfg with --batch and --size applied (and the thread count set).

@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   plan->add_option("--top", po.top, "with --optimize: how many to print")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  plan->add_flag("--schedule", po.schedule,
+                 "also print the steps one training step runs, in order (what the engine executes and the cost "
+                 "model prices)");
   plan->add_option("--draw", po.draw,
                    "also draw the partition into this PNG: each group's input map with the tiles' cells and the "
                    "halos they read, and the last tiled output");
