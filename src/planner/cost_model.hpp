@@ -12,46 +12,14 @@
 #include <vector>
 
 #include "model/net_spec.hpp"
-#include "planner/cluster.hpp"
+#include "planner/cluster_model.hpp"
+#include "planner/partition.hpp"
 #include "planner/collective_cost.hpp"
 #include "engine/trainer.hpp"
 #include "planner/device_model.hpp"
 #include "tiling/plan.hpp"
 
 namespace tt {
-
-// One partition, as the command line gives it (plus how ranks are placed on devices).
-struct Partition {
-  int rows = 1, cols = 1;
-  std::vector<int> group_starts;  // empty: a group per layer (--groups none)
-  int cut = -1;                   // -1: the default cut
-  int tiles_per_rank = 1;
-  int ranks_per_device = 1;  // ranks [k*R, (k+1)*R) run on device k (edge.sh run --ranks-per-device)
-  bool low_memory = false;
-  TileSplit split;  // uneven rows / columns (empty: even)
-  BackwardFeatures features = BackwardFeatures::Recompute;
-  Overlap overlap = Overlap::Auto;  // as the engine does it (trainer.hpp): across devices
-  int ranks() const { return rows * cols / tiles_per_rank; }
-  std::string groups_str() const;  // "none", or "0,4,8"
-  std::string str() const;         // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
-  std::string split_flags() const;  // " --row-weights 1,1 --col-weights 2,1", or empty
-  std::string flags() const;  // what --cut etc. do not say: " --low-memory --backward-features exchange" ...
-};
-
-// A cluster with every device's speed resolved: its own calibrated model, or another
-// device's (or a reference) model scaled by profile GFLOP/s.
-struct ClusterModel {
-  ClusterSpec spec;
-  std::vector<DeviceModel> models;  // per device
-  std::vector<double> slowdown;     // per device: its times are the model's x this (1: its own)
-  std::vector<double> capacity;     // per device: cores the model's process could use
-};
-// `reference`: model for devices with only a profile (null: a calibrated device's).
-// Throws when a model was calibrated on another net, or no device has any model.
-ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const DeviceModel* reference);
-// A cluster of this one machine, for a model calibrated here: `cores` cores, ranks talk
-// over shared memory (`shm`).
-ClusterModel local_cluster(const DeviceModel& m, int cores, double memory_mb, const LinkSpec& shm);
 
 struct RankPrediction {
   int device = 0;

@@ -1,0 +1,229 @@
+// Building a Segment: its buffers wired as the memory plan says, a kernel per distinct
+// tile geometry, the weight mode, and the schedule its forward and backward run.
+#include <algorithm>
+
+#include "engine/segment.hpp"
+#include "engine/segment_state.hpp"
+#include "layers/affine_act.hpp"
+#include "layers/maxpool.hpp"
+#include "util/error.hpp"
+
+namespace tt {
+
+Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm,
+                 SegmentOptions opt)
+    : ctx_(ctx),
+      net_(net),
+      params_(params),
+      grad_(grad),
+      plan_(std::move(plan)),
+      batch_(opt.batch),
+      in_cb_(opt.in_cb),
+      bn_(opt.bn),
+      need_input_delta_(opt.need_input_delta),
+      comm_(comm),
+      tile_rank_(std::move(opt.tile_rank)),
+      order_(comm, tile_rank_, 0),
+      trace_(opt.trace),
+      grad_scales_(opt.grad_scales) {
+  const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
+  const bool need_input_delta = need_input_delta_;
+  if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
+  for (int t = 0; t < T; ++t)
+    if (tile_rank_[t] == comm.rank()) local_.push_back(t);
+  mem_ =
+      plan_segment_memory(net, plan_, batch, in_cb, ctx.config.block, opt.recompute, need_input_delta, local_, opt.far);
+  const ShardPlan* shards = opt.shards;
+  if (shards) ctx.put_grad_scratch_in_staging();  // see backward_layer
+  for (int l = first; l < last; ++l)
+    if (net.layers[size_t(l)].has_params()) {
+      const ParamSlice& ps = params.slices[size_t(l)];
+      grad_end_ = std::max(grad_end_, ps.weights + ps.n_weights);
+    }
+  tile_grad_.assign(size_t(T), grad_);
+  if (!shards)
+    for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
+  // Per-layer state.
+  for (int l = first; l < last; ++l) {
+    auto st = std::make_unique<LayerState>();
+    const LayerSpec& s = net.layers[l];
+    st->spec = &s;
+    st->in_cb = mem_.in_cb[size_t(l - first)];
+    st->out_cb = mem_.out_cb[size_t(l - first)];
+    if (s.type == LayerType::Conv) {
+      st->pointwise = conv_pointwise(s);
+      st->weights = std::make_unique<WeightCache>(
+          ctx,
+          memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
+          shards != nullptr);
+      st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T);
+    }
+    layers_.push_back(std::move(st));
+  }
+  out_cb_ = mem_.out_cb.empty() ? in_cb : mem_.out_cb.back();
+  layer_times.assign(size_t(last - first), LayerTimes{});
+
+  // Kernels: one per distinct geometry, with the union of the uses it serves.
+  for (int l = first; l < last; ++l) {
+    LayerState& L = *layers_[l - first];
+    if (L.spec->type != LayerType::Conv) continue;
+    const LayerSpec& s = *L.spec;
+    std::vector<std::pair<ConvGeom, int>> want;
+    auto request = [&](const Box& out, int kind, const Box& in) {
+      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
+      for (auto& w : want)
+        if (w.first == g) {
+          w.second |= kind;
+          return;
+        }
+      want.push_back({g, kind});
+    };
+    for (int t : local_) {
+      const TileLayer& x = plan_.at(t, l);
+      auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
+      request(x.fwd, ConvKernel::kFwd, whole(x.fwd));
+      for (const Box& part : mem_.tiles[t].layers[l - first].parts) request(part, ConvKernel::kFwd, whole(part));
+      const Box bw = mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own;
+      request(bw, ConvKernel::kBwdWeights, whole(bw));
+      if (l > first || need_input_delta)
+        request(x.delta, ConvKernel::kBwdData, mem_.tiles[t].bwd[size_t(l - first)].in_box);
+    }
+    for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds, opt.tiled));
+  }
+
+  // Buffers per tile, as the memory plan says.
+  part_kernels_.assign(size_t(T), std::vector<std::vector<ConvKernel*>>(size_t(last - first)));
+  for (int t = 0; t < T; ++t) {
+    if (tile_rank_[t] != comm.rank()) {
+      tiles_.push_back(nullptr);  // another process runs this tile
+      continue;
+    }
+    const TileMemoryPlan& mp = mem_.tiles[t];
+    auto ts = std::make_unique<TileState>();
+    ts->in.resize(last - first);
+    ts->y.resize(last - first);
+    ts->z.resize(last - first);
+    ts->argmax.resize(last - first);
+    ts->fwd.assign(last - first, nullptr);
+    ts->bwd_data.assign(last - first, nullptr);
+    ts->bwd_weights.assign(last - first, nullptr);
+    ts->buf[0] = Buffer(mp.buf[0]);
+    ts->buf[1] = Buffer(mp.buf[1]);
+    auto make = [&](int c, int cbk, const Box& b) {
+      ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
+      return TensorView{ts->owned.back().data(), batch, c, cbk, b};
+    };
+    auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out, const Box& in) -> ConvKernel* {
+      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
+      for (auto& k : L.kernels)
+        if (k->geom() == g) return k.get();
+      return nullptr;
+    };
+    for (int l = first; l < last; ++l)
+      if (mp.layers[l - first].in == MapStore::Own)
+        ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
+    for (int l = first; l < last; ++l) {
+      LayerState& L = *layers_[l - first];
+      const LayerSpec& s = *L.spec;
+      const TileLayer& x = plan_.at(t, l);
+      const int i = l - first;
+      const LayerMemory& m = mp.layers[i];
+      const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
+      if (s.type == LayerType::Conv) {
+        ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
+        auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
+        ts->fwd[i] = find_kernel(L, s, x.fwd, whole(x.fwd));
+        for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part, whole(part)));
+        const Box bw = m.weights_on_delta ? x.delta : x.own;
+        ts->bwd_weights[i] = find_kernel(L, s, bw, whole(bw));
+        if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta, mp.bwd[size_t(i)].in_box);
+      } else {
+        ts->argmax[i].assign(m.argmax_bytes, kNoWinner);
+      }
+      if (m.z == MapStore::Y)
+        ts->z[i] = ts->y[i];
+      else if (m.z == MapStore::NextInput)
+        ts->z[i] = ts->in[i + 1];
+      else if (m.z == MapStore::Own)
+        ts->z[i] = make(s.out.c, L.out_cb, x.fwd);
+      else
+        ts->z[i] = transient;
+    }
+    for (int l = first + 1; l < last; ++l)
+      if (mp.layers[l - first].in == MapStore::PrevOutput) ts->in[l - first] = ts->z[l - 1 - first];
+    tiles_.push_back(std::move(ts));
+  }
+  // A max-pool right after a convolution reads the convolution's y through its
+  // batch-norm and activation when nothing else reads z: the pool's input is z itself
+  // (no crop, no halo), and y holds every cell the pool reads.
+  act_in_pool_.assign(size_t(last - first), 0);
+  for (int l = first; l + 1 < last; ++l) {
+    const LayerState& L = *layers_[l - first];
+    const int i = l - first;
+    bool fuse = L.spec->type == LayerType::Conv && L.pointwise && vector_act(L.spec->act) &&
+                net.layers[l + 1].type == LayerType::MaxPool && plan_.fwd_halo[size_t(i + 1)].empty();
+    for (int t : local_)
+      fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
+             contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in);
+    act_in_pool_[size_t(i)] = fuse;
+  }
+  crop_src_ = Buffer(mem_.crop_floats);
+  stage_ = Buffer(mem_.stage_floats);
+  std::vector<ConvWeightsLayer> convs;
+  for (int l = first; l < last; ++l) {
+    LayerState& L = *layers_[size_t(l - first)];
+    if (!L.weights) continue;
+    ConvKernel* single = local_.size() == 1 ? tiles_[size_t(local_[0])]->bwd_weights[size_t(l - first)] : nullptr;
+    convs.push_back({l, L.weights.get(), single});
+  }
+  weights_ = shards ? sharded_conv_weights(ctx, params, grad, comm, *shards, net, std::move(convs), int(local_.size()),
+                                           &weights_wait_, trace_)
+                    : replicated_conv_weights(params, std::move(convs));
+  weights_->refresh();
+  schedule_ = compile_schedule(net, plan_, {.sharded = shards != nullptr,
+                                            .recompute = opt.recompute,
+                                            .need_input_delta = need_input_delta});
+}
+
+Segment::~Segment() = default;
+
+std::vector<KernelUse> Segment::kernel_uses() const {
+  std::vector<KernelUse> uses;
+  for (const auto& L : layers_)
+    for (const auto& k : L->kernels)
+      for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
+        KernelUse u{L->spec->index, p, k->impl_name(p)};
+        if (!u.impl.empty() && std::find(uses.begin(), uses.end(), u) == uses.end()) uses.push_back(u);
+      }
+  return uses;
+}
+
+// Counts the buffers as allocated: plan_segment_memory predicts maps and deltas exactly
+// (tests/test_memory_plan.cpp holds it to that).
+Segment::MemoryUse Segment::memory_use() const {
+  MemoryUse m;
+  m.deltas = (crop_src_.size() + stage_.size()) * 4;
+  for (int t : local_) {
+    const TileState& ts = *tiles_[t];
+    for (auto& o : ts.owned) m.maps += o.size() * 4;
+    for (auto& a : ts.argmax) m.maps += a.size();
+    m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
+  }
+  for (const auto& L : layers_) {
+    if (L->weights) m.weight_copies += L->weights->bytes();
+  }
+  m.weight_copies += weights_->staging_bytes();
+  return m;
+}
+
+std::vector<float*> Segment::tile_grads() const {
+  std::vector<float*> v;
+  for (int t : local_) v.push_back(grad_of(t));
+  return v;
+}
+
+void Segment::zero_tile_grads() {
+  for (Buffer& b : extra_grads_) std::fill(b.data(), b.data() + b.size(), 0.f);
+}
+
+}  // namespace tt
