@@ -832,6 +832,34 @@ TEST(TiledEquivalence, Map97x131) {
   }
 }
 
+// bench/verify_sweep's seed 17: a 3x3 stride-2 convolution padded by 2 (Darknet's
+// `padding=`, more than size / 2) on a 2x4 grid over 20x9, whose 1-column edge boxes
+// oneDNN would run on ref:any and the others on its JIT kernel. The layer runs the own
+// kernel instead, on every box.
+TEST(TiledEquivalence, PaddingWiderThanHalfTheWindow) {
+  EqConfig c;
+  c.seed = 17;
+  c.cfg =
+      "[net]\nbatch=1\nsubdivisions=1\nwidth=9\nheight=20\nchannels=2\nlearning_rate=0.001\nmomentum=0.9\n"
+      "decay=0.0005\npolicy=constant\n"
+      "[convolutional]\nfilters=19\nsize=7\nstride=1\npad=1\nactivation=leaky\n"
+      "[convolutional]\nfilters=11\nsize=3\nstride=2\npadding=2\nactivation=relu\n"
+      "[maxpool]\nsize=2\nstride=1\n"
+      "[convolutional]\nfilters=7\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+      "[cost]\ntype=sse\n";
+  c.rows = 2;
+  c.cols = 4;
+  c.cut = 3;
+  c.bn = BnMode::Frozen;
+  c.features = BackwardFeatures::Exchange;
+  SCOPED_TRACE(c.describe());
+  NetSpec net;
+  ASSERT_TRUE(usable(c, net));
+  EqResult r;
+  ASSERT_NO_THROW(r = run_equivalence(c, net));
+  EXPECT_EQ(r.failures, 0);
+}
+
 // Hand-picked corners: every layer type at once on awkward sizes (7x7 stride 2 over 17
 // channels, maxpool 3/2 and 2/1, valid convolutions), 4x4, 1x4, 3x1 and 2x3 grids, each
 // grouping, both batch-norm modes.

@@ -32,6 +32,7 @@ ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, co
   g.oh = out.h();
   g.ow = out.w();
   g.pad = Pad{in.y0 - u.y0, u.y1 - in.y1, in.x0 - u.x0, u.x1 - in.x1};
+  g.win_pad = w.pad;
   g.cb = cb;
   g.in_cb = in_cb;
   g.bias = bias;
@@ -265,9 +266,10 @@ class GemmConv final : public ConvImpl {
 namespace {
 // The oneDNN forward kernel every box of a layer gets, whatever its size and its place on
 // the map, or "" if boxes differ (on AVX-512, oneDNN 2.7 sends 1-column boxes of a 5x5
-// convolution to jit:avx2 or gemm:jit and wider ones to jit:avx512_core) or any gets a
-// GEMM. Probes every width and height up to k + 1, and a wide one, with every padding a box at or near the
-// map's edges has, and a wide box; cached per layer shape.
+// convolution to jit:avx2 or gemm:jit and wider ones to jit:avx512_core, and a 1-column
+// box padded by more than k / 2 to ref:any) or any gets a GEMM. Probes every width and
+// height up to k + 1, and a wide one, with every padding up to the layer's that a box at
+// or near the map's edges has; cached per layer shape and padding.
 std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
   ConvGeom key = g;
   key.ih = key.iw = key.oh = key.ow = 0;
@@ -277,7 +279,7 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
   std::lock_guard lock(mutex);
   for (const auto& [k, v] : cache)
     if (k == key) return v;
-  const int p = g.k / 2;
+  const int p = g.win_pad;
   auto impl_of = [&](int oh, int ow, Pad pad) {
     ConvGeom q = g;
     q.oh = oh;
