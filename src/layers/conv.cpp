@@ -312,26 +312,23 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // input without AVX2) sum in an order that depends on the product's shape.
 // Under KernelPath::Auto, wide products go to OpenBLAS where oneDNN has no JIT kernel for
 // them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
-// cut, where oneDNN has no AVX-512 kernel: on an AVX2 machine OpenBLAS ran YOLOv2's 13x13
-// layers at 78-88 GFLOP/s against 26-31 for jit:avx2. After the cut backward-weights run on
-// OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's blocked one needs
-// a reorder pass over the weights (Zen 4: YOLOv2's after-cut backward-weights 163-169 ms
-// against 205-206, the step 3.5 % shorter; its forward and backward-data on OpenBLAS were
-// 40 % slower). Tiled layers keep oneDNN's JIT
-// kernels for forward and backward-data (OpenBLAS backward-weights made no difference to W1
-// there and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4); their backward-weights
-// run on the own kernel on x86, faster than oneDNN's on AVX2 and AVX-512 (bench/RESULTS.md).
+// cut, where oneDNN has no AVX-512 kernel: OpenBLAS outruns oneDNN's AVX2 kernels there, not
+// its AVX-512 ones. After the cut backward-weights run on OpenBLAS on AVX-512 too: it adds
+// into the plain gradient, where oneDNN's blocked one needs a reorder pass over the weights.
+// Tiled layers keep oneDNN's JIT kernels for forward and backward-data (OpenBLAS rounds by
+// the product's shape) and for backward-weights where it has them (OpenBLAS did not pay
+// there); on x86 their backward-weights run on the own kernel where it is the faster
+// (bench/RESULTS.md, kernels per CPU).
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
   const bool gemm_candidate =
       ctx.config.path == KernelPath::Auto && (pass == ConvPass::BackwardWeights || !tiled) && gemm_pays(own_shape(g));
-  // On x86 the own backward-weights beat oneDNN's JIT on W1's 3x3 shapes (1.11-1.17x under
-  // the AVX2 cap, 1.05x in all on AVX-512; bench/kernels/README.md), even at 13x13; tiled
-  // layers with such boxes take it. On small boxes its per-image calls cost more than they
-  // sum (Fashion-MNIST's 2x2 tiles of 4x4 to 14x14: 1.7-2x oneDNN's time), and its 1x1 and
-  // plain-input cases only match oneDNN. On ARM oneDNN has no JIT kernel and OpenBLAS
-  // keeps the wide ones (below).
+  // On x86 the own backward-weights beat oneDNN's JIT on 3x3 windows over blocked inputs
+  // (bench/kernels/README.md) on boxes of 144 pixels and more; tiled layers with such boxes
+  // take it. On smaller boxes its per-image calls cost more than they sum, and its 1x1 and
+  // plain-input cases only match oneDNN. On ARM oneDNN has no JIT kernel and OpenBLAS keeps
+  // the wide ones (below).
   const bool own_weights = ctx.config.path == KernelPath::Auto && tiled && pass == ConvPass::BackwardWeights &&
                            own.rfind("own:avx", 0) == 0 && g.k > 1 && g.in_cb > 1 && g.oh * g.ow >= 144;
   const bool own_only = ctx.config.path == KernelPath::Own || own_weights || (forward && g.k == 1 && g.s == 1);

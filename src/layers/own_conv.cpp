@@ -56,9 +56,8 @@ inline tt::OwnConvShape flat_1x1(tt::OwnConvShape s) {
 }
 // Backward-weights sums a chunk of about this many output pixels in registers, then adds
 // the sums into the plain gradient one lane at a time: fewer, larger chunks make fewer of
-// those scattered adds (W1's backward-weights under the AVX2 cap, `bench --layers`: 129-131
-// ms in chunks of 512 pixels, 119-120 ms in chunks of 8192). A chunk's zero-padded input
-// rows are copied once (W1: at most 1 MB).
+// those scattered adds. A chunk's zero-padded input rows are copied once, so the chunk
+// also bounds that copy.
 constexpr int kWeightsChunkPixels = 8192;
 }  // namespace tt::own_detail
 #endif
@@ -356,7 +355,7 @@ void BackwardData(const OwnConvShape& s, const float* dd, const float* w, float*
   const int chunk = kPlain ? ocbs : ReductionChunk(ocbs, t.in_cb, OBN * t.w_ob, std::max(1, s.k * s.k * B / (s.s * s.s)));
   const long items = long(s.n) * groups * s.ih;
   const bool par = Parallel(s, long(s.oh) * s.ow);
-  const bool rows_outer = false;  // (all groups per row measured slower here)
+  const bool rows_outer = false;  // a group sweeps all rows: forward's rows-outer order was slower here
   for (int c0 = 0; c0 < ocbs; c0 += chunk)
 #pragma omp parallel for schedule(static) if (par)
   for (long it = 0; it < items; ++it) {
