@@ -9,8 +9,9 @@
 #define TT_LAYERS_OWN_CONV_INL_HPP_
 #endif
 
-#include <algorithm>
 #include <hwy/highway.h>
+
+#include <algorithm>
 
 #include "layers/own_conv_common.hpp"
 

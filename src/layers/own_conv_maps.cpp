@@ -11,7 +11,9 @@
 //
 // Also the weights' layouts, the ONEDNN_MAX_CPU_ISA cap and the target's name; the
 // backward-weights kernel is in own_conv_weights.cpp.
+// clang-format off
 #include "layers/own_conv_common.hpp"  // first: Highway's target macros
+// clang-format on
 
 #include <algorithm>
 #include <cstddef>

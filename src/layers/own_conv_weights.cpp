@@ -3,7 +3,9 @@
 // of a plain input) by output blocks in registers, then adds the sums into the plain oihw
 // gradient. This file is compiled once per Highway target (foreach_target.h); forward and
 // backward-data are in own_conv_maps.cpp.
+// clang-format off
 #include "layers/own_conv_common.hpp"  // first: Highway's target macros
+// clang-format on
 
 #include <algorithm>
 #include <cstddef>
