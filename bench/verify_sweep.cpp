@@ -9,6 +9,7 @@
 // reproducible and any one configuration can be rerun alone (--seed S --count 1), or through
 // the CLI with the cfg --dump writes and the command it prints. Draws that cannot run (an
 // input too small for the stack, a grid that empties a tile) are redrawn and counted apart.
+// The draws it shares with tests/test_tiled_equivalence.cpp are in tests/random_net.hpp.
 //
 //   build/verify_sweep [--count 500] [--seed 1] [--steps 2] [--kernels auto] [--dump DIR] [--quiet]
 //
@@ -27,7 +28,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,6 +38,7 @@
 #include "layers/backend.hpp"
 #include "model/net_spec.hpp"
 #include "model/params.hpp"
+#include "random_net.hpp"  // tests/
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
 
@@ -55,8 +56,8 @@ struct Config {
 };
 
 Config generate(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  auto pick = [&](int n) { return int(rng() % uint64_t(n)); };
+  random_net::Draws d(seed);
+  auto pick = [&](int n) { return d.pick(n); };
   Config c;
   c.seed = seed;
   const int h = 9 + pick(56), w = 9 + pick(56), channels = 1 + pick(4);
@@ -67,7 +68,6 @@ Config generate(uint64_t seed) {
     << "\nchannels=" << channels << "\nlearning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\n";
   sum << h << "x" << w << "x" << channels << " batch " << batch << "/" << subdivisions << ":";
   const int n = 2 + pick(6);
-  static const char* acts[4] = {"leaky", "relu", "linear", "logistic"};
   for (int l = 0; l < n; ++l) {
     if (pick(3) == 0) {
       const int size = 1 + pick(pick(4) == 0 ? 5 : 3), stride = 1 + pick(size);
@@ -100,40 +100,22 @@ Config generate(uint64_t seed) {
           sum << "p" << padding;
         }
       }
-      const char* act = acts[pick(4)];
+      const char* act = random_net::activation(d);
       s << "activation=" << act << "\n";
       sum << "x" << filters << (bn ? "bn" : "") << "-" << act;
     }
   }
-  if (pick(3) == 0) {
-    const int classes = 2 + pick(6);
-    s << "\n[avgpool]\n\n[connected]\noutput=" << classes << "\nactivation=" << acts[pick(4)] << "\n\n[softmax]\n";
+  if (const int classes = random_net::head(d, s))
     sum << " avgpool fc" << classes << " softmax";
-  } else {
-    s << "\n[cost]\ntype=sse\n";
+  else
     sum << " sse";
-  }
   c.cfg = s.str();
   c.summary = sum.str();
   c.rows = 1 + pick(4);
   c.cols = 1 + pick(4);
-  c.cut = pick(2) ? -1 : 1 + pick(n - 1);
-  const int tiled = c.cut < 0 ? n : c.cut;
-  switch (pick(3)) {
-    case 0:
-      c.groups = "none";
-      break;
-    case 1:
-      c.groups = "all";
-      break;
-    default:
-      c.groups = "0";
-      for (int l = 1; l < tiled; ++l)
-        if (pick(2)) {
-          c.groups += ',';
-          c.groups += std::to_string(l);
-        }
-  }
+  const random_net::Partition part = random_net::partition(d, n);
+  c.cut = part.cut;
+  c.groups = part.groups;
   c.bn = pick(2) ? "sync" : "frozen";
   c.features = pick(2) ? "exchange" : "recompute";
   c.overlap = pick(4) == 0 ? "on" : "auto";
@@ -168,20 +150,11 @@ TrainOptions options(const Config& c, KernelPath kernels) {
   return t;
 }
 
-// The net, or false when the draw cannot run: an input too small for the stack, or a grid
-// that leaves a tile empty (the same refusals as tests/test_tiled_equivalence.cpp's).
-bool usable(const Config& c, NetSpec& net, std::string& why) {
-  try {
-    net = parse_net(c.cfg, "sweep-" + std::to_string(c.seed) + ".cfg");
-    const int cut = resolve_cut(net, c.cut);
-    const TrainOptions t = options(c, KernelPath::Auto);
-    make_plan(net, c.rows, c.cols, 0, cut, parse_groups(c.groups, 0, cut), {t.split, t.features});
-  } catch (const Error& e) {
-    why = e.what();
-    if (why.find("too small") != std::string::npos || why.find("empty") != std::string::npos) return false;
-    throw;
-  }
-  return true;
+// The net, or false when the draw cannot run (random_net::usable).
+bool usable(const Config& c, NetSpec& net) {
+  const TrainOptions t = options(c, KernelPath::Auto);
+  return random_net::usable(c.cfg, "sweep-" + std::to_string(c.seed) + ".cfg", c.rows, c.cols, c.cut, c.groups,
+                            {t.split, t.features}, net);
 }
 
 std::string cli(const Config& c, const std::string& cfg_path, int steps, const std::string& kernels) {
@@ -327,10 +300,9 @@ int main(int argc, char** argv) {
   for (int k = 0; k < count; ++seed) {
     const Config c = generate(seed);
     NetSpec net;
-    std::string why;
     bool ok_to_run = false;
     try {
-      ok_to_run = usable(c, net, why);
+      ok_to_run = usable(c, net);
     } catch (const Error& e) {  // a refusal other than the two expected ones: report it
       ++errors;
       ++k;

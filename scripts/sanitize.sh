@@ -15,7 +15,7 @@ TILETRAIN_WITH_CLANG=1 scripts/setup.sh --install-only
 # OpenMP: oneDNN and OpenBLAS (Debian's, built by GCC) run on GNU libgomp, so this build links
 # libgomp too: one OpenMP runtime in the process. clang 14 emits calls to LLVM's libomp only,
 # so with -fopenmp=libgomp it links libgomp but compiles the engine's few `#pragma omp`
-# loops (gemm_conv.cpp, own_conv.cpp) as plain serial loops; oneDNN and OpenBLAS still run
+# loops (gemm_conv.cpp, own_conv_*.cpp) as plain serial loops; oneDNN and OpenBLAS still run
 # their threads. omp.h is clang's (libomp-14-dev; GCC's does not compile under clang): the
 # engine calls only omp_get_max_threads and omp_set_num_threads, the same C functions in
 # both runtimes.

@@ -129,6 +129,40 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
               replaced, gemm);
 }
 
+// Every box of a tiled layer runs one forward kernel (choose_conv refuses a layer whose
+// boxes would sum in different orders), none a reference one, whatever the box's size
+// and place: every box of small maps, paddings up to size - 1 (Darknet's `padding=`).
+// A 1-column box padded by 2 under a 3x3 window gets ref:any from oneDNN 2.7 on AVX-512
+// (bench/verify_sweep.md, seed 17): the whole layer then runs the own kernel.
+TEST(KernelTable, EveryBoxOfALayerRunsOneForwardKernel) {
+  const DnnlContext automatic(KernelPath::Auto);
+  const int B = automatic.config.block;
+  struct Layer {
+    int ic, oc, k, s, pad;
+  };
+  for (const Layer& l : {Layer{19, 11, 3, 2, 2}, Layer{19, 11, 3, 1, 2}, Layer{16, 16, 3, 1, 1}, Layer{3, 8, 3, 1, 2},
+                         Layer{8, 5, 5, 1, 4}, Layer{19, 11, 5, 2, 3}, Layer{2, 19, 7, 1, 3}, Layer{4, 9, 7, 1, 6}}) {
+    const Window w{l.k, l.s, l.pad};
+    const int ih = 13, iw = 9, in_cb = l.ic <= 3 ? 1 : B;
+    const int oh = (ih + 2 * l.pad - l.k) / l.s + 1, ow = (iw + 2 * l.pad - l.k) / l.s + 1;
+    SCOPED_TRACE("ic " + std::to_string(l.ic) + " oc " + std::to_string(l.oc) + " k " + std::to_string(l.k) + " s " +
+                 std::to_string(l.s) + " padding " + std::to_string(l.pad));
+    std::string layer;
+    for (int y0 = 0; y0 < oh; ++y0)
+      for (int y1 = y0 + 1; y1 <= oh; ++y1)
+        for (int x0 = 0; x0 < ow; ++x0)
+          for (int x1 = x0 + 1; x1 <= ow; ++x1) {
+            const Box box{y0, y1, x0, x1};
+            const ConvGeom g = conv_geom(1, l.ic, l.oc, w, box, ih, iw, B, in_cb, false);
+            ConvChoice c;
+            ASSERT_NO_THROW(c = choose_conv(automatic, g, ConvPass::Forward)) << "box " << box.str();
+            ASSERT_FALSE(is_reference_impl(c.name)) << "box " << box.str() << ": " << c.name;
+            if (layer.empty()) layer = c.name;
+            ASSERT_EQ(c.name, layer) << "box " << box.str();
+          }
+  }
+}
+
 // On x86, tiled backward-weights of windows wider than 1x1 on blocked inputs run on the own
 // kernel where a box has at least 144 pixels (faster than oneDNN's there), oneDNN's JIT below.
 TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {

@@ -41,6 +41,7 @@
 #include "data/synthetic.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
+#include "random_net.hpp"
 #include "test_util.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
@@ -85,8 +86,8 @@ struct EqConfig {
 // small, grid empties a tile): see usable().
 EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
   const bool light = h > 0;
-  std::mt19937_64 rng(seed);
-  auto pick = [&](int n) { return int(rng() % uint64_t(n)); };
+  random_net::Draws d(seed);
+  auto pick = [&](int n) { return d.pick(n); };
   EqConfig c;
   c.seed = seed;
   if (h <= 0) h = 13 + pick(29);
@@ -97,7 +98,6 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
   s << "[net]\nbatch=" << batch << "\nsubdivisions=1\nwidth=" << w << "\nheight=" << h << "\nchannels=" << 1 + pick(3)
     << "\nlearning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\n";
   const int n = 2 + pick(5);
-  static const char* acts[4] = {"leaky", "relu", "linear", "logistic"};
   for (int l = 0; l < n; ++l) {
     if (pick(3) == 0) {
       static const int pools[3][2] = {{2, 2}, {2, 1}, {3, 2}};
@@ -110,54 +110,26 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
       s << "\n[convolutional]\n";
       if (pick(2)) s << "batch_normalize=1\n";
       s << "filters=" << filters << "\nsize=" << ks[pick(4)] << "\nstride=" << (pick(3) == 0 ? 2 : 1)
-        << "\npad=" << (pick(4) ? 1 : 0) << "\nactivation=" << acts[pick(4)] << "\n";
+        << "\npad=" << (pick(4) ? 1 : 0) << "\nactivation=" << random_net::activation(d) << "\n";
     }
   }
-  if (pick(3) == 0)
-    s << "\n[avgpool]\n\n[connected]\noutput=" << 2 + pick(6) << "\nactivation=" << acts[pick(4)]
-      << "\n\n[softmax]\ngroups=1\n";
-  else
-    s << "\n[cost]\ntype=sse\n";
+  random_net::head(d, s);
   c.cfg = s.str();
   c.rows = 1 + pick(4);
   c.cols = 1 + pick(4);
   c.bn = pick(2) ? BnMode::Sync : BnMode::Frozen;
-  c.cut = pick(2) ? -1 : 1 + pick(n - 1);  // in the middle: layers [cut, n) run untiled
-  const int tiled = c.cut < 0 ? n : c.cut;
-  switch (pick(3)) {
-    case 0:
-      c.groups = "none";
-      break;
-    case 1:
-      c.groups = "all";
-      break;
-    default:
-      c.groups = "0";
-      for (int l = 1; l < tiled; ++l)
-        if (pick(2)) c.groups += "," + std::to_string(l);
-  }
+  const random_net::Partition part = random_net::partition(d, n);
+  c.cut = part.cut;
+  c.groups = part.groups;
   // drawn last, so that the draws above give the configurations they gave before the option
   c.features = pick(2) ? BackwardFeatures::Exchange : BackwardFeatures::Recompute;
   return c;
 }
 
-// Parses the configuration; false when it cannot run (input too small for the stack,
-// or the grid would leave a tile empty) -- those are skipped, not counted.
+// Parses the configuration; false when it cannot run (random_net::usable): those are
+// skipped, not counted.
 bool usable(const EqConfig& c, NetSpec& net) {
-  try {
-    net = parse_net(c.cfg, "random.cfg");
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("too small") != std::string::npos) return false;
-    throw;
-  }
-  const int cut = resolve_cut(net, c.cut);
-  try {
-    make_plan(net, c.rows, c.cols, 0, cut, parse_groups(c.groups, 0, cut), {{}, c.features});
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("empty") != std::string::npos) return false;
-    throw;
-  }
-  return true;
+  return random_net::usable(c.cfg, "random.cfg", c.rows, c.cols, c.cut, c.groups, {{}, c.features}, net);
 }
 
 // ------------------------------------------------------------- float64 reference
@@ -830,6 +802,34 @@ TEST(TiledEquivalence, Map97x131) {
                 r.worst_name.c_str(), r.ill_conditioned);
     if (r.failures) break;
   }
+}
+
+// bench/verify_sweep's seed 17: a 3x3 stride-2 convolution padded by 2 (Darknet's
+// `padding=`, more than size / 2) on a 2x4 grid over 20x9, whose 1-column edge boxes
+// oneDNN would run on ref:any and the others on its JIT kernel. The layer runs the own
+// kernel instead, on every box.
+TEST(TiledEquivalence, PaddingWiderThanHalfTheWindow) {
+  EqConfig c;
+  c.seed = 17;
+  c.cfg =
+      "[net]\nbatch=1\nsubdivisions=1\nwidth=9\nheight=20\nchannels=2\nlearning_rate=0.001\nmomentum=0.9\n"
+      "decay=0.0005\npolicy=constant\n"
+      "[convolutional]\nfilters=19\nsize=7\nstride=1\npad=1\nactivation=leaky\n"
+      "[convolutional]\nfilters=11\nsize=3\nstride=2\npadding=2\nactivation=relu\n"
+      "[maxpool]\nsize=2\nstride=1\n"
+      "[convolutional]\nfilters=7\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+      "[cost]\ntype=sse\n";
+  c.rows = 2;
+  c.cols = 4;
+  c.cut = 3;
+  c.bn = BnMode::Frozen;
+  c.features = BackwardFeatures::Exchange;
+  SCOPED_TRACE(c.describe());
+  NetSpec net;
+  ASSERT_TRUE(usable(c, net));
+  EqResult r;
+  ASSERT_NO_THROW(r = run_equivalence(c, net));
+  EXPECT_EQ(r.failures, 0);
 }
 
 // Hand-picked corners: every layer type at once on awkward sizes (7x7 stride 2 over 17

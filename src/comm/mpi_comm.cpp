@@ -154,7 +154,7 @@ void MpiComm::check_stall(double now, double stalled_s, const char* what) {
 void MpiComm::allreduce_sum(double* data, size_t n) {
   MPI_Request r;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
-  complete(r, "a batch-norm all-reduce");
+  complete(r, "an all-reduce of doubles");
 }
 
 void MpiComm::allreduce_sum(float* data, size_t n) {

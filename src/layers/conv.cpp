@@ -32,6 +32,7 @@ ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, co
   g.oh = out.h();
   g.ow = out.w();
   g.pad = Pad{in.y0 - u.y0, u.y1 - in.y1, in.x0 - u.x0, u.x1 - in.x1};
+  g.win_pad = w.pad;
   g.cb = cb;
   g.in_cb = in_cb;
   g.bias = bias;
@@ -265,9 +266,10 @@ class GemmConv final : public ConvImpl {
 namespace {
 // The oneDNN forward kernel every box of a layer gets, whatever its size and its place on
 // the map, or "" if boxes differ (on AVX-512, oneDNN 2.7 sends 1-column boxes of a 5x5
-// convolution to jit:avx2 or gemm:jit and wider ones to jit:avx512_core) or any gets a
-// GEMM. Probes every width and height up to k + 1, and a wide one, with every padding a box at or near the
-// map's edges has, and a wide box; cached per layer shape.
+// convolution to jit:avx2 or gemm:jit and wider ones to jit:avx512_core, and a 1-column
+// box padded by more than k / 2 to ref:any) or any gets a GEMM. Probes every width and
+// height up to k + 1, and a wide one, with every padding up to the layer's that a box at
+// or near the map's edges has; cached per layer shape and padding.
 std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
   ConvGeom key = g;
   key.ih = key.iw = key.oh = key.ow = 0;
@@ -277,7 +279,7 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
   std::lock_guard lock(mutex);
   for (const auto& [k, v] : cache)
     if (k == key) return v;
-  const int p = g.k / 2;
+  const int p = g.win_pad;
   auto impl_of = [&](int oh, int ow, Pad pad) {
     ConvGeom q = g;
     q.oh = oh;
@@ -310,26 +312,23 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // input without AVX2) sum in an order that depends on the product's shape.
 // Under KernelPath::Auto, wide products go to OpenBLAS where oneDNN has no JIT kernel for
 // them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
-// cut, where oneDNN has no AVX-512 kernel: on an AVX2 machine OpenBLAS ran YOLOv2's 13x13
-// layers at 78-88 GFLOP/s against 26-31 for jit:avx2. After the cut backward-weights run on
-// OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's blocked one needs
-// a reorder pass over the weights (Zen 4: YOLOv2's after-cut backward-weights 163-169 ms
-// against 205-206, the step 3.5 % shorter; its forward and backward-data on OpenBLAS were
-// 40 % slower). Tiled layers keep oneDNN's JIT
-// kernels for forward and backward-data (OpenBLAS backward-weights made no difference to W1
-// there and was 4-5 % slower under ONEDNN_MAX_CPU_ISA=AVX2 on Zen 4); their backward-weights
-// run on the own kernel on x86, faster than oneDNN's on AVX2 and AVX-512 (bench/RESULTS.md).
+// cut, where oneDNN has no AVX-512 kernel: OpenBLAS outruns oneDNN's AVX2 kernels there, not
+// its AVX-512 ones. After the cut backward-weights run on OpenBLAS on AVX-512 too: it adds
+// into the plain gradient, where oneDNN's blocked one needs a reorder pass over the weights.
+// Tiled layers keep oneDNN's JIT kernels for forward and backward-data (OpenBLAS rounds by
+// the product's shape) and for backward-weights where it has them (OpenBLAS did not pay
+// there); on x86 their backward-weights run on the own kernel where it is the faster
+// (bench/RESULTS.md, kernels per CPU).
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
   const bool gemm_candidate =
       ctx.config.path == KernelPath::Auto && (pass == ConvPass::BackwardWeights || !tiled) && gemm_pays(own_shape(g));
-  // On x86 the own backward-weights beat oneDNN's JIT on W1's 3x3 shapes (1.11-1.17x under
-  // the AVX2 cap, 1.05x in all on AVX-512; bench/kernels/README.md), even at 13x13; tiled
-  // layers with such boxes take it. On small boxes its per-image calls cost more than they
-  // sum (Fashion-MNIST's 2x2 tiles of 4x4 to 14x14: 1.7-2x oneDNN's time), and its 1x1 and
-  // plain-input cases only match oneDNN. On ARM oneDNN has no JIT kernel and OpenBLAS
-  // keeps the wide ones (below).
+  // On x86 the own backward-weights beat oneDNN's JIT on 3x3 windows over blocked inputs
+  // (bench/kernels/README.md) on boxes of 144 pixels and more; tiled layers with such boxes
+  // take it. On smaller boxes its per-image calls cost more than they sum, and its 1x1 and
+  // plain-input cases only match oneDNN. On ARM oneDNN has no JIT kernel and OpenBLAS keeps
+  // the wide ones (below).
   const bool own_weights = ctx.config.path == KernelPath::Auto && tiled && pass == ConvPass::BackwardWeights &&
                            own.rfind("own:avx", 0) == 0 && g.k > 1 && g.in_cb > 1 && g.oh * g.ow >= 144;
   const bool own_only = ctx.config.path == KernelPath::Own || own_weights || (forward && g.k == 1 && g.s == 1);

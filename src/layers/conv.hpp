@@ -17,6 +17,7 @@ struct ConvGeom {
   int n = 1, ic = 1, oc = 1, k = 1, s = 1;
   int ih = 1, iw = 1, oh = 1, ow = 1;
   Pad pad;
+  int win_pad = 0;    // the layer's padding: no box of the layer pads a side by more
   int cb = 8;         // channel block of dst / diff_dst
   int in_cb = 8;      // layout of src / diff_src: 1 = plain nchw, or cb
   bool bias = false;  // conv bias (layers without batch-norm)

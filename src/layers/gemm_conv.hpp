@@ -4,13 +4,12 @@
 //   forward           Y = W · col
 //   backward-data     dcol = Wᵀ · dY, added back onto the input cells (col2im)
 //   backward-weights  dW = dY · colᵀ
-// OpenBLAS runs these about 3× faster than oneDNN's jit:avx2 direct kernels on YOLOv2's
-// wide layers (bench/RESULTS.md), and needs no blocked copy of the weights. Its sums depend
-// on the product's shape (../shared/notes/kernels-by-cpu.md), so a tile would not get the
-// whole map's last bits: backward-weights runs here everywhere (a weight gradient is a sum
-// over tiles anyway, and no forward value depends on it), forward and backward-data only
-// after the cut, where nothing is tiled. Maps are sliced by output rows, so the work space
-// stays near 8 MB.
+// OpenBLAS outruns oneDNN's AVX2 direct kernels on wide layers (bench/RESULTS.md) and needs
+// no blocked copy of the weights. Its sums depend on the product's shape, so a tile would
+// not get the whole map's last bits: backward-weights runs here everywhere (a weight
+// gradient is a sum over tiles anyway, and no forward value depends on it), forward and
+// backward-data only after the cut, where nothing is tiled. Maps are sliced by output rows,
+// so the work space stays near 8 MB.
 //
 // Maps as in own_conv.hpp: src [n][C/ib][ih][iw][ib] (ib = 1: plain), diff_dst
 // [n][OC/b][oh][ow][b], padded channels zero.

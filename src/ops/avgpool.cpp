@@ -14,8 +14,7 @@ class AvgPoolOp final : public Op {
   }
   void backward(const OpStep& st, const OpTensors& t) const override {
     avgpool_backward(t.dout, t.scratch, st.batch, spec.in.c, spec.in.h * spec.in.w);
-    const int64_t n = st.batch * spec.in.size();
-    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.scratch[i];
+    add_delta(t.din[0], t.scratch, st.batch * spec.in.size());
   }
   OpCost cost() const override { return {double(spec.in.size()), float_bytes(double(spec.in.size() + spec.out.size()))}; }
 };

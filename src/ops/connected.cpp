@@ -19,8 +19,7 @@ class ConnectedOp final : public Op {
   void backward(const OpStep& st, const OpTensors& t) const override {
     connected_backward(t.dout, t.in[0], t.weights, t.saved, t.grad_weights, t.grad_biases, t.scratch, st.batch,
                        inputs(), spec.outputs, spec.act);
-    const int64_t n = int64_t(st.batch) * inputs();
-    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.scratch[i];
+    add_delta(t.din[0], t.scratch, int64_t(st.batch) * inputs());
   }
   OpCost cost() const override {
     const double w = double(spec.weight_count());

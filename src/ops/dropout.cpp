@@ -21,8 +21,7 @@ class DropoutOp final : public Op {
   }
   void backward(const OpStep& st, const OpTensors& t) const override {
     dropout_apply(t.dout, t.scratch, spec.in.size(), st.batch, spec.probability, mask_seed(st), st.step);
-    const int64_t n = st.batch * spec.in.size();
-    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.scratch[i];
+    add_delta(t.din[0], t.scratch, st.batch * spec.in.size());
   }
   OpCost cost() const override { return {double(spec.in.size()), float_bytes(2. * spec.in.size())}; }
 

@@ -80,4 +80,20 @@ bool has_op(LayerType t);
 // Bytes of a per-sample float count.
 inline double float_bytes(double floats) { return 4 * floats; }
 
+// din[i] += delta[i] for i < n: how backward hands an input its gradient (it adds).
+inline void add_delta(float* din, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) din[i] += delta[i];
+}
+
+// A loss head whose loss delta already is the gradient with respect to its input (SSE on
+// its input; softmax with cross-entropy, as in Darknet): backward passes it through.
+class PassThroughLoss : public Op {
+ public:
+  using Op::Op;
+  bool is_loss(bool last) const override { return last; }
+  void backward(const OpStep& st, const OpTensors& t) const override {
+    add_delta(t.din[0], t.dout, st.batch * spec.in.size());
+  }
+};
+
 }  // namespace tt

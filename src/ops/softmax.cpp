@@ -7,19 +7,14 @@
 namespace tt {
 namespace {
 
-class SoftmaxOp final : public Op {
+class SoftmaxOp final : public PassThroughLoss {
  public:
-  using Op::Op;
+  using PassThroughLoss::PassThroughLoss;
   void forward(const OpStep& st, const OpTensors& t) const override {
     softmax_forward(t.in[0], t.out, st.batch, int(spec.in.size()));
   }
-  bool is_loss(bool last) const override { return last; }
   double loss(const OpStep& st, const OpTensors& t, const LossArgs& a, DetectorLoss*) const override {
     return softmax_cross_entropy(t.out, a.truth, t.dout, st.batch * spec.out.size());
-  }
-  void backward(const OpStep& st, const OpTensors& t) const override {
-    const int64_t n = st.batch * spec.in.size();
-    for (int64_t i = 0; i < n; ++i) t.din[0][i] += t.dout[i];
   }
   OpCost cost() const override { return {20. * spec.in.size(), float_bytes(2. * spec.in.size())}; }
 };

@@ -8,91 +8,29 @@
 // the tap range only leaves out taps outside the box, so values do not depend on the box.
 // A row's last run of P pixels overlaps the one before instead of falling back to
 // narrower kernels (overlapping pixels are recomputed bit-identically).
-
-// SVE / RVV have no compile-time lane count; the devices (Raspberry Pi 3/4/5) have none.
-// On x86 every target from AVX2 up is compiled, whatever -march says, so that a build on
-// an AVX-512 machine still has the AVX2 kernels: an ISA cap (ONEDNN_MAX_CPU_ISA=AVX2, see
-// cap_to_onednn_isa below) then runs and tests them there. Below AVX2 nothing is fast.
-#ifndef HWY_DISABLED_TARGETS
-#if defined(__AVX2__)
-#define HWY_COMPILE_ALL_ATTAINABLE
-#define HWY_DISABLED_TARGETS \
-  (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV | HWY_SCALAR | HWY_EMU128 | HWY_SSSE3 | HWY_SSE4)
-#else
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
-#endif
-// Highway 1.0.3 (Debian 12) leaves AVX3_DL out of the dispatch targets unless asked, but
-// makes it the static target when -march=native has VNNI/VBMI2 (AMD Zen 4, Intel Ice Lake
-// and later), and then refuses to compile ("best baseline should be included in dynamic
-// targets").
-#define HWY_WANT_AVX3_DL
+//
+// Also the weights' layouts, the ONEDNN_MAX_CPU_ISA cap and the target's name; the
+// backward-weights kernel is in own_conv_weights.cpp.
+// clang-format off
+#include "layers/own_conv_common.hpp"  // first: Highway's target macros
+// clang-format on
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
-#include <cstring>
 #include <string>
-#include <vector>
 
-#include "layers/own_conv.hpp"
-#include "layers/pointwise.hpp"
 #include "util/error.hpp"
 
-#ifndef TT_OWN_CONV_COMMON
-#define TT_OWN_CONV_COMMON
-namespace tt::own_detail {
-inline int cdiv(int a, int b) { return (a + b - 1) / b; }
-// Smallest t >= lo (lo >= 0) with t ≡ r (mod s), 0 <= r < s.
-inline int first_congruent(int lo, int r, int s) { return lo + ((r - lo % s) % s + s) % s; }
-// A 1x1 stride-1 convolution without padding on a whole box is the same per-pixel
-// computation on one long row: fewer, longer pixel runs.
-inline tt::OwnConvShape flat_1x1(tt::OwnConvShape s) {
-  if (s.k == 1 && s.s == 1 && s.pt == 0 && s.pl == 0 && s.ih == s.oh && s.iw == s.ow) {
-    s.iw = s.ow = s.ih * s.iw;
-    s.ih = s.oh = 1;
-  }
-  return s;
-}
-// Backward-weights sums a chunk of about this many output pixels in registers, then adds
-// the sums into the plain gradient one lane at a time: fewer, larger chunks make fewer of
-// those scattered adds (W1's backward-weights under the AVX2 cap, `bench --layers`: 129-131
-// ms in chunks of 512 pixels, 119-120 ms in chunks of 8192). A chunk's zero-padded input
-// rows are copied once (W1: at most 1 MB).
-constexpr int kWeightsChunkPixels = 8192;
-}  // namespace tt::own_detail
-#endif
-
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "layers/own_conv.cpp"
+#define HWY_TARGET_INCLUDE "layers/own_conv_maps.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "layers/own_conv-inl.hpp"
+
 HWY_BEFORE_NAMESPACE();
 namespace tt::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using own_detail::cdiv;
-using own_detail::first_congruent;
-
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
-constexpr int kRegs = 32;
-#else
-constexpr int kRegs = 16;
-#endif
-
-template <int B>
-struct Cfg {
-  using D = hn::CappedTag<float, B>;
-  static constexpr int L = int(hn::MaxLanes(D()));
-  static_assert(B % L == 0, "block must be whole vectors");
-  static constexpr int NV = B / L;  // vectors per channel block
-  // forward / backward-data: output blocks and pixels per micro-kernel call
-  static constexpr int OBN = (NV == 1 || kRegs == 32) ? 2 : 1;
-  static constexpr int PMAX = std::min(12, (kRegs - 1 - OBN * NV) / (OBN * NV));
-  // backward-weights: weight rows (lanes i, or kx taps for plain input) x output blocks
-  static constexpr int WT = (kRegs == 32 && NV == 1) ? 8 : 4;
-  static constexpr int WOBN = std::clamp((kRegs - 1) / ((WT + 1) * NV), 1, 3);
-};
 
 // Runs f<P>(m) over m in [0, count) in runs of P pixels; the last run may overlap the one
 // before (only where outputs are written once: not with a split reduction, which resumes
@@ -116,17 +54,6 @@ HWY_INLINE void Runs(int count, F&& f, bool overlap) {
   } else {
     for (int m = 0; m < count; ++m) f.template operator()<1>(m);
   }
-}
-
-// Calls f.template operator()<N>() with N = n in [1, NMAX].
-template <int NMAX, class F>
-HWY_INLINE void WithN(int n, F&& f) {
-  if constexpr (NMAX >= 3)
-    if (n == 3) return f.template operator()<3>();
-  if constexpr (NMAX >= 2)
-    if (n == 2) return f.template operator()<2>();
-  if (n == 1) return f.template operator()<1>();
-  HWY_ASSERT(false);
 }
 
 struct Taps {
@@ -200,12 +127,6 @@ HWY_NOINLINE void Micro(const float* HWY_RESTRICT in, const float* HWY_RESTRICT 
           for (int l = 0; l < L && v * L + l < valid; ++l) out[(ob * B + v * L + l) * o.ch + p * o.px] = tmp[l];
         }
       }
-}
-
-// Threads only for calls big enough to pay for waking them (many small tiles run faster
-// on one thread, and a loaded machine makes idle OpenMP threads expensive).
-inline bool Parallel(const OwnConvShape& s, long pixels) {
-  return double(s.n) * pixels * s.ic * s.oc * s.k * s.k > 4e6;
 }
 
 // Channel blocks per chunk of the reduction: one group's weights of a chunk should stay
@@ -356,7 +277,7 @@ void BackwardData(const OwnConvShape& s, const float* dd, const float* w, float*
   const int chunk = kPlain ? ocbs : ReductionChunk(ocbs, t.in_cb, OBN * t.w_ob, std::max(1, s.k * s.k * B / (s.s * s.s)));
   const long items = long(s.n) * groups * s.ih;
   const bool par = Parallel(s, long(s.oh) * s.ow);
-  const bool rows_outer = false;  // (all groups per row measured slower here)
+  const bool rows_outer = false;  // a group sweeps all rows: forward's rows-outer order was slower here
   for (int c0 = 0; c0 < ocbs; c0 += chunk)
 #pragma omp parallel for schedule(static) if (par)
   for (long it = 0; it < items; ++it) {
@@ -392,169 +313,6 @@ void BackwardData(const OwnConvShape& s, const float* dd, const float* w, float*
   }
 }
 
-// ---------------------------------------------------------------- backward weights
-// GCC folds a vector reused by several FMAs into each FMA's memory operand, which turns the
-// micro-kernel's T + NOB loads per pixel into T + T·NOB and makes it load-bound; an empty
-// asm that claims to change the register keeps it loaded once.
-template <class V>
-HWY_INLINE void KeepInRegister(V& v) {
-#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
-  asm("" : "+v"(v.raw));
-#else
-  (void)v;
-#endif
-}
-
-// For row t (an input channel, or a kx tap of a plain input) and output channel o counted
-// from the call's first block: out[o · o_stride + t · t_stride] += Σ_rows Σ_px sp[row][px][t]
-// · dp[o / B][row][px][o % B], into the plain gradient, for real channels o < o_valid and
-// rows t < t_valid only (the blocked maps' padded lanes are not weights).
-struct WOut {
-  float* out;
-  ptrdiff_t o_stride, t_stride;
-  int o_valid, t_valid;
-};
-
-template <int B, int T, int NOB, int PX>
-HWY_NOINLINE void WMicro(const float* HWY_RESTRICT sp, ptrdiff_t sp_px, ptrdiff_t sp_row, const float* HWY_RESTRICT dp,
-                         ptrdiff_t d_ob, ptrdiff_t d_row, int rows, int npx, const WOut& o) {
-  using C = Cfg<B>;
-  using D = typename C::D;
-  using V = hn::Vec<D>;
-  constexpr int L = C::L, NV = C::NV;
-  const D d;
-  const ptrdiff_t spx = PX ? PX : sp_px;
-  V acc[T][NOB][NV];
-  for (int t = 0; t < T; ++t)
-    for (int ob = 0; ob < NOB; ++ob)
-      for (int v = 0; v < NV; ++v) acc[t][ob][v] = hn::Zero(d);
-  for (int r = 0; r < rows; ++r) {
-    const float* HWY_RESTRICT sr = sp + r * sp_row;
-    const float* HWY_RESTRICT dr = dp + r * d_row;
-    for (int x = 0; x < npx; ++x) {
-      V dv[NOB][NV];
-#pragma GCC unroll 4
-      for (int ob = 0; ob < NOB; ++ob)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-          dv[ob][v] = hn::LoadU(d, dr + x * B + ob * d_ob + v * L);
-          KeepInRegister(dv[ob][v]);
-        }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const V xv = hn::Set(d, sr[x * spx + t]);
-#pragma GCC unroll 4
-        for (int ob = 0; ob < NOB; ++ob)
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) acc[t][ob][v] = hn::MulAdd(xv, dv[ob][v], acc[t][ob][v]);
-      }
-    }
-  }
-  // Added lane by lane: plain weights hold an output channel's sums ic·k·k floats apart.
-  // Once per call (hundreds of pixels), where a oneDNN-style blocked gradient would cost a
-  // whole reorder pass over the weights afterwards.
-  alignas(64) float lanes[B];
-  for (int t = 0; t < std::min(T, o.t_valid); ++t)
-    for (int ob = 0; ob < NOB; ++ob) {
-      for (int v = 0; v < NV; ++v) hn::StoreU(acc[t][ob][v], d, lanes + v * L);
-      const int n = std::min(B, o.o_valid - ob * B);
-      float* HWY_RESTRICT w = o.out + ob * B * o.o_stride + t * o.t_stride;
-      for (int j = 0; j < n; ++j) w[j * o.o_stride] += lanes[j];
-    }
-}
-
-template <int B, int IB>
-void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, float* dw, bool accumulate) {
-  using C = Cfg<B>;
-  constexpr int WOBN = C::WOBN;
-  constexpr int WT = IB == 1 ? std::min(4, C::WT) : C::WT;  // plain: kx taps per call
-  const int ocbs = cdiv(s.oc, B), icbs = cdiv(s.ic, B);
-  const int ncb = IB == 1 ? s.ic : icbs;
-  const ptrdiff_t kk = ptrdiff_t(s.k) * s.k;
-  const ptrdiff_t o_stride = ptrdiff_t(s.ic) * kk;  // plain oihw
-  const ptrdiff_t d_ob = ptrdiff_t(s.oh) * s.ow * B;
-  if (!accumulate) std::fill(dw, dw + ptrdiff_t(s.oc) * o_stride, 0.f);
-
-  const int chunk = std::max(1, own_detail::kWeightsChunkPixels / s.ow);
-  const int wp = (s.ow - 1) * s.s + s.k;  // padded row: column xp holds input column xp - pl
-  const int groups = cdiv(ocbs, WOBN);
-  thread_local std::vector<float> pad_buf;
-  for (int img = 0; img < s.n; ++img)
-    for (int oy0 = 0; oy0 < s.oh; oy0 += chunk) {
-      const int oy1 = std::min(s.oh, oy0 + chunk);
-      const int iy_a = oy0 * s.s - s.pt, rows_in = (oy1 - oy0 - 1) * s.s + s.k;
-      const ptrdiff_t row_len = ptrdiff_t(wp) * IB, cb_len = rows_in * row_len;
-      if (pad_buf.size() < size_t(ncb * cb_len)) pad_buf.resize(size_t(ncb * cb_len));
-      float* pad = pad_buf.data();
-      // zero-padded copy of the input rows this chunk reads (rows outside [0, ih) are never read)
-      const int xs0 = std::max(0, s.pl), xs1 = std::min(wp, s.iw + s.pl);  // padded columns with input
-      for (int cb = 0; cb < ncb; ++cb)
-        for (int r = 0; r < rows_in; ++r) {
-          const int iy = iy_a + r;
-          if (iy < 0 || iy >= s.ih) continue;
-          float* prow = pad + cb * cb_len + r * row_len;
-          const float* srow = src + ((ptrdiff_t(img) * ncb + cb) * s.ih + iy) * s.iw * IB;
-          if (xs1 <= xs0) {
-            std::fill(prow, prow + row_len, 0.f);
-            continue;
-          }
-          std::fill(prow, prow + ptrdiff_t(xs0) * IB, 0.f);
-          std::memcpy(prow + ptrdiff_t(xs0) * IB, srow + ptrdiff_t(xs0 - s.pl) * IB, sizeof(float) * (xs1 - xs0) * IB);
-          std::fill(prow + ptrdiff_t(xs1) * IB, prow + row_len, 0.f);
-        }
-      const long items = long(groups) * ncb;
-      const bool par = Parallel(s, long(oy1 - oy0) * s.ow) && items > 1;
-#pragma omp parallel for schedule(dynamic) if (par)
-      for (long it = 0; it < items; ++it) {
-        const int cb = int(it % ncb), g = int(it / ncb);
-        const int ob0 = g * WOBN, nob = std::min(WOBN, ocbs - ob0);
-        for (int ky = 0; ky < s.k; ++ky) {
-          // output rows of the chunk whose tap ky lies inside [0, ih)
-          const int ya = std::max(oy0, s.pt - ky > 0 ? cdiv(s.pt - ky, s.s) : 0);
-          const int yb = s.ih - 1 + s.pt - ky >= 0 ? std::min(oy1, (s.ih - 1 + s.pt - ky) / s.s + 1) : 0;
-          if (ya >= yb) continue;
-          const float* sp_row = pad + cb * cb_len + ptrdiff_t(ya * s.s + ky - s.pt - iy_a) * row_len;
-          const float* dp = dd + ((ptrdiff_t(img) * ocbs + ob0) * s.oh + ya) * s.ow * B;
-          const ptrdiff_t sp_px = ptrdiff_t(s.s) * IB, sp_rstride = ptrdiff_t(s.s) * row_len, d_row = ptrdiff_t(s.ow) * B;
-          // weight (o = ob0·B, i = the call's first row's channel, ky, kx = 0)
-          const int o_valid = s.oc - ob0 * B;
-          float* wout = dw + ptrdiff_t(ob0) * B * o_stride + ky * s.k;
-          WithN<WOBN>(nob, [&]<int NOB>() {
-            auto call = [&]<int TT>(const float* sp, const WOut& o) {
-              if (s.s == 1)
-                WMicro<B, TT, NOB, IB>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, o);
-              else
-                WMicro<B, TT, NOB, 0>(sp, sp_px, sp_rstride, dp, d_ob, d_row, yb - ya, s.ow, o);
-            };
-            if constexpr (IB == 1) {  // rows of the call: kx taps of input channel cb
-              for (int kx0 = 0; kx0 < s.k; kx0 += WT) {
-                const int tn = std::min(WT, s.k - kx0);
-                const WOut o{wout + cb * kk + kx0, o_stride, 1, o_valid, tn};
-                auto one = [&]<int TT>() { call.template operator()<TT>(sp_row + kx0, o); };
-                if (tn == WT) one.template operator()<WT>();
-                else if (tn == 3) one.template operator()<3>();
-                else if (tn == 2) one.template operator()<2>();
-                else one.template operator()<1>();
-              }
-            } else {  // rows of the call: lanes i of the input block
-              // A lone output block (the last of a layer whose block count WOBN does not
-              // divide) takes twice the rows, to keep as many accumulators in flight.
-              constexpr int T2 = std::min(2 * WT, IB);
-              constexpr int TT = NOB == 1 && (T2 + 1) * C::NV + 1 <= kRegs ? T2 : WT;
-              for (int kx = 0; kx < s.k; ++kx)
-                for (int i0 = 0; i0 < IB; i0 += TT) {
-                  const int i = cb * IB + i0;
-                  if (i >= s.ic) break;
-                  const WOut o{wout + i * kk + kx, o_stride, kk, o_valid, s.ic - i};
-                  call.template operator()<TT>(sp_row + kx * IB + i0, o);
-                }
-            }
-          });
-        }
-      }
-    }
-}
-
 // ---------------------------------------------------------------- entry points per target
 void ForwardImpl(const OwnConvShape& s, const float* src, const float* w, const float* bias, float* dst) {
   if (s.b == 8)
@@ -568,12 +326,6 @@ void BackwardDataImpl(const OwnConvShape& s, const float* dd, const float* w, fl
   else
     s.ib == 1 ? BackwardData<16, 1>(s, dd, w, dsrc) : BackwardData<16, 16>(s, dd, w, dsrc);
 }
-void BackwardWeightsImpl(const OwnConvShape& s, const float* src, const float* dd, float* dw, bool accumulate) {
-  if (s.b == 8)
-    s.ib == 1 ? BackwardWeights<8, 1>(s, src, dd, dw, accumulate) : BackwardWeights<8, 8>(s, src, dd, dw, accumulate);
-  else
-    s.ib == 1 ? BackwardWeights<16, 1>(s, src, dd, dw, accumulate) : BackwardWeights<16, 16>(s, src, dd, dw, accumulate);
-}
 int64_t TargetImpl() { return HWY_TARGET; }
 
 }  // namespace tt::HWY_NAMESPACE
@@ -583,9 +335,9 @@ HWY_AFTER_NAMESPACE();
 namespace tt {
 HWY_EXPORT(ForwardImpl);
 HWY_EXPORT(BackwardDataImpl);
-HWY_EXPORT(BackwardWeightsImpl);
 HWY_EXPORT(TargetImpl);
 
+namespace own_detail {
 namespace {
 // ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) below AVX-512 caps the own kernels too, so that
 // a capped run on an AVX-512 machine is an AVX2 machine's run throughout (kernel table,
@@ -603,6 +355,8 @@ bool cap_to_onednn_isa() {
 #endif
   return true;
 }
+}  // namespace
+
 void apply_isa_cap() { static const bool done = cap_to_onednn_isa(); (void)done; }
 
 // The one place b and ib are checked: every kernel is instantiated for b in {8, 16}, ib in {1, b}.
@@ -614,7 +368,10 @@ void check(const OwnConvShape& s) {
     fail("own_conv: bad shape n ", s.n, " ic ", s.ic, " oc ", s.oc, " k ", s.k, " s ", s.s, " in ", s.ih, "x", s.iw,
          " out ", s.oh, "x", s.ow, " pad ", s.pt, ",", s.pl);
 }
-}  // namespace
+}  // namespace own_detail
+
+using own_detail::apply_isa_cap;
+using own_detail::check;
 
 dnnl::memory::format_tag own_weights_tag(int b, int ib, OwnPass pass) {
   using tag = dnnl::memory::format_tag;
@@ -645,17 +402,6 @@ void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const 
   check(s);
   apply_isa_cap();
   HWY_DYNAMIC_DISPATCH(BackwardDataImpl)(own_detail::flat_1x1(s), diff_dst, w, diff_src);
-}
-void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
-                               float* diff_b, bool accumulate) {
-  check(s);
-  apply_isa_cap();
-  const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
-  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, accumulate);
-  if (diff_b) {
-    std::fill(diff_b, diff_b + s.oc, 0.f);
-    add_channel_sums(diff_dst, s.n, s.oc, s.b, long(s.oh) * s.ow, diff_b);
-  }
 }
 
 std::string own_conv_target() {
