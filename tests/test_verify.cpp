@@ -39,41 +39,112 @@ TEST(VerifyJudgement, CancellingGradientsOfAnExactPartitionPass) {
   opt.groups = "none";
   LocalComm comm;
   const VerifyReport r = verify_training(net, opt, comm, 1, 3);
-  EXPECT_TRUE(r.ok()) << "gradients " << r.gradients << " (layer " << r.gradient_layer << "), weights " << r.weights;
-  EXPECT_EQ(r.outputs, 0) << "forward values must be bit-identical";
-  EXPECT_LE(r.gradients, VerifyReport::kTolerance);
+  EXPECT_TRUE(r.ok()) << "gradients " << r.gradients().diff << " (layer " << r.gradients().layer << "), after a step "
+                      << r.after_step().diff;
+  EXPECT_EQ(r.outputs(), 0) << "forward values must be bit-identical";
+  EXPECT_LE(r.gradients().diff, VerifyReport::kTolerance);
 }
 
-// The scale the untiled run measures bounds every convolution's weight gradient (Cauchy-
-// Schwarz), is zero for layers without one, and restarts from zero after it is taken.
-TEST(VerifyJudgement, MeasuredScalesBoundTheConvolutionsGradients) {
-  const NetSpec net = small_classifier(2, 40, 36);
+// The scales the untiled run measures bound every parameter gradient (Cauchy-Schwarz): the
+// convolutions' weights, their biases (with and without batch-norm), the batch-norm scales
+// and a connected layer's weights and biases after the cut; they are zero for layers
+// without parameters and restart from zero after they are taken.
+TEST(VerifyJudgement, MeasuredScalesBoundEveryParameterGradient) {
+  NetSpec net = parse_net(R"([net]
+batch=2
+subdivisions=1
+width=36
+height=40
+channels=3
+learning_rate=0.01
+momentum=0.9
+decay=0.0005
+policy=constant
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+filters=6
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=5
+size=1
+stride=1
+activation=logistic
+
+[avgpool]
+
+[connected]
+output=4
+activation=leaky
+
+[softmax]
+)",
+                          "scales.cfg");
   Params p(net);
   init_params(p, net, 3);
-  TrainOptions opt;
-  opt.record_grad_scales = true;
-  LocalComm comm;
-  Trainer tr(net, p, opt, comm);
-  std::vector<float> input, truth;
-  synthetic_batch(net, net.micro_batch(), 5, input, truth);
-  tr.forward_backward(input.data(), truth.data());
-  const std::vector<double> scale = tr.take_grad_scales();
-  ASSERT_EQ(scale.size(), net.layers.size());
-  int convs = 0;
-  for (const LayerSpec& l : net.layers) {
-    if (l.type != LayerType::Conv) {
-      EXPECT_EQ(scale[size_t(l.index)], 0) << "layer " << l.index;
-      continue;
+  for (int cut : {-1, 2}) {  // cut 2: the convolutions after it run in the tail
+    TrainOptions opt;
+    opt.cut = cut;
+    opt.record_grad_scales = true;
+    LocalComm comm;
+    Params q = p;
+    Trainer tr(net, q, opt, comm);
+    std::vector<float> input, truth;
+    synthetic_batch(net, net.micro_batch(), 5, input, truth);
+    tr.forward_backward(input.data(), truth.data());
+    const std::vector<GradScale> scale = tr.take_grad_scales();
+    ASSERT_EQ(scale.size(), net.layers.size());
+    auto norm = [&](int64_t at, int64_t n) {
+      double g = 0;
+      for (int64_t k = 0; k < n; ++k) g += double(tr.grad()[size_t(at + k)]) * tr.grad()[size_t(at + k)];
+      return std::sqrt(g);
+    };
+    int bounded = 0;
+    for (const LayerSpec& l : net.layers) {
+      const GradScale& g = scale[size_t(l.index)];
+      const std::string where = "cut " + std::to_string(cut) + ", layer " + std::to_string(l.index);
+      if (!l.has_params()) {
+        EXPECT_EQ(g.weights + g.biases + g.scales, 0) << where;
+        continue;
+      }
+      const ParamSlice& s = p.slices[size_t(l.index)];
+      const struct {
+        const char* name;
+        int64_t at, n;
+        double scale;
+      } parts[3] = {{"weights", s.weights, s.n_weights, g.weights},
+                    {"biases", s.biases, s.n_out, g.biases},
+                    {"scales", s.scales, s.n_out, g.scales}};
+      for (const auto& part : parts) {
+        if (part.at < 0) {
+          EXPECT_EQ(part.scale, 0) << where << " " << part.name;
+          continue;
+        }
+        const double n = norm(part.at, part.n);
+        EXPECT_GT(n, 0) << where << " " << part.name;
+        EXPECT_LE(n, part.scale * (1 + 1e-6)) << where << " " << part.name << ": not a bound";
+        ++bounded;
+      }
     }
-    ++convs;
-    const ParamSlice& s = p.slices[size_t(l.index)];
-    double g = 0;
-    for (int64_t k = 0; k < s.n_weights; ++k) g += double(tr.grad()[size_t(s.weights + k)]) * tr.grad()[size_t(s.weights + k)];
-    EXPECT_GT(std::sqrt(g), 0) << "layer " << l.index;
-    EXPECT_LE(std::sqrt(g), scale[size_t(l.index)] * (1 + 1e-6)) << "layer " << l.index << ": not a bound";
+    EXPECT_EQ(bounded, 3 + 2 + 3 + 2) << "cut " << cut;
+    for (const GradScale& g : tr.take_grad_scales()) EXPECT_EQ(g.weights + g.biases + g.scales, 0);
   }
-  EXPECT_GE(convs, 3);
-  for (double s : tr.take_grad_scales()) EXPECT_EQ(s, 0);
 }
 
 // The judgement itself on a 3x3 convolution's weight gradient over a 64x64 map whose delta
@@ -155,9 +226,14 @@ TrainOptions two_tiles(const std::string& groups) {
 }
 
 std::string describe(const VerifyReport& r) {
-  return "outputs " + std::to_string(r.outputs) + ", input deltas " + std::to_string(r.input_deltas) +
-         ", gradients " + std::to_string(r.gradients) + " (layer " + std::to_string(r.gradient_layer) + "), weights " +
-         std::to_string(r.weights);
+  std::string d;
+  for (int k = 0; k < VerifyReport::kKinds; ++k) {
+    char b[96];
+    std::snprintf(b, sizeof b, "%s%s %.3g", k ? ", " : "", VerifyReport::name(k), r.worst[size_t(k)].diff);
+    d += b;
+    if (r.worst[size_t(k)].layer >= 0) d += " (layer " + std::to_string(r.worst[size_t(k)].layer) + ")";
+  }
+  return d;
 }
 
 // The plan as made passes; the same plan with a forward halo one row short fails. Groups
@@ -193,8 +269,8 @@ TEST(VerifyJudgement, ABackwardHaloOneRowShortFails) {
   const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
   ASSERT_FALSE(planted.empty()) << "no backward halo piece to shorten";
   std::printf("backward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
-  EXPECT_EQ(bad.outputs, 0) << "forward must be untouched by a backward halo";
-  EXPECT_GT(bad.gradients, VerifyReport::kTolerance)
+  EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched by a backward halo";
+  EXPECT_GT(bad.gradients().diff, VerifyReport::kTolerance)
       << "a backward halo one row short (" << planted << ") judged a match: " << describe(bad);
   EXPECT_FALSE(bad.ok());
 }

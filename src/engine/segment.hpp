@@ -10,6 +10,7 @@
 #include "comm/comm.hpp"
 #include "engine/conv_pointwise.hpp"
 #include "engine/conv_weights.hpp"
+#include "engine/grad_scale.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/shards.hpp"
@@ -82,9 +83,10 @@ struct SegmentOptions {
   // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
   bool tiled = true;
   Trace* trace = nullptr;  // bench --trace: where the spans go (null: nowhere)
-  // verify: per net layer, each convolution's weight-gradient scale is added here (see
-  // engine/verify.hpp: sqrt(window) ||input|| ||output delta|| per micro-batch); null: not measured.
-  std::vector<double>* grad_scales = nullptr;
+  // verify: per net layer, the scales of each convolution's parameter gradients are added
+  // here (engine/grad_scale.hpp; the batch-norm's once measure_pointwise_scales() is called);
+  // null: not measured.
+  std::vector<GradScale>* grad_scales = nullptr;
 };
 
 class Segment {
@@ -120,6 +122,10 @@ class Segment {
   std::vector<float*> tile_grads() const;
   int64_t tile_grad_end() const { return grad_end_; }
   void zero_tile_grads();
+  // verify: with SegmentOptions::grad_scales, the batch-norms' backward measures the scales
+  // of dβ and dγ too (they are summed there, before add_grad_scale sees the delta). Call
+  // before the first backward.
+  void measure_pointwise_scales();
 
  private:
   struct LayerState;  // per layer: kernels, batch-norm state
@@ -136,7 +142,7 @@ class Segment {
   void forward_layer(int l, bool training, bool halo_in_flight = false);
   void compute(int t, int l, int part);
   void backward_layer(int l);
-  void add_grad_scale(int l, const TensorView& src, const TensorView& delta);
+  void add_grad_scale(int l, const TensorView& src, const TensorView& delta, const Box& own);
   void bn_forward(int l, bool training);
   SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
   std::vector<PointwiseTile> pointwise_tiles(int l) const;
@@ -173,7 +179,7 @@ class Segment {
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   Trace* trace_;
-  std::vector<double>* grad_scales_;
+  std::vector<GradScale>* grad_scales_;
   std::unique_ptr<ConvWeights> weights_;  // replicated or sharded (conv_weights.hpp)
 };
 
