@@ -144,6 +144,15 @@ activation=leaky
     }
     EXPECT_EQ(bounded, 3 + 2 + 3 + 2) << "cut " << cut;
     for (const GradScale& g : tr.take_grad_scales()) EXPECT_EQ(g.weights + g.biases + g.scales, 0);
+    // The same micro-batch again (no update in between): every scale is measured again, the
+    // same (the batch-norms write where the trainer reads, also after a take).
+    tr.forward_backward(input.data(), truth.data());
+    const std::vector<GradScale> again = tr.take_grad_scales();
+    for (size_t l = 0; l < again.size(); ++l) {
+      EXPECT_EQ(again[l].weights, scale[l].weights) << "cut " << cut << ", layer " << l;
+      EXPECT_EQ(again[l].biases, scale[l].biases) << "cut " << cut << ", layer " << l;
+      EXPECT_EQ(again[l].scales, scale[l].scales) << "cut " << cut << ", layer " << l;
+    }
   }
 }
 

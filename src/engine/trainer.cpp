@@ -142,8 +142,9 @@ Trainer::Memory Trainer::memory() const {
 
 std::vector<GradScale> Trainer::take_grad_scales() {
   if (grad_scales_.empty()) fail("take_grad_scales: the trainer was made without record_grad_scales");
-  std::vector<GradScale> s(grad_scales_.size());
-  std::swap(s, grad_scales_);  // the segments keep writing into the same vector, zeroed
+  // Copied, then zeroed in place: the segments (and batch-norms) keep pointers into it.
+  std::vector<GradScale> s = grad_scales_;
+  std::fill(grad_scales_.begin(), grad_scales_.end(), GradScale{});
   return s;
 }
 
