@@ -28,6 +28,7 @@ double relative(const float* a, const float* b, size_t n, double scale = 0) {
 }
 
 void keep_worst(VerifyReport& r, int kind, double d, int layer) {
+  if (std::isnan(d)) d = HUGE_VAL;  // a NaN on one side only (or both): never a match
   VerifyReport::Worst& w = r.worst[size_t(kind)];
   if (d > w.diff) w = {d, layer};
 }
