@@ -14,9 +14,10 @@
 //
 // Prints every configuration and its report, then a summary; exits 1 if any configuration
 // fails (or throws). A failing configuration is diagnosed on its first step: every parameter
-// tensor's gradient, tiled against untiled, beside the untiled run on the other kernel path
-// (own kernels against the default), i.e. how far fp32 rounding alone moves that tensor;
-// and the command that judges it against float64 (TiledEquivalence.GivenConfiguration).
+// tensor's gradient, tiled against untiled (cut alike), beside the untiled run on the other
+// kernel path (own kernels against the default), each over verify's scale for it, i.e. how
+// far fp32 rounding alone moves that tensor; and the command that judges it against float64
+// (TiledEquivalence.GivenConfiguration).
 #include <omp.h>
 
 #include <algorithm>

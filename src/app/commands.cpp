@@ -534,8 +534,9 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
     std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s%s\n", net.path.c_str(),
                 o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch, steps, o.bn.c_str(),
                 o.low_memory ? ", low memory" : "");
-    std::printf("  largest difference per kind of tensor over its scale (every step starts both runs from the same\n"
-                "  weights and optimizer state; engine/verify.hpp says why each scale):\n");
+    std::printf("  largest difference per kind of tensor over its scale (gradients and tensors after a step: over the\n"
+                "  larger of ||untiled|| and the bound shown; every step starts both runs from the same weights and\n"
+                "  optimizer state; engine/verify.hpp says why each scale and tolerance):\n");
     for (int k = 0; k < VerifyReport::kKinds; ++k) {
       const VerifyReport::Worst& w = r.worst[size_t(k)];
       char where[32] = "";
