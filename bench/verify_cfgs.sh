@@ -27,7 +27,7 @@ for r in "${runs[@]}"; do
   # shellcheck disable=SC2086
   out=$("$bin" verify --cfg $r 2>&1)
   rc=$?
-  printf '%s\n' "$out" | grep -E "^verify|outputs|input deltas|weight gradients|weights after|^OK|^MISMATCH|rror"
+  printf '%s\n' "$out" | grep -E "^verify|outputs|input deltas|gradients|after a step|running statistics|^OK|^MISMATCH|rror"
   if [ $rc -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "   -> exit status $rc"; fi
 done
 took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')

@@ -15,9 +15,10 @@
 //
 // Prints every configuration and its report, then a summary; exits 1 if any configuration
 // fails (or throws). A failing configuration is diagnosed on its first step: every parameter
-// tensor's gradient, tiled against untiled, beside the untiled run on the other kernel path
-// (own kernels against the default), i.e. how far fp32 rounding alone moves that tensor;
-// and the command that judges it against float64 (TiledEquivalence.GivenConfiguration).
+// tensor's gradient, tiled against untiled (cut alike), beside the untiled run on the other
+// kernel path (own kernels against the default), each over verify's scale for it, i.e. how
+// far fp32 rounding alone moves that tensor; and the command that judges it against float64
+// (TiledEquivalence.GivenConfiguration).
 #include <omp.h>
 
 #include <algorithm>
@@ -199,10 +200,13 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
   topt.need_input_delta = true;
   TrainOptions uopt;
   uopt.need_input_delta = true;
+  uopt.cut = topt.cut;  // as verify's reference
   uopt.bn = topt.bn;
   uopt.seed = topt.seed;
   uopt.kernels = kernels;
+  uopt.record_grad_scales = true;
   TrainOptions vopt = uopt;
+  vopt.record_grad_scales = false;
   vopt.kernels = kernels == KernelPath::Own ? KernelPath::Auto : KernelPath::Own;
   Params pt = p0, pu = p0, pv = p0;
   LocalComm c1, c2, c3;
@@ -216,30 +220,34 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
   }
   const std::vector<float> gt(tiled.grad().begin(), tiled.grad().end()), gu(untiled.grad().begin(), untiled.grad().end()),
       gv(other.grad().begin(), other.grad().end());
-  auto rel = [](const float* a, const float* b, int64_t n, double& norm_b) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), s += double(b[i]) * b[i];
-    norm_b = std::sqrt(s);
-    return s > 0 ? std::sqrt(d / s) : std::sqrt(d);
+  const std::vector<GradScale> scales = untiled.take_grad_scales();
+  auto norm = [](const float* b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += double(b[i]) * b[i];
+    return std::sqrt(s);
   };
   int suspects = 0;
-  std::printf("  diagnosis, first step (||tiled - untiled|| / ||untiled||; the untiled run on the other kernel path, "
-              "likewise):\n");
+  std::printf("  diagnosis, first step (||tiled - untiled|| over verify's scale, max(||untiled||, the sum-of-magnitudes "
+              "bound); the untiled run on the other kernel path, likewise):\n");
   for (const LayerSpec& l : net.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& s = p0.slices[size_t(l.index)];
+    const GradScale& g = scales[size_t(l.index)];
     const struct {
       const char* name;
       int64_t at, n;
-    } parts[3] = {{"weights", s.weights, s.n_weights}, {"biases", s.biases, s.n_out}, {"scales", s.scales, s.n_out}};
+      double scale;
+    } parts[3] = {{"weights", s.weights, s.n_weights, g.weights},
+                  {"biases", s.biases, s.n_out, g.biases},
+                  {"scales", s.scales, s.n_out, g.scales}};
     for (const auto& part : parts) {
       if (part.at < 0 || part.n == 0) continue;
-      double nu = 0, nv = 0;
-      const double dt = rel(gt.data() + part.at, gu.data() + part.at, part.n, nu);
-      const double dv = rel(gv.data() + part.at, gu.data() + part.at, part.n, nv);
+      const double nu = norm(gu.data() + part.at, part.n);
+      const double dt = gradient_difference(gt.data() + part.at, gu.data() + part.at, size_t(part.n), part.scale);
+      const double dv = gradient_difference(gv.data() + part.at, gu.data() + part.at, size_t(part.n), part.scale);
       if (dt <= VerifyReport::kTolerance && dv <= VerifyReport::kTolerance) continue;
-      std::printf("    layer %d %s %s: tiled %.3g, other kernel path %.3g (||untiled|| %.3g)%s\n", l.index,
-                  layer_type_name(l.type), part.name, dt, dv, nu,
+      std::printf("    layer %d %s %s: tiled %.3g, other kernel path %.3g (||untiled|| %.3g, bound %.3g)%s\n", l.index,
+                  layer_type_name(l.type), part.name, dt, dv, nu, part.scale,
                   dt > 10 * dv ? "  <-- beyond the untiled engine's own rounding" : "");
       if (dt > VerifyReport::kTolerance) {
         kinds.push_back(std::string(layer_type_name(l.type)) + " " + part.name);
@@ -286,15 +294,20 @@ int main(int argc, char** argv) {
       return usage();
   }
   const KernelPath path = parse_kernel_path(kernels);
-  std::printf("verify_sweep: %d configurations from seed %llu, %d step(s) each, kernels %s, %d thread(s), tolerance %g\n",
+  std::printf("verify_sweep: %d configurations from seed %llu, %d step(s) each, kernels %s, %d thread(s), tolerance %g "
+              "(outputs: bit for bit)\n",
               count, static_cast<unsigned long long>(seed0), steps, kernels.c_str(), omp_get_max_threads(),
               VerifyReport::kTolerance);
   const auto t0 = std::chrono::steady_clock::now();
   int passed = 0, failed = 0, errors = 0, redrawn = 0, outputs_not_identical = 0, suspect = 0;
   std::map<std::string, int> failed_kinds;  // diagnosis: which tensors differed in failing configurations
   Worst worst;
-  Worst worst_of[4];  // outputs, input deltas, gradients, weights
-  static const char* kinds[4] = {"outputs", "input deltas", "weight gradients", "weights after a step"};
+  Worst worst_of[VerifyReport::kKinds];
+  // A difference over its kind's tolerance (outputs: bit for bit, so any difference is infinitely over).
+  auto over = [](const VerifyReport& r, int kind) {
+    const double d = r.worst[size_t(kind)].diff, tol = VerifyReport::tolerance(kind);
+    return tol > 0 ? d / tol : d > 0 ? HUGE_VAL : 0.;
+  };
   std::vector<uint64_t> failing;
   uint64_t seed = seed0;
   for (int k = 0; k < count; ++seed) {
@@ -324,23 +337,26 @@ int main(int argc, char** argv) {
     try {
       LocalComm comm;
       const VerifyReport r = verify_training(net, options(c, path), comm, c.seed, steps);
-      const double d[4] = {r.outputs, r.input_deltas, r.gradients, r.weights};
       double ratio = 0;
       int kind = 0;
-      for (int j = 0; j < 4; ++j) {
-        if (d[j] / VerifyReport::kTolerance > ratio) ratio = d[j] / VerifyReport::kTolerance, kind = j;
-        if (d[j] / VerifyReport::kTolerance > worst_of[j].ratio)
-          worst_of[j] = {d[j] / VerifyReport::kTolerance, "seed " + std::to_string(seed)};
+      for (int j = 0; j < VerifyReport::kKinds; ++j) {
+        const double o = over(r, j);
+        if (o > ratio) ratio = o, kind = j;
+        if (o > worst_of[j].ratio) worst_of[j] = {o, "seed " + std::to_string(seed)};
       }
-      outputs_not_identical += r.outputs != 0;
-      if (ratio > worst.ratio) worst = {ratio, std::string(kinds[kind]) + ", seed " + std::to_string(seed)};
+      outputs_not_identical += r.outputs() != 0;
+      if (ratio > worst.ratio) worst = {ratio, std::string(VerifyReport::name(kind)) + ", seed " + std::to_string(seed)};
       const bool ok = r.ok();
       ok ? ++passed : ++failed;
       if (!ok || !quiet) {
-        std::printf("%s (cut %d)\n  outputs %.3g, input deltas %.3g, gradients %.3g (layer %d), weights %.3g (layer %d): "
-                    "%s, %.3g of the tolerance\n",
-                    head.c_str(), r.cut, r.outputs, r.input_deltas, r.gradients, r.gradient_layer, r.weights,
-                    r.weight_layer, ok ? "OK" : "MISMATCH", ratio);
+        std::printf("%s (cut %d)\n ", head.c_str(), r.cut);
+        for (int j = 0; j < VerifyReport::kKinds; ++j) {
+          const VerifyReport::Worst& w = r.worst[size_t(j)];
+          std::printf(" %s %.3g", VerifyReport::name(j), w.diff);
+          if (w.layer >= 0) std::printf(" (layer %d)", w.layer);
+          std::printf(j + 1 < VerifyReport::kKinds ? "," : ":");
+        }
+        std::printf(" %s, %.3g of the tolerance\n", ok ? "OK" : "MISMATCH", ratio);
       }
       if (!ok) {
         failing.push_back(seed);
@@ -373,9 +389,9 @@ int main(int argc, char** argv) {
               "%d errors; wall time %.1f s\n",
               count, redrawn, passed, failed, errors, wall);
   std::printf("worst: %.3g of the tolerance (%s)\n", worst.ratio, worst.what.c_str());
-  for (int j = 0; j < 4; ++j)
-    std::printf("  worst %-21s %.3g of the tolerance (%s)\n", kinds[j], worst_of[j].ratio,
-                worst_of[j].what.empty() ? "-" : worst_of[j].what.c_str());
+  for (int j = 0; j < VerifyReport::kKinds; ++j)
+    std::printf("  worst %-23s %.3g of the tolerance %g (%s)\n", VerifyReport::name(j), worst_of[j].ratio,
+                VerifyReport::tolerance(j), worst_of[j].what.empty() ? "-" : worst_of[j].what.c_str());
   std::printf("  configurations whose outputs were not bit-identical: %d\n", outputs_not_identical);
   if (failed > 0) {
     std::printf("  failing configurations with a tensor beyond 10x the untiled engine's own rounding: %d of %d\n", suspect,

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -39,41 +41,121 @@ TEST(VerifyJudgement, CancellingGradientsOfAnExactPartitionPass) {
   opt.groups = "none";
   LocalComm comm;
   const VerifyReport r = verify_training(net, opt, comm, 1, 3);
-  EXPECT_TRUE(r.ok()) << "gradients " << r.gradients << " (layer " << r.gradient_layer << "), weights " << r.weights;
-  EXPECT_EQ(r.outputs, 0) << "forward values must be bit-identical";
-  EXPECT_LE(r.gradients, VerifyReport::kTolerance);
+  EXPECT_TRUE(r.ok()) << "gradients " << r.gradients().diff << " (layer " << r.gradients().layer << "), after a step "
+                      << r.after_step().diff;
+  EXPECT_EQ(r.outputs(), 0) << "forward values must be bit-identical";
+  EXPECT_LE(r.gradients().diff, VerifyReport::kTolerance);
 }
 
-// The scale the untiled run measures bounds every convolution's weight gradient (Cauchy-
-// Schwarz), is zero for layers without one, and restarts from zero after it is taken.
-TEST(VerifyJudgement, MeasuredScalesBoundTheConvolutionsGradients) {
-  const NetSpec net = small_classifier(2, 40, 36);
+// The scales the untiled run measures bound every parameter gradient (Cauchy-Schwarz): the
+// convolutions' weights, their biases (with and without batch-norm), the batch-norm scales
+// and a connected layer's weights and biases after the cut; they are zero for layers
+// without parameters and restart from zero after they are taken.
+TEST(VerifyJudgement, MeasuredScalesBoundEveryParameterGradient) {
+  NetSpec net = parse_net(R"([net]
+batch=2
+subdivisions=1
+width=36
+height=40
+channels=3
+learning_rate=0.01
+momentum=0.9
+decay=0.0005
+policy=constant
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+filters=6
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=5
+size=1
+stride=1
+activation=logistic
+
+[avgpool]
+
+[connected]
+output=4
+activation=leaky
+
+[softmax]
+)",
+                          "scales.cfg");
   Params p(net);
   init_params(p, net, 3);
-  TrainOptions opt;
-  opt.record_grad_scales = true;
-  LocalComm comm;
-  Trainer tr(net, p, opt, comm);
-  std::vector<float> input, truth;
-  synthetic_batch(net, net.micro_batch(), 5, input, truth);
-  tr.forward_backward(input.data(), truth.data());
-  const std::vector<double> scale = tr.take_grad_scales();
-  ASSERT_EQ(scale.size(), net.layers.size());
-  int convs = 0;
-  for (const LayerSpec& l : net.layers) {
-    if (l.type != LayerType::Conv) {
-      EXPECT_EQ(scale[size_t(l.index)], 0) << "layer " << l.index;
-      continue;
+  for (int cut : {-1, 2}) {  // cut 2: the convolutions after it run in the tail
+    TrainOptions opt;
+    opt.cut = cut;
+    opt.record_grad_scales = true;
+    LocalComm comm;
+    Params q = p;
+    Trainer tr(net, q, opt, comm);
+    std::vector<float> input, truth;
+    synthetic_batch(net, net.micro_batch(), 5, input, truth);
+    tr.forward_backward(input.data(), truth.data());
+    const std::vector<GradScale> scale = tr.take_grad_scales();
+    ASSERT_EQ(scale.size(), net.layers.size());
+    auto norm = [&](int64_t at, int64_t n) {
+      double g = 0;
+      for (int64_t k = 0; k < n; ++k) g += double(tr.grad()[size_t(at + k)]) * tr.grad()[size_t(at + k)];
+      return std::sqrt(g);
+    };
+    int bounded = 0;
+    for (const LayerSpec& l : net.layers) {
+      const GradScale& g = scale[size_t(l.index)];
+      const std::string where = "cut " + std::to_string(cut) + ", layer " + std::to_string(l.index);
+      if (!l.has_params()) {
+        EXPECT_EQ(g.weights + g.biases + g.scales, 0) << where;
+        continue;
+      }
+      const ParamSlice& s = p.slices[size_t(l.index)];
+      const struct {
+        const char* name;
+        int64_t at, n;
+        double scale;
+      } parts[3] = {{"weights", s.weights, s.n_weights, g.weights},
+                    {"biases", s.biases, s.n_out, g.biases},
+                    {"scales", s.scales, s.n_out, g.scales}};
+      for (const auto& part : parts) {
+        if (part.at < 0) {
+          EXPECT_EQ(part.scale, 0) << where << " " << part.name;
+          continue;
+        }
+        const double n = norm(part.at, part.n);
+        EXPECT_GT(n, 0) << where << " " << part.name;
+        EXPECT_LE(n, part.scale * (1 + 1e-6)) << where << " " << part.name << ": not a bound";
+        ++bounded;
+      }
     }
-    ++convs;
-    const ParamSlice& s = p.slices[size_t(l.index)];
-    double g = 0;
-    for (int64_t k = 0; k < s.n_weights; ++k) g += double(tr.grad()[size_t(s.weights + k)]) * tr.grad()[size_t(s.weights + k)];
-    EXPECT_GT(std::sqrt(g), 0) << "layer " << l.index;
-    EXPECT_LE(std::sqrt(g), scale[size_t(l.index)] * (1 + 1e-6)) << "layer " << l.index << ": not a bound";
+    EXPECT_EQ(bounded, 3 + 2 + 3 + 2) << "cut " << cut;
+    for (const GradScale& g : tr.take_grad_scales()) EXPECT_EQ(g.weights + g.biases + g.scales, 0);
+    // The same micro-batch again (no update in between): every scale is measured again, the
+    // same (the batch-norms write where the trainer reads, also after a take).
+    tr.forward_backward(input.data(), truth.data());
+    const std::vector<GradScale> again = tr.take_grad_scales();
+    for (size_t l = 0; l < again.size(); ++l) {
+      EXPECT_EQ(again[l].weights, scale[l].weights) << "cut " << cut << ", layer " << l;
+      EXPECT_EQ(again[l].biases, scale[l].biases) << "cut " << cut << ", layer " << l;
+      EXPECT_EQ(again[l].scales, scale[l].scales) << "cut " << cut << ", layer " << l;
+    }
   }
-  EXPECT_GE(convs, 3);
-  for (double s : tr.take_grad_scales()) EXPECT_EQ(s, 0);
 }
 
 // The judgement itself on a 3x3 convolution's weight gradient over a 64x64 map whose delta
@@ -129,6 +211,75 @@ TEST(VerifyJudgement, RoundingPassesAndAMissingRowFails) {
   EXPECT_GT(bug, 100 * rounding);
 }
 
+// The same for the sums behind a bias gradient (Σ delta per channel) and a batch-norm scale
+// gradient (Σ delta·x̂ per channel), judged against sqrt(cells) ||delta|| and
+// sqrt(Σ_c ||delta_c||² ||x̂_c||²): with a delta that sums to zero per channel and is
+// orthogonal to x̂ (both sums exactly 0, as behind a batch-norm), fp32 rounding of the sums
+// tile by tile passes against float64, while one row of cells left out fails.
+TEST(VerifyJudgement, CancellingBiasAndScaleSumsPassAndAMissingRowFails) {
+  const int C = 8, h = 64, w = 64, n = 2, cells = h * w;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> d(size_t(n * C * cells)), xh(d.size());
+  for (float& v : d) v = nd(rng);
+  for (float& v : xh) v = nd(rng);
+  auto at = [&](int s, int c, int k) { return size_t((s * C + c) * cells + k); };
+  for (int c = 0; c < C; ++c) {  // per channel: x̂ zero mean, unit variance; delta zero mean, orthogonal to x̂
+    double mx = 0, md = 0, vx = 0, dx = 0;
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < cells; ++k) mx += xh[at(s, c, k)], md += d[at(s, c, k)];
+    mx /= n * cells, md /= n * cells;
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < cells; ++k) {
+        xh[at(s, c, k)] = float(xh[at(s, c, k)] - mx);
+        d[at(s, c, k)] = float(d[at(s, c, k)] - md);
+        vx += double(xh[at(s, c, k)]) * xh[at(s, c, k)];
+        dx += double(d[at(s, c, k)]) * xh[at(s, c, k)];
+      }
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < cells; ++k) d[at(s, c, k)] = float(d[at(s, c, k)] - dx / vx * xh[at(s, c, k)]);
+  }
+  // Σ over rows [r0, r1) of every sample: the bias (x̂ = false) or scale sums per channel.
+  auto sums = [&](int r0, int r1, bool scale, auto zero) {
+    using T = decltype(zero);
+    std::vector<T> g(size_t(C), T(0));
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < n; ++s)
+        for (int k = r0 * w; k < r1 * w; ++k) g[size_t(c)] += T(d[at(s, c, k)]) * (scale ? T(xh[at(s, c, k)]) : T(1));
+    return g;
+  };
+  double dd = 0;
+  std::vector<double> ddc(size_t(C), 0.), xxc(size_t(C), 0.);
+  for (int s = 0; s < n; ++s)
+    for (int c = 0; c < C; ++c)
+      for (int k = 0; k < cells; ++k) {
+        ddc[size_t(c)] += double(d[at(s, c, k)]) * d[at(s, c, k)];
+        xxc[size_t(c)] += double(xh[at(s, c, k)]) * xh[at(s, c, k)];
+      }
+  double ss = 0;
+  for (int c = 0; c < C; ++c) dd += ddc[size_t(c)], ss += ddc[size_t(c)] * xxc[size_t(c)];
+  for (bool scale : {false, true}) {
+    const double bound = scale ? std::sqrt(ss) : std::sqrt(double(n) * cells * dd);
+    const std::vector<double> exact = sums(0, h, scale, 0.0);
+    const std::vector<float> exact_f(exact.begin(), exact.end());
+    std::vector<float> tiled = sums(0, 21, scale, 0.f);  // three tiles of rows, in fp32, added up
+    for (const auto& [r0, r1] : {std::pair{21, 42}, std::pair{42, h}}) {
+      const std::vector<float> part = sums(r0, r1, scale, 0.f);
+      for (int c = 0; c < C; ++c) tiled[size_t(c)] += part[size_t(c)];
+    }
+    const std::vector<float> missing = sums(0, h - 1, scale, 0.f);
+    const double rounding = gradient_difference(tiled.data(), exact_f.data(), size_t(C), bound);
+    const double bug = gradient_difference(missing.data(), exact_f.data(), size_t(C), bound);
+    const char* what = scale ? "scale" : "bias";
+    EXPECT_LE(rounding, VerifyReport::kTolerance) << what << ": fp32 rounding judged a mismatch";
+    EXPECT_GT(bug, VerifyReport::kTolerance) << what << ": a missing row judged a match";
+    EXPECT_GT(bug, 100 * rounding) << what;
+    // Against ||exact|| alone (the judgement before), the rounding of a sum that cancels
+    // is itself of the size of the result: far over the tolerance.
+    EXPECT_GT(gradient_difference(tiled.data(), exact_f.data(), size_t(C), 0), 100 * VerifyReport::kTolerance) << what;
+  }
+}
+
 // Plants an off-by-one halo: at the deepest group start that has one, the piece of `halo`
 // (a Plan's fwd_halo or bwd_halo) that comes down from the tile above loses its outermost
 // row, so the tile below never receives it (a halo of one row is then gone). Returns a
@@ -155,9 +306,14 @@ TrainOptions two_tiles(const std::string& groups) {
 }
 
 std::string describe(const VerifyReport& r) {
-  return "outputs " + std::to_string(r.outputs) + ", input deltas " + std::to_string(r.input_deltas) +
-         ", gradients " + std::to_string(r.gradients) + " (layer " + std::to_string(r.gradient_layer) + "), weights " +
-         std::to_string(r.weights);
+  std::string d;
+  for (int k = 0; k < VerifyReport::kKinds; ++k) {
+    char b[96];
+    std::snprintf(b, sizeof b, "%s%s %.3g", k ? ", " : "", VerifyReport::name(k), r.worst[size_t(k)].diff);
+    d += b;
+    if (r.worst[size_t(k)].layer >= 0) d += " (layer " + std::to_string(r.worst[size_t(k)].layer) + ")";
+  }
+  return d;
 }
 
 // The plan as made passes; the same plan with a forward halo one row short fails. Groups
@@ -193,9 +349,111 @@ TEST(VerifyJudgement, ABackwardHaloOneRowShortFails) {
   const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
   ASSERT_FALSE(planted.empty()) << "no backward halo piece to shorten";
   std::printf("backward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
-  EXPECT_EQ(bad.outputs, 0) << "forward must be untouched by a backward halo";
-  EXPECT_GT(bad.gradients, VerifyReport::kTolerance)
+  EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched by a backward halo";
+  EXPECT_GT(bad.gradients().diff, VerifyReport::kTolerance)
       << "a backward halo one row short (" << planted << ") judged a match: " << describe(bad);
+  EXPECT_FALSE(bad.ok());
+}
+
+// Plants a row of owned cells left out of layer l's parameter gradients: the top tile's
+// owned box of layer l loses its first row, so neither its weight gradient, nor its bias
+// gradient, nor its batch-norm sums count that row, and no other tile does. Forward does not
+// read owned boxes of a layer inside the segment without batch-norm statistics (neither
+// before its end nor with frozen batch-norm), so its values stay bit-identical.
+std::string drop_owned_row(Plan& plan, int l) {
+  for (int t = 0; t < plan.tiles_count(); ++t) {
+    Box& own = plan.tiles[size_t(t)][size_t(l - plan.first)].own;
+    if (own.y0 != 0 || own.h() < 2) continue;
+    const std::string was = own.str();
+    ++own.y0;
+    return "layer " + std::to_string(l) + ", tile " + std::to_string(t) + ": owned " + was + " became " + own.str();
+  }
+  return "";
+}
+
+// Layer 0 a convolution with a bias, layer 1 one with batch-norm; no burn-in, so that the
+// update of a step is not negligible.
+NetSpec bias_and_bn_net() {
+  return parse_net(R"([net]
+batch=2
+subdivisions=1
+width=24
+height=32
+channels=3
+learning_rate=0.01
+momentum=0.9
+decay=0.0005
+policy=constant
+
+[convolutional]
+filters=6
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=5
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+filters=4
+size=3
+stride=1
+pad=1
+activation=linear
+
+[cost]
+type=sse
+)",
+                   "bias_and_bn.cfg");
+}
+
+// A row left out of a bias gradient: the bias judgement (against sqrt(cells) ||delta||, far
+// larger than ||untiled|| when the sum cancels) must still see it, and so must the biases
+// after the step (against lr/B times that).
+TEST(VerifyJudgement, AnOwnedRowLeftOutOfABiasGradientFails) {
+  const NetSpec net = bias_and_bn_net();
+  LocalComm comm;
+  const VerifyReport good = verify_training(net, two_tiles("all"), comm, 1, 2);
+  EXPECT_TRUE(good.ok()) << describe(good);
+  TrainOptions opt = two_tiles("all");
+  std::string planted;
+  opt.adjust_plan = [&](Plan& p) { planted = drop_owned_row(p, 0); };
+  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  ASSERT_FALSE(planted.empty());
+  std::printf("bias: %s: %s\n", planted.c_str(), describe(bad).c_str());
+  EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched";
+  EXPECT_GT(bad.worst[VerifyReport::kBiasGradients].diff, VerifyReport::kTolerance) << describe(bad);
+  EXPECT_EQ(bad.worst[VerifyReport::kBiasGradients].layer, 0);
+  EXPECT_GT(bad.worst[VerifyReport::kBiases].diff, VerifyReport::kTolerance) << describe(bad);
+  EXPECT_FALSE(bad.ok());
+}
+
+// The same at a batch-norm with frozen statistics (forward then reads no owned box): dβ and
+// dγ miss the row, and their judgements must see it.
+TEST(VerifyJudgement, AnOwnedRowLeftOutOfBatchNormSumsFails) {
+  const NetSpec net = bias_and_bn_net();
+  LocalComm comm;
+  TrainOptions opt = two_tiles("all");
+  opt.bn = BnMode::Frozen;
+  const VerifyReport good = verify_training(net, opt, comm, 1, 2);
+  EXPECT_TRUE(good.ok()) << describe(good);
+  std::string planted;
+  opt.adjust_plan = [&](Plan& p) { planted = drop_owned_row(p, 1); };
+  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  ASSERT_FALSE(planted.empty());
+  std::printf("batch-norm: %s: %s\n", planted.c_str(), describe(bad).c_str());
+  EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched";
+  for (int k : {VerifyReport::kBiasGradients, VerifyReport::kScaleGradients, VerifyReport::kBiases,
+                VerifyReport::kScales}) {
+    EXPECT_GT(bad.worst[size_t(k)].diff, VerifyReport::kTolerance) << VerifyReport::name(k) << ": " << describe(bad);
+    EXPECT_EQ(bad.worst[size_t(k)].layer, 1) << VerifyReport::name(k);
+  }
   EXPECT_FALSE(bad.ok());
 }
 

@@ -64,6 +64,35 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
   }
 }
 
+// dβ[c] = Σ delta and dγ[c] = Σ delta·x̂ over the tile's owned cells (and samples), delta as
+// act_backward_bn_sums left it: by Cauchy-Schwarz at most sqrt(cells) ||delta_c|| and
+// ||delta_c|| ||x̂_c||; over the layer, the 2-norms of those per-channel bounds.
+void ConvPointwise::add_grad_scales(const PointwiseTile& pt) {
+  const int C = s_.out.c, cb = pt.delta.cb;
+  std::vector<double> dd(size_t(C), 0.), xx(size_t(C), 0.);
+  const Box& own = pt.own;
+  for (int n = 0; n < pt.delta.n; ++n)
+    for (int blk = 0; blk < pt.delta.cblocks(); ++blk)
+      for (int y = own.y0; y < own.y1; ++y) {
+        const float* d = pt.delta.at(n, blk, y, own.x0);
+        const float* v = pt.y.at(n, blk, y, own.x0);
+        for (int x = 0; x < own.w(); ++x)
+          for (int k = 0; k < cb && blk * cb + k < C; ++k) {
+            const size_t c = size_t(blk * cb + k);
+            const double g = d[x * cb + k], h = (double(v[x * cb + k]) - mean_[c]) * rstd_[c];
+            dd[c] += g * g;
+            xx[c] += h * h;
+          }
+      }
+  double b = 0, s = 0;
+  for (size_t c = 0; c < size_t(C); ++c) {
+    b += dd[c];
+    s += dd[c] * xx[c];
+  }
+  scale_->biases += std::sqrt(double(pt.delta.n) * double(own.area()) * b);
+  scale_->scales += std::sqrt(s);
+}
+
 void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
                              const std::function<Box(const PointwiseTile&)>& region, const Params& params, int batch,
                              bool sync, const SumOverTiles& sum) {
@@ -74,6 +103,7 @@ void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
       std::fill(slot, slot + 2 * C, 0.);
       act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.act, mean_.data(),
                            rstd_.data(), slot, slot + C);
+      if (scale_) add_grad_scales(pt);
     } else {
       act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.act);
     }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/grad_scale.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
 
@@ -37,12 +38,18 @@ class ConvPointwise {
   // with batch-norm also the tiles' dβ, dγ and, `sync`, the batch statistics' part.
   void backward(const std::vector<PointwiseTile>& tiles, const std::function<Box(const PointwiseTile&)>& region,
                 const Params& params, int batch, bool sync, const SumOverTiles& sum);
+  // verify: from now on each batch-norm backward adds the scales of dβ and dγ (the delta
+  // after the activation's backward, over the owned cells: engine/grad_scale.hpp) to
+  // `to`'s biases and scales; null: no more (the default: it costs a pass over the delta).
+  void measure_grad_scales(GradScale* to) { scale_ = to; }
 
  private:
   const LayerSpec& s_;
   std::vector<float> a_, b_, k1_, k2_, k3_, mean_f_;
   std::vector<double> mean_, rstd_, s1_, s2_;
   std::vector<double> slots_;  // per tile: its own sums (s1_ or s2_ are their sum in tile order)
+  GradScale* scale_ = nullptr;
+  void add_grad_scales(const PointwiseTile& pt);
 };
 
 }  // namespace tt

@@ -373,18 +373,30 @@ void Segment::backward_halo(int l) {
   for (int t : local_) tiles_[t]->cur = halo_of(t);
 }
 
-// verify's scale of layer l's weight gradient from one tile (engine/verify.hpp): the
-// gradient sums products of `src` and `delta`, so by Cauchy-Schwarz the sum of their
-// magnitudes is at most sqrt(window cells) ||src|| ||delta||. Block padding is zero.
-void Segment::add_grad_scale(int l, const TensorView& src, const TensorView& delta) {
+// verify's scales of layer l's weight and bias gradients from one tile (engine/grad_scale.hpp):
+// the weight gradient sums products of `src` and `delta` over the cells of `own`, so by
+// Cauchy-Schwarz the sum of their magnitudes is at most sqrt(window cells) ||src|| ||delta||;
+// the bias gradient (without batch-norm) sums `delta` itself there: per channel at most
+// sqrt(own cells x samples) ||delta_c||, i.e. sqrt(cells) ||delta|| over the layer. `delta`
+// is zero outside `own` and in the block padding.
+void Segment::add_grad_scale(int l, const TensorView& src, const TensorView& delta, const Box& own) {
   if (!grad_scales_) return;
   auto sum_sq = [](const TensorView& v) {
     double s = 0;
     for (int64_t k = 0; k < v.size(); ++k) s += double(v.data[k]) * v.data[k];
     return s;
   };
-  const Window& w = net_.layers[size_t(l)].win;
-  (*grad_scales_)[size_t(l)] += std::sqrt(double(w.size) * w.size * sum_sq(src) * sum_sq(delta));
+  const LayerSpec& s = net_.layers[size_t(l)];
+  const double dd = sum_sq(delta);
+  GradScale& g = (*grad_scales_)[size_t(l)];
+  g.weights += std::sqrt(double(s.win.size) * s.win.size * sum_sq(src) * dd);
+  if (!s.batch_normalize) g.biases += std::sqrt(double(delta.n) * double(own.area()) * dd);
+}
+
+void Segment::measure_pointwise_scales() {
+  if (!grad_scales_) return;
+  for (const auto& L : layers_)
+    if (L->pw) L->pw->measure_grad_scales(&(*grad_scales_)[size_t(L->spec->index)]);
 }
 
 // Backward-data of every tile first (the schedule's order says why), then backward-weights,
@@ -421,7 +433,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
         // The delta is no longer needed outside the owned box: zero it there and take the
         // weight gradient over the whole delta box, with no crops.
         if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
-        add_grad_scale(l, ts.in[i], ts.cur);
+        add_grad_scale(l, ts.in[i], ts.cur, x.own);
         ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases);
         continue;
       }
@@ -436,7 +448,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
       if (!(ts.cur.box == x.own)) compact_region(ts.cur, x.own);
       TensorView owned_delta = ts.cur;
       owned_delta.box = x.own;
-      add_grad_scale(l, src, owned_delta);
+      add_grad_scale(l, src, owned_delta, x.own);
       ts.bwd_weights[i]->backward_weights(src.data, ts.cur.data, gw, grad_of(t) + ps.biases);
     }
   }

@@ -10,6 +10,7 @@
 #include "comm/comm.hpp"
 #include "engine/conv_pointwise.hpp"
 #include "engine/conv_weights.hpp"
+#include "engine/grad_scale.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/schedule.hpp"
@@ -83,9 +84,10 @@ struct SegmentOptions {
   // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
   bool tiled = true;
   Trace* trace = nullptr;  // bench --trace: where the spans go (null: nowhere)
-  // verify: per net layer, each convolution's weight-gradient scale is added here (see
-  // engine/verify.hpp: sqrt(window) ||input|| ||output delta|| per micro-batch); null: not measured.
-  std::vector<double>* grad_scales = nullptr;
+  // verify: per net layer, the scales of each convolution's parameter gradients are added
+  // here (engine/grad_scale.hpp; the batch-norm's once measure_pointwise_scales() is called);
+  // null: not measured.
+  std::vector<GradScale>* grad_scales = nullptr;
 };
 
 class Segment {
@@ -122,6 +124,10 @@ class Segment {
   std::vector<float*> tile_grads() const;
   int64_t tile_grad_end() const { return grad_end_; }
   void zero_tile_grads();
+  // verify: with SegmentOptions::grad_scales, the batch-norms' backward measures the scales
+  // of dβ and dγ too (they are summed there, before add_grad_scale sees the delta). Call
+  // before the first backward.
+  void measure_pointwise_scales();
 
  private:
   struct LayerState;  // per layer: kernels, batch-norm state
@@ -143,7 +149,7 @@ class Segment {
   void scatter_delta();
   void backward_layer(int l, bool want_delta_in);
   void backward_halo(int l);
-  void add_grad_scale(int l, const TensorView& src, const TensorView& delta);
+  void add_grad_scale(int l, const TensorView& src, const TensorView& delta, const Box& own);
   SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
   std::vector<PointwiseTile> pointwise_tiles(int l) const;
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
@@ -179,7 +185,7 @@ class Segment {
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   Trace* trace_;
-  std::vector<double>* grad_scales_;
+  std::vector<GradScale>* grad_scales_;
   std::unique_ptr<ConvWeights> weights_;  // replicated or sharded (conv_weights.hpp)
   Schedule schedule_;                     // what forward and backward run, in order
   // The current pass's arguments, for the steps.

@@ -81,6 +81,7 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .tiled = false,
                                                         .trace = opt.trace,
                                                         .grad_scales = opt.grad_scales});
+    run->seg->measure_pointwise_scales();
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
   }
@@ -250,8 +251,13 @@ void Tail::backward_layer(int l, int64_t step) {
     return;
   }
   const double t0 = now_s();
-  ops_[size_t(l - cut_)]->backward(op_step(true, step), tensors(l));
+  const Op& op = *ops_[size_t(l - cut_)];
+  op.backward(op_step(true, step), tensors(l));
   const double t1 = now_s(), dt = t1 - t0;
+  if (opt_.grad_scales && s.has_params()) {
+    GradScale& g = (*opt_.grad_scales)[size_t(l)];
+    op.add_grad_scales(op_step(true, step), tensors(l), g.weights, g.biases);
+  }
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;
   if (opt_.trace && opt_.trace->on()) opt_.trace->add(layer_type_name(s.type), "backward", Lane::Compute, t0, t1, l);

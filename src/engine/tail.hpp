@@ -32,7 +32,7 @@ struct TailOptions {
   BnMode bn = BnMode::Sync;
   uint64_t seed = 1;  // dropout masks
   Trace* trace = nullptr;  // bench --trace: each layer's forward and backward (null: none)
-  std::vector<double>* grad_scales = nullptr;  // verify: see SegmentOptions
+  std::vector<GradScale>* grad_scales = nullptr;  // verify: see SegmentOptions (and Op::add_grad_scales)
 };
 
 class Tail {

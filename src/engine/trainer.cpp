@@ -74,7 +74,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   check_memory(plan, ranks);
   grad_ = Buffer(params.values.size());
   momentum_ = Buffer(params.values.size());
-  if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), 0.0);
+  if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
@@ -101,6 +101,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .far = std::move(far),
                                                     .trace = &trace_,
                                                     .grad_scales = grad_scales()});
+  tiled_->measure_pointwise_scales();
   if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
@@ -139,10 +140,11 @@ Trainer::Memory Trainer::memory() const {
   return m;
 }
 
-std::vector<double> Trainer::take_grad_scales() {
+std::vector<GradScale> Trainer::take_grad_scales() {
   if (grad_scales_.empty()) fail("take_grad_scales: the trainer was made without record_grad_scales");
-  std::vector<double> s(grad_scales_.size(), 0.0);
-  std::swap(s, grad_scales_);  // the segments keep writing into the same vector, zeroed
+  // Copied, then zeroed in place: the segments (and batch-norms) keep pointers into it.
+  std::vector<GradScale> s = grad_scales_;
+  std::fill(grad_scales_.begin(), grad_scales_.end(), GradScale{});
   return s;
 }
 

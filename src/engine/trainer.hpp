@@ -29,7 +29,7 @@ struct TrainOptions {
   int cut = -1;  // -1: every layer before the first untileable one
   BnMode bn = BnMode::Sync;
   bool need_input_delta = false;
-  bool record_grad_scales = false;  // verify: measure the weight gradients' scales (take_grad_scales)
+  bool record_grad_scales = false;  // verify: measure the parameter gradients' scales (take_grad_scales)
   uint64_t seed = 1;       // dropout masks
   int tiles_per_rank = 1;  // with several processes: tile t runs on process t / tiles_per_rank
   // Shard the tiled convolutions' weights, gradients and momentum across processes, keep
@@ -117,9 +117,9 @@ class Trainer {
   std::vector<KernelUse> kernel_uses() const;  // this process's convolution kernels
   // The spans of the steps from trace().start(comm) on (bench --trace).
   Trace& trace() { return trace_; }
-  // With record_grad_scales, per net layer: the scale of each convolution's weight gradient
-  // summed since the last call (engine/verify.hpp), 0 for other layers; then zeroes it.
-  std::vector<double> take_grad_scales();
+  // With record_grad_scales, per net layer: the scales of its parameter gradients summed
+  // since the last call (engine/grad_scale.hpp), zeros for layers without; then zeroes them.
+  std::vector<GradScale> take_grad_scales();
 
  private:
   // Throws: `what` came out non-finite in step step_ + 1 (before anything is saved).
@@ -150,8 +150,8 @@ class Trainer {
   int micro_ = 0;  // micro-batches since the last update
   StepTimes times_;
   Trace trace_;
-  std::vector<double> grad_scales_;  // with record_grad_scales: [layer]
-  std::vector<double>* grad_scales() { return grad_scales_.empty() ? nullptr : &grad_scales_; }
+  std::vector<GradScale> grad_scales_;  // with record_grad_scales: [layer]
+  std::vector<GradScale>* grad_scales() { return grad_scales_.empty() ? nullptr : &grad_scales_; }
 };
 
 }  // namespace tt

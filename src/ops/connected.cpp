@@ -1,4 +1,6 @@
 // [connected]: y = x·Wᵀ + b, z = act(y) (Darknet's connected_layer.c, without batch-norm).
+#include <cmath>
+
 #include "layers/dense.hpp"
 #include "ops/op.hpp"
 
@@ -20,6 +22,19 @@ class ConnectedOp final : public Op {
     connected_backward(t.dout, t.in[0], t.weights, t.saved, t.grad_weights, t.grad_biases, t.scratch, st.batch,
                        inputs(), spec.outputs, spec.act);
     add_delta(t.din[0], t.scratch, int64_t(st.batch) * inputs());
+  }
+  // After backward, dout holds dL/dy (connected_backward's contract). dW[o][i] = Σ_n dy[n][o]
+  // x[n][i] is at most ||dy[.][o]|| ||x[.][i]|| (Cauchy-Schwarz over the samples): over the
+  // matrix, ||dy|| ||x||; db[o] = Σ_n dy[n][o] is at most sqrt(batch) ||dy[.][o]||.
+  void add_grad_scales(const OpStep& st, const OpTensors& t, double& weights, double& biases) const override {
+    auto sum_sq = [](const float* v, int64_t n) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += double(v[i]) * v[i];
+      return s;
+    };
+    const double dd = sum_sq(t.dout, int64_t(st.batch) * spec.outputs);
+    weights += std::sqrt(dd * sum_sq(t.in[0], int64_t(st.batch) * inputs()));
+    biases += std::sqrt(double(st.batch) * dd);
   }
   OpCost cost() const override {
     const double w = double(spec.weight_count());

@@ -65,6 +65,10 @@ class Op {
   virtual void forward(const OpStep& step, const OpTensors& t) const = 0;
   virtual void backward(const OpStep& step, const OpTensors& t) const = 0;
   virtual OpCost cost() const = 0;
+  // verify (engine/grad_scale.hpp), right after backward on the same tensors: adds to
+  // `weights` and `biases` bounds of the sums of magnitudes behind the parameter gradients
+  // backward added. Ops without parameters add nothing.
+  virtual void add_grad_scales(const OpStep&, const OpTensors&, double& /*weights*/, double& /*biases*/) const {}
   // A loss writes dL/d(output) into `t.dout` (overwriting it) and returns its value; every
   // other op returns false from is_loss. `detector` receives a detection loss's parts.
   virtual bool is_loss(bool /*last*/) const { return false; }
