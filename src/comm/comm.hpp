@@ -19,7 +19,6 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string host() const = 0;
-  virtual void allreduce_sum(double* data, size_t n) = 0;
   virtual void allreduce_sum(float* data, size_t n) = 0;
   // Post messages, then wait for all of them; `tag` tells apart the messages of one
   // exchange (the engine completes each exchange before starting the next). A message
@@ -60,7 +59,6 @@ class LocalComm final : public Comm {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string host() const override;
-  void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(float*, size_t) override {}
   void isend(const TensorView&, const Box&, int, int) override;
   void irecv(const TensorView&, const Box&, int, int) override;

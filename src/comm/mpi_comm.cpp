@@ -151,12 +151,6 @@ void MpiComm::check_stall(double now, double stalled_s, const char* what) {
        "warning about a failed TCP connection; a firewall that drops TCP but lets UDP through does this too");
 }
 
-void MpiComm::allreduce_sum(double* data, size_t n) {
-  MPI_Request r;
-  check(MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), "allreduce");
-  complete(r, "an all-reduce of doubles");
-}
-
 void MpiComm::allreduce_sum(float* data, size_t n) {
   // Chunks below INT_MAX elements (MPI counts are int).
   for (size_t off = 0; off < n; off += size_t(INT_MAX / 2)) {

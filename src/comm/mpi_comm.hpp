@@ -39,7 +39,6 @@ class MpiComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string host() const override { return host_; }
-  void allreduce_sum(double* data, size_t n) override;
   void allreduce_sum(float* data, size_t n) override;
   void isend(const TensorView& t, const Box& box, int to, int tag) override;
   void irecv(const TensorView& t, const Box& box, int from, int tag) override;
