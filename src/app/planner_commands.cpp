@@ -125,16 +125,32 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   }
   const std::vector<std::string> models = comm.all_gather(model_text);
   // Every rank at once: how much ranks computing side by side slow each other, and how
-  // much their layer times spread (what synchronisations cost).
-  std::vector<double> together, spread;
+  // much their layer times spread (what synchronisations cost). Against the same compute
+  // with one rank of each host alone, in turns: on a shared machine one sample of each
+  // (or the kernel sweep's, taken earlier) can differ by a third for reasons of its own.
+  std::vector<double> together, spread, alone;
   if (P > 1) {
-    say("timing every rank computing at once");
+    say("timing every rank computing at once, and alone, in turns");
     CalibrateOptions busy = co;
     busy.progress = nullptr;
     busy.steps = std::max(5, steps);
-    const ComputeSample cs = measure_compute(net, busy);
-    together = comm.all_gather(cs.compute_s);
-    spread = comm.all_gather(cs.jitter);
+    std::vector<double> t_together, t_alone, t_spread;
+    for (int round = 0; round < 3; ++round) {
+      comm.all_gather(0.0);  // a barrier: every rank starts together
+      const ComputeSample cs = measure_compute(net, busy);
+      t_together.push_back(cs.compute_s);
+      t_spread.push_back(cs.jitter);
+      comm.all_gather(0.0);
+      if (leader) t_alone.push_back(measure_compute(net, busy).compute_s);
+    }
+    auto median = [](std::vector<double> v) {
+      if (v.empty()) return 0.;
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    together = comm.all_gather(median(t_together));
+    spread = comm.all_gather(median(t_spread));
+    alone = comm.all_gather(median(t_alone));
   }
   const double t_kernels = now_s() - t0;
   // Ping-pong between every pair of ranks, one pair at a time.
@@ -229,7 +245,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     std::vector<double> slow, jit;
     for (int q = 0; q < P; ++q)
       if (hosts[size_t(q)] == hosts[size_t(r)]) {
-        slow.push_back(together[size_t(q)] / m["solo_compute_s"].get<double>());
+        slow.push_back(together[size_t(q)] / alone[size_t(r)]);  // r: the host's first rank
         jit.push_back(spread[size_t(q)]);
       }
     std::sort(slow.begin(), slow.end());
