@@ -35,6 +35,7 @@
 
 #include "comm/comm.hpp"
 #include "data/synthetic.hpp"
+#include "engine/grad_scale.hpp"
 #include "engine/verify.hpp"
 #include "layers/backend.hpp"
 #include "model/net_spec.hpp"
@@ -231,16 +232,7 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
               "bound); the untiled run on the other kernel path, likewise):\n");
   for (const LayerSpec& l : net.layers) {
     if (!l.has_params()) continue;
-    const ParamSlice& s = p0.slices[size_t(l.index)];
-    const GradScale& g = scales[size_t(l.index)];
-    const struct {
-      const char* name;
-      int64_t at, n;
-      double scale;
-    } parts[3] = {{"weights", s.weights, s.n_weights, g.weights},
-                  {"biases", s.biases, s.n_out, g.biases},
-                  {"scales", s.scales, s.n_out, g.scales}};
-    for (const auto& part : parts) {
+    for (const ScaledTensor& part : scaled_tensors(p0.slices[size_t(l.index)], scales[size_t(l.index)])) {
       if (part.at < 0 || part.n == 0) continue;
       const double nu = norm(gu.data() + part.at, part.n);
       const double dt = gradient_difference(gt.data() + part.at, gu.data() + part.at, size_t(part.n), part.scale);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "comm/comm.hpp"
 #include "engine/trainer.hpp"
+#include "engine/grad_scale.hpp"
 #include "engine/verify.hpp"
 #include "data/synthetic.hpp"
 #include "model/net_spec.hpp"
@@ -125,15 +127,7 @@ activation=leaky
         EXPECT_EQ(g.weights + g.biases + g.scales, 0) << where;
         continue;
       }
-      const ParamSlice& s = p.slices[size_t(l.index)];
-      const struct {
-        const char* name;
-        int64_t at, n;
-        double scale;
-      } parts[3] = {{"weights", s.weights, s.n_weights, g.weights},
-                    {"biases", s.biases, s.n_out, g.biases},
-                    {"scales", s.scales, s.n_out, g.scales}};
-      for (const auto& part : parts) {
+      for (const ScaledTensor& part : scaled_tensors(p.slices[size_t(l.index)], g)) {
         if (part.at < 0) {
           EXPECT_EQ(part.scale, 0) << where << " " << part.name;
           continue;
@@ -316,20 +310,32 @@ std::string describe(const VerifyReport& r) {
   return d;
 }
 
+// verify of `net` with `opt` passes on the plan as made; then verify again with `plant`
+// applied to the plan. `what` is what the plant changed (empty: it found nothing to change).
+struct Planted {
+  VerifyReport bad;
+  std::string what;
+};
+Planted verify_planted(const NetSpec& net, TrainOptions opt, const std::function<std::string(Plan&)>& plant,
+                       const char* label) {
+  LocalComm comm;
+  const VerifyReport good = verify_training(net, opt, comm, 1, 2);
+  EXPECT_TRUE(good.ok()) << describe(good);
+  Planted r;
+  opt.adjust_plan = [&](Plan& p) { r.what = plant(p); };
+  r.bad = verify_training(net, opt, comm, 1, 2);
+  std::printf("%s %s: %s\n", label, r.what.c_str(), describe(r.bad).c_str());
+  return r;
+}
+
 // The plan as made passes; the same plan with a forward halo one row short fails. Groups
 // from layers 0 and 2: the halo into layer 2 is seven rows of its input (conv 3x3, max-pool
 // 2/2, conv 3x3, conv 1x1 behind it, and the cells backward needs).
 TEST(VerifyJudgement, AForwardHaloOneRowShortFails) {
-  const NetSpec net = small_classifier(2, 40, 36);
-  LocalComm comm;
-  const VerifyReport good = verify_training(net, two_tiles("0,2"), comm, 1, 2);
-  EXPECT_TRUE(good.ok()) << describe(good);
-  TrainOptions opt = two_tiles("0,2");
-  std::string planted;
-  opt.adjust_plan = [&](Plan& p) { planted = drop_outer_halo_row(p, &Plan::fwd_halo); };
-  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  const auto [bad, planted] = verify_planted(
+      small_classifier(2, 40, 36), two_tiles("0,2"), [](Plan& p) { return drop_outer_halo_row(p, &Plan::fwd_halo); },
+      "forward halo");
   ASSERT_FALSE(planted.empty()) << "no forward halo piece to shorten";
-  std::printf("forward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
   EXPECT_FALSE(bad.ok()) << "a forward halo one row short (" << planted << ") judged a match: " << describe(bad);
 }
 
@@ -339,16 +345,10 @@ TEST(VerifyJudgement, AForwardHaloOneRowShortFails) {
 // the owned cells of layer 2's weight gradient through layer 4's backward-data. (The one
 // into layer 1 would reach only the net's input delta: layer 0's gradient counts owned cells.)
 TEST(VerifyJudgement, ABackwardHaloOneRowShortFails) {
-  const NetSpec net = small_classifier(2, 40, 36);
-  LocalComm comm;
-  const VerifyReport good = verify_training(net, two_tiles("none"), comm, 1, 2);
-  EXPECT_TRUE(good.ok()) << describe(good);
-  TrainOptions opt = two_tiles("none");
-  std::string planted;
-  opt.adjust_plan = [&](Plan& p) { planted = drop_outer_halo_row(p, &Plan::bwd_halo); };
-  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  const auto [bad, planted] = verify_planted(
+      small_classifier(2, 40, 36), two_tiles("none"), [](Plan& p) { return drop_outer_halo_row(p, &Plan::bwd_halo); },
+      "backward halo");
   ASSERT_FALSE(planted.empty()) << "no backward halo piece to shorten";
-  std::printf("backward halo %s: %s\n", planted.c_str(), describe(bad).c_str());
   EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched by a backward halo";
   EXPECT_GT(bad.gradients().diff, VerifyReport::kTolerance)
       << "a backward halo one row short (" << planted << ") judged a match: " << describe(bad);
@@ -417,16 +417,9 @@ type=sse
 // larger than ||untiled|| when the sum cancels) must still see it, and so must the biases
 // after the step (against lr/B times that).
 TEST(VerifyJudgement, AnOwnedRowLeftOutOfABiasGradientFails) {
-  const NetSpec net = bias_and_bn_net();
-  LocalComm comm;
-  const VerifyReport good = verify_training(net, two_tiles("all"), comm, 1, 2);
-  EXPECT_TRUE(good.ok()) << describe(good);
-  TrainOptions opt = two_tiles("all");
-  std::string planted;
-  opt.adjust_plan = [&](Plan& p) { planted = drop_owned_row(p, 0); };
-  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  const auto [bad, planted] =
+      verify_planted(bias_and_bn_net(), two_tiles("all"), [](Plan& p) { return drop_owned_row(p, 0); }, "bias:");
   ASSERT_FALSE(planted.empty());
-  std::printf("bias: %s: %s\n", planted.c_str(), describe(bad).c_str());
   EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched";
   EXPECT_GT(bad.worst[VerifyReport::kBiasGradients].diff, VerifyReport::kTolerance) << describe(bad);
   EXPECT_EQ(bad.worst[VerifyReport::kBiasGradients].layer, 0);
@@ -437,17 +430,11 @@ TEST(VerifyJudgement, AnOwnedRowLeftOutOfABiasGradientFails) {
 // The same at a batch-norm with frozen statistics (forward then reads no owned box): dβ and
 // dγ miss the row, and their judgements must see it.
 TEST(VerifyJudgement, AnOwnedRowLeftOutOfBatchNormSumsFails) {
-  const NetSpec net = bias_and_bn_net();
-  LocalComm comm;
   TrainOptions opt = two_tiles("all");
   opt.bn = BnMode::Frozen;
-  const VerifyReport good = verify_training(net, opt, comm, 1, 2);
-  EXPECT_TRUE(good.ok()) << describe(good);
-  std::string planted;
-  opt.adjust_plan = [&](Plan& p) { planted = drop_owned_row(p, 1); };
-  const VerifyReport bad = verify_training(net, opt, comm, 1, 2);
+  const auto [bad, planted] =
+      verify_planted(bias_and_bn_net(), opt, [](Plan& p) { return drop_owned_row(p, 1); }, "batch-norm:");
   ASSERT_FALSE(planted.empty());
-  std::printf("batch-norm: %s: %s\n", planted.c_str(), describe(bad).c_str());
   EXPECT_EQ(bad.outputs(), 0) << "forward must be untouched";
   for (int k : {VerifyReport::kBiasGradients, VerifyReport::kScaleGradients, VerifyReport::kBiases,
                 VerifyReport::kScales}) {

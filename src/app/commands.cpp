@@ -22,6 +22,7 @@
 #include "tiling/plan.hpp"
 #include "tiling/plan_picture.hpp"
 #include "util/error.hpp"
+#include "util/median.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
@@ -151,11 +152,6 @@ namespace {
 
 std::string shape_str(const Shape& s) {
   return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // plan --draw's heading: what the partition was made of. (Appended piece by piece: chains

@@ -15,6 +15,7 @@
 #include "planner/optimizer.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
+#include "util/median.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
@@ -143,11 +144,6 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
       comm.all_gather(0.0);
       if (leader) t_alone.push_back(measure_compute(net, busy).compute_s);
     }
-    auto median = [](std::vector<double> v) {
-      if (v.empty()) return 0.;
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     together = comm.all_gather(median(t_together));
     spread = comm.all_gather(median(t_spread));
     alone = comm.all_gather(median(t_alone));

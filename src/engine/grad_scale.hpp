@@ -11,11 +11,28 @@
 //            (behind a batch-norm, dβ: delta = dL/d(batch-norm output), after the activation)
 //   scales   batch-norm dγ = Σ delta·x̂ per channel: sqrt(Σ_c ||delta_c||² ||x̂_c||²)
 #pragma once
+#include <array>
+#include <cstdint>
+
+#include "model/params.hpp"
 
 namespace tt {
 
 struct GradScale {
   double weights = 0, biases = 0, scales = 0;
 };
+
+// A layer's parameter tensors beside their scales: weights, biases, batch-norm scales
+// (`at` < 0: the layer has no such tensor).
+struct ScaledTensor {
+  const char* name;
+  int64_t at, n;
+  double scale;
+};
+inline std::array<ScaledTensor, 3> scaled_tensors(const ParamSlice& s, const GradScale& g) {
+  return {{{"weights", s.weights, s.n_weights, g.weights},
+           {"biases", s.biases, s.n_out, g.biases},
+           {"scales", s.scales, s.n_out, g.scales}}};
+}
 
 }  // namespace tt

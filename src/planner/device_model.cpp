@@ -17,6 +17,7 @@
 #include "layers/backend.hpp"
 #include "model/params.hpp"
 #include "util/error.hpp"
+#include "util/median.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
@@ -114,11 +115,6 @@ constexpr PassEntry kPasses[] = {pass_entry(0, &LayerModel::fwd), pass_entry(1, 
                                  pass_entry(2, &LayerModel::bwd_pointwise), pass_entry(3, &LayerModel::bwd_data),
                                  pass_entry(4, &LayerModel::bwd_weights)};
 static_assert(std::size(kPasses) == std::size(kLayerPasses));
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // One map size: the untiled engine's per-layer times (median over steps) and what the
 // process holds.
