@@ -47,12 +47,6 @@ int find_step(const std::vector<Step>& v, StepKind kind, int layer) {
   return find_step(v, kind, layer, [](const Step&) { return true; });
 }
 
-bool any_recomputed(const NetSpec& net, const Plan& plan, int l) {
-  for (int t = 0; t < plan.tiles_count(); ++t)
-    if (recomputed(net, plan, t, l)) return true;
-  return false;
-}
-
 void check_forward(const NetSpec& net, const Plan& plan, const ScheduleOptions& opt, const std::vector<Step>& f) {
   ASSERT_FALSE(f.empty());
   EXPECT_EQ(f.front().kind, StepKind::ScatterInput);
@@ -101,7 +95,7 @@ void check_backward(const NetSpec& net, const Plan& plan, const ScheduleOptions&
       if (b[size_t(pw)].owned_only) EXPECT_TRUE(prev_bwd < pw && pw < halo_after) << "layer " << l;
       else EXPECT_GT(pw, std::max(prev_bwd, halo_after)) << "layer " << l;
       const int refetch = find_step(b, StepKind::FetchWeights, l, [](const Step& s) { return s.uses == WeightCache::kForward; });
-      EXPECT_EQ(refetch >= 0, opt.sharded && opt.recompute && any_recomputed(net, plan, l)) << "layer " << l;
+      EXPECT_EQ(refetch >= 0, opt.sharded && opt.recompute && recomputed_on_any_tile(net, plan, l)) << "layer " << l;
       if (refetch >= 0) EXPECT_LT(refetch, pw);
     }
     const int halo = find_step(b, StepKind::BackwardHalo, l);

@@ -97,6 +97,12 @@ bool recomputed(const NetSpec& net, const Plan& plan, int t, int l) {
   return z_transient && x.held == x.fwd;
 }
 
+bool recomputed_on_any_tile(const NetSpec& net, const Plan& plan, int l) {
+  for (int t = 0; t < plan.tiles_count(); ++t)
+    if (recomputed(net, plan, t, l)) return true;
+  return false;
+}
+
 namespace {
 
 // Tile t's backward pass: for every layer, which of the two delta buffers holds its

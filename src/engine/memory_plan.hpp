@@ -85,6 +85,8 @@ bool output_into_next_input(const Plan& plan, int t, int l);
 // transient (y shares its buffer, batch-norm/activation in place), and no neighbour's values
 // complete y after forward (then it is kept).
 bool recomputed(const NetSpec& net, const Plan& plan, int t, int l);
+// Some tile of the plan recomputes convolution l (whichever process runs it).
+bool recomputed_on_any_tile(const NetSpec& net, const Plan& plan, int l);
 // Backward-weights can run on the whole delta box (outside the owned cells zeroed).
 bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l);
 // No local tile needs a neighbour's delta at group start l (a 1x1 grid).

@@ -25,14 +25,6 @@ const char* step_name(StepKind k) {
 
 namespace {
 
-// Some tile recomputes convolution l in backward: its weights must be fetched on every
-// process (the fetch is a collective), whichever tiles each one runs.
-bool any_recomputed(const NetSpec& net, const Plan& plan, int l) {
-  for (int t = 0; t < plan.tiles_count(); ++t)
-    if (recomputed(net, plan, t, l)) return true;
-  return false;
-}
-
 bool features_in_group(const Plan& plan, int end) {
   for (int l = end;; --l) {
     if (!plan.feature_halo[size_t(l - plan.first)].empty()) return true;
@@ -64,7 +56,9 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
   b.push_back({StepKind::ScatterDelta, -1, -1});
   // Activation and batch-norm backward of layer l, charged to layer `charge`.
   auto pointwise_backward = [&](int l, bool owned_only, int charge) {
-    if (opt.recompute && any_recomputed(net, plan, l)) fetch(b, l, WeightCache::kForward, charge);
+    // The fetch is a collective: every process makes it when any tile recomputes, whichever
+    // tiles it runs itself.
+    if (opt.recompute && recomputed_on_any_tile(net, plan, l)) fetch(b, l, WeightCache::kForward, charge);
     b.push_back({StepKind::PointwiseBackward, l, charge, false, owned_only});
   };
   for (int l = last - 1; l >= first; --l) {
