@@ -133,6 +133,14 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     st.out = at;
     if (!pointwise_before_exchange(net, plan, l)) recomputed_y(l, 1 - at);
     if (l == first && !need_input_delta) break;
+    const bool exchanged = l > first && plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles);
+    if (exchanged && net.layers[size_t(l)].type != LayerType::Conv) {
+      st.into_halo = true;
+      st.in_box = x.delta_in;
+      at = st.in = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
+      if (pointwise_before_exchange(net, plan, l - 1)) recomputed_y(l - 1, 1 - at);
+      continue;
+    }
     st.in_box = bwd_data_box(net, plan, t, l);
     st.in = use(1 - at, floats(l, true, st.in_box));
     st.keep_in_box = keep_in_box(plan, t, l, st.in_box, local_tiles);
@@ -141,8 +149,7 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     else
       use(at, floats(l, true, x.delta_in));
     if (l > first && pointwise_before_exchange(net, plan, l - 1)) recomputed_y(l - 1, 1 - at);
-    if (l > first && plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles))
-      at = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
+    if (exchanged) at = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
   }
 }
 

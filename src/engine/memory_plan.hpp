@@ -46,6 +46,9 @@ struct BackwardStep {        // one layer of one tile in backward: the delta buf
   Box in_box;                // bwd_data_box
   bool keep_in_box = false;  // used on in_box as it is; else copied into `out` on delta_in
   int halo = -1;             // at a group start: dL/d(output of the layer before), exchanged
+  // A max-pool at a group start writes its owned input cells straight into the halo buffer
+  // (halo == in), which the exchange then completes: no copy of the tile's own cells.
+  bool into_halo = false;
 };
 
 struct TileMemoryPlan {             // one tile's buffers; empty for a tile another process runs

@@ -413,10 +413,13 @@ void Segment::backward_layer(int l, bool want_delta_in) {
     TileState& ts = *tiles_[t];
     const TileLayer& x = plan_.at(t, l);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
-    const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
     if (conv) {
-      ts.bwd_data[i]->backward_data(ts.cur.data, din.data);
+      ts.bwd_data[i]->backward_data(ts.cur.data, ts.data(st.in));
+    } else if (st.into_halo) {
+      const TensorView halo{ts.data(st.in), batch_, s.in.c, L.in_cb, plan_.at(t, l - 1).delta};
+      maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), halo, s.win, st.in_box);
     } else {
+      const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
       maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), din, s.win);
     }
   }
@@ -460,7 +463,9 @@ void Segment::backward_layer(int l, bool want_delta_in) {
     const TileLayer& x = plan_.at(t, l);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
     const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
-    if (st.keep_in_box) {
+    if (st.into_halo) {  // the backward halo's buffer: its own cells written, the exchange fills the rest
+      ts.cur = TensorView{ts.data(st.in), batch_, s.in.c, L.in_cb, plan_.at(t, l - 1).delta};
+    } else if (st.keep_in_box) {
       ts.cur = din;
     } else {
       TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};

@@ -8,6 +8,7 @@
 
 #include "layers/affine_act.hpp"
 #include "layers/simd_block.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
@@ -87,17 +88,16 @@ std::vector<std::pair<int, int>> outputs_reading(int i0, int i1, int o0, int o1,
 // Windows that do not overlap (stride = size, as YOLO's 2x2 pools): each input cell has
 // one output at most, so each output writes its window (its gradient at the winner, zero
 // elsewhere) with the winner loaded once. Same bits as the gather below (0 + g). Returns
-// false, doing nothing, if the windows do not cover diff_in's box. KS as in forward_b.
+// false, doing nothing, if the windows do not cover the cells `db` of diff_in. KS as in forward_b.
 template <int cb, int KS>
 bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
-                       const TensorView& diff_in, const Window& w) {
+                       const TensorView& diff_in, const Window& w, const Box& db) {
   using K = Block<cb>;
-  const Box& db = diff_in.box;
   const Box reach = intersect(window_in_unclamped(region, w), db);
   if (!(reach == db)) return false;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
   const typename K::V zero = K::splat(0.f);
-  const int64_t d_row = int64_t(db.w()) * cb;
+  const int64_t d_row = int64_t(diff_in.box.w()) * cb;
   for (int s = 0; s < diff_out.n; ++s)
     for (int blk = 0; blk < diff_out.cblocks(); ++blk) {
       float* const d0 = diff_in.at(s, blk, db.y0, db.x0);
@@ -133,15 +133,14 @@ bool backward_disjoint(const TensorView& diff_out, const Box& region, const Box&
 // into a zeroed map would add them in, so the bits are the same for any box.
 template <int cb>
 void backward_b(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
-                const TensorView& diff_in, const Window& w) {
+                const TensorView& diff_in, const Window& w, const Box& db) {
   if (w.stride == w.size) {
-    const bool done = w.size == 2 ? backward_disjoint<cb, 2>(diff_out, region, out_box, argmax, diff_in, w)
-                                  : backward_disjoint<cb, 0>(diff_out, region, out_box, argmax, diff_in, w);
+    const bool done = w.size == 2 ? backward_disjoint<cb, 2>(diff_out, region, out_box, argmax, diff_in, w, db)
+                                  : backward_disjoint<cb, 0>(diff_out, region, out_box, argmax, diff_in, w, db);
     if (done) return;
   }
   using K = Block<cb>;
   const TensorView arg_view{nullptr, diff_out.n, diff_out.c, cb, out_box};
-  const Box& db = diff_in.box;
   const auto rows = outputs_reading(db.y0, db.y1, region.y0, region.y1, w);
   const auto cols = outputs_reading(db.x0, db.x1, region.x0, region.x1, w);
   const typename K::V zero = K::splat(0.f);
@@ -202,8 +201,10 @@ void copy_winners(const uint8_t* src, const Box& src_box, uint8_t* dst, const Bo
 }
 
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
-                      const TensorView& diff_in, const Window& w) {
-  with_block(diff_out.cb, [&](auto B) { backward_b<B>(diff_out, region, out_box, argmax, diff_in, w); });
+                      const TensorView& diff_in, const Window& w, const Box& cells) {
+  const Box db = cells.empty() ? diff_in.box : cells;
+  if (!contains(diff_in.box, db)) fail("internal: max-pool backward writes cells outside its delta map");
+  with_block(diff_out.cb, [&](auto B) { backward_b<B>(diff_out, region, out_box, argmax, diff_in, w, db); });
 }
 
 }  // namespace tt

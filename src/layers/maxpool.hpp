@@ -26,11 +26,11 @@ struct PoolInputAct {
 // argmax is laid out on `argmax_box` ⊇ out.box (a byte per output element).
 void maxpool_forward(const TensorView& in, const TensorView& out, const Box& region, uint8_t* argmax,
                      const Box& argmax_box, const Window& w, const PoolInputAct* pre = nullptr);
-// Writes diff_in: each cell of its box the sum of the gradients (diff_out on `region` ⊆
-// out_box) of the outputs it won, zero where it won none; diff_in's box must contain
-// window_in(region). argmax is laid out on `out_box`.
+// Writes diff_in on `cells` (its whole box if empty): each cell the sum of the gradients
+// (diff_out on `region` ⊆ out_box) of the outputs it won, zero where it won none; the other
+// cells of diff_in are left as they are. argmax is laid out on `out_box`.
 void maxpool_backward(const TensorView& diff_out, const Box& region, const Box& out_box, const uint8_t* argmax,
-                      const TensorView& diff_in, const Window& w);
+                      const TensorView& diff_in, const Window& w, const Box& cells = {});
 
 // Copies the winners of `region` between two arrays laid out on src_box and dst_box, for
 // maps shaped like `shape` (its n, c and cb).
