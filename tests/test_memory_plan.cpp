@@ -219,7 +219,7 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
                 std::vector<size_t> resident(made.size(), 0);
                 for (size_t k = 0; k < made.size(); ++k)
                   if (!made[k].unmapped) resident[k] = test::resident_bytes(made[k]);
-                const int64_t extra_grads = int64_t(local.size()) - 1, grad_floats = seg->tile_grad_end();
+                const int64_t extra_grads = int64_t(seg->tile_grads().size()) - 1, grad_floats = seg->tile_grad_end();
                 seg.reset();
                 // The Segment's own mappings: made while it was built, unmapped when it was
                 // destroyed (a grown scratch buffer of the shared DnnlContext outlives it).

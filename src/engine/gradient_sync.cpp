@@ -33,6 +33,7 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
 // the root's are not zero, so any order gives the same bits) round a ring.
 void TileOrderSync::reduce(float* grad) {
   const int64_t E = tiled_.tile_grad_end();
+  if (comm_.size() == 1 && tiled_.tile_grads().size() == 1) return;  // the tiles added into grad in tile order
   order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
   if (comm_.size() == 1) return;
   std::vector<int> counts(counts_.size()), displs(counts_.size());

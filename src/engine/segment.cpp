@@ -437,7 +437,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
         // weight gradient over the whole delta box, with no crops.
         if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
         add_grad_scale(l, ts.in[i], ts.cur, x.own);
-        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases);
+        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases, shared_grad_);
         continue;
       }
       // Over the owned box: its input window cropped out of a larger input buffer, and the
@@ -452,7 +452,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
       TensorView owned_delta = ts.cur;
       owned_delta.box = x.own;
       add_grad_scale(l, src, owned_delta, x.own);
-      ts.bwd_weights[i]->backward_weights(src.data, ts.cur.data, gw, grad_of(t) + ps.biases);
+      ts.bwd_weights[i]->backward_weights(src.data, ts.cur.data, gw, grad_of(t) + ps.biases, shared_grad_);
     }
   }
   t0 = now_s();

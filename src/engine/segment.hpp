@@ -120,7 +120,11 @@ class Segment {
   MemoryUse memory_use() const;
   // Not sharded: this process's tiles' weight gradients, kept apart (in tile order) until
   // the per-batch sum adds them up in tile order (tile_order.hpp). The first is `grad`
-  // itself; the others cover parameters [0, tile_grad_end()).
+  // itself; the others cover parameters [0, tile_grad_end()). One process holding every
+  // tile with one micro-batch a step: the tiles add into `grad` itself, in tile order, each
+  // its whole sum in one addition: the same bits as the sum of separate gradients (the
+  // first addition is to +0, which gives what a separate gradient would hold), without
+  // their memory and passes. tile_grads() is then {grad}.
   std::vector<float*> tile_grads() const;
   int64_t tile_grad_end() const { return grad_end_; }
   void zero_tile_grads();
@@ -181,6 +185,7 @@ class Segment {
   TileOrder order_;         // batch-norm sums
   std::vector<float*> tile_grad_;  // [tile]: where its gradients go (grad_, or one of extra_grads_)
   std::vector<Buffer> extra_grads_;
+  bool shared_grad_ = false;  // the local tiles add into grad_ one after another (tile_grads())
   int64_t grad_end_ = 0;
   SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;

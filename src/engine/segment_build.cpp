@@ -41,7 +41,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       grad_end_ = std::max(grad_end_, ps.weights + ps.n_weights);
     }
   tile_grad_.assign(size_t(T), grad_);
-  if (!shards)
+  shared_grad_ = !shards && comm.size() == 1 && int(local_.size()) == T && net.subdivisions == 1;
+  if (!shards && !shared_grad_)
     for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
   // Per-layer state.
   for (int l = first; l < last; ++l) {
@@ -217,6 +218,7 @@ Segment::MemoryUse Segment::memory_use() const {
 }
 
 std::vector<float*> Segment::tile_grads() const {
+  if (shared_grad_) return {grad_};
   std::vector<float*> v;
   for (int t : local_) v.push_back(grad_of(t));
   return v;

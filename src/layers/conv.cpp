@@ -213,6 +213,7 @@ class OwnConv final : public ConvImpl {
   const memory::desc& weights_desc() const override { return weights_; }
   const std::string& name() const override { return name_; }
   bool accumulates() const override { return pass_ == ConvPass::BackwardWeights; }  // into the plain gradient
+  bool adds_once() const override { return accumulates() && own_conv_weights_add_once(shape_); }
 
  private:
   static OwnPass own_pass(ConvPass p) {
@@ -416,12 +417,14 @@ void ConvKernel::backward_data(const float* diff_dst, float* diff_src) {
   bwd_data_->run(io);
 }
 
-void ConvKernel::backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b) {
+void ConvKernel::backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b,
+                                  bool add_once) {
   ConvIo io;
   io.src = src;
   io.diff_dst = diff_dst;
   io.diff_weights = ctx_.grad_scratch_data();
-  const bool direct = grad_w && bwd_weights_->accumulates();
+  // Else into the scratch, then added with the reorder (one addition per element).
+  const bool direct = grad_w && bwd_weights_->accumulates() && (!add_once || bwd_weights_->adds_once());
   if (direct) {
     io.diff_weights = grad_w;
     io.accumulate = true;

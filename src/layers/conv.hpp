@@ -58,6 +58,8 @@ class ConvImpl {
   virtual const std::string& name() const = 0;  // "jit:avx2", "own:neon", ...
   // Backward-weights that can add into a plain oihw gradient itself (no reorder after).
   virtual bool accumulates() const { return false; }
+  // ... and adds each element's whole sum in one addition when it does.
+  virtual bool adds_once() const { return false; }
 };
 
 // The backend a pass runs on, decided from the kernel path and what oneDNN offers for
@@ -82,9 +84,11 @@ class ConvKernel {
   void forward(const float* src, const float* bias, float* dst);
   void backward_data(const float* diff_dst, float* diff_src);
   // Adds this box's weight (and bias) gradient into plain oihw `grad_w` (and `grad_b`).
+  // With `add_once`, each element gets the box's whole sum in one addition (as the tiles
+  // sharing one gradient need, segment_build.cpp), not partial sums one after another.
   // With grad_w null the weight gradient stays in the context's gradient scratch, in the
   // kernel's layout, for grad_rows.
-  void backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b);
+  void backward_weights(const float* src, const float* diff_dst, float* grad_w, float* grad_b, bool add_once = false);
   // Output channels [o0, o0 + rows) of the last weight gradient left in the scratch, as
   // plain rows; `prepare_grad_rows(rows)` first, once, for each row count used.
   void prepare_grad_rows(int rows);

@@ -51,6 +51,9 @@ void own_conv_backward_data(const OwnConvShape& s, const float* diff_dst, const 
 // `accumulate`. diff_b (oc floats) is overwritten.
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
                                float* diff_b /*may be null*/, bool accumulate = false);
+// Whether own_conv_backward_weights adds to each element of diff_w once (one image, one
+// chunk of output rows), so that accumulating gives exactly diff_w + (what it overwrites with).
+bool own_conv_weights_add_once(const OwnConvShape& s);
 
 // Highway target that runs, lower case: "avx2", "avx3" (AVX-512), "neon", "sse4", "emu128"...
 std::string own_conv_target();

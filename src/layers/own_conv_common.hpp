@@ -25,6 +25,8 @@
 // targets").
 #define HWY_WANT_AVX3_DL
 
+#include <algorithm>
+
 #include "layers/own_conv.hpp"
 
 namespace tt::own_detail {
@@ -45,6 +47,8 @@ inline tt::OwnConvShape flat_1x1(tt::OwnConvShape s) {
 // those scattered adds. A chunk's zero-padded input rows are copied once, so the chunk
 // also bounds that copy.
 constexpr int kWeightsChunkPixels = 8192;
+// Output rows per chunk: each chunk's sums are added into the gradient once.
+inline int weights_chunk_rows(const tt::OwnConvShape& s) { return std::max(1, kWeightsChunkPixels / s.ow); }
 
 // Throws tt::Error for a channel block, input block or shape the kernels do not support.
 void check(const OwnConvShape& s);

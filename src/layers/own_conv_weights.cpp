@@ -106,7 +106,7 @@ void BackwardWeights(const OwnConvShape& s, const float* src, const float* dd, f
   const ptrdiff_t d_ob = ptrdiff_t(s.oh) * s.ow * B;
   if (!accumulate) std::fill(dw, dw + ptrdiff_t(s.oc) * o_stride, 0.f);
 
-  const int chunk = std::max(1, own_detail::kWeightsChunkPixels / s.ow);
+  const int chunk = own_detail::weights_chunk_rows(s);
   const int wp = (s.ow - 1) * s.s + s.k;  // padded row: column xp holds input column xp - pl
   const int groups = cdiv(ocbs, WOBN);
   thread_local std::vector<float> pad_buf;
@@ -200,12 +200,23 @@ HWY_AFTER_NAMESPACE();
 namespace tt {
 HWY_EXPORT(BackwardWeightsImpl);
 
+namespace {
+OwnConvShape weights_shape(const OwnConvShape& s) {
+  const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
+  return flat ? own_detail::flat_1x1(s) : s;
+}
+}  // namespace
+
+bool own_conv_weights_add_once(const OwnConvShape& s) {
+  const OwnConvShape w = weights_shape(s);
+  return w.n == 1 && own_detail::weights_chunk_rows(w) >= w.oh;
+}
+
 void own_conv_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
                                float* diff_b, bool accumulate) {
   own_detail::check(s);
   own_detail::apply_isa_cap();
-  const bool flat = long(s.oh) * s.ow <= own_detail::kWeightsChunkPixels;  // keeps the chunks' size
-  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(flat ? own_detail::flat_1x1(s) : s, src, diff_dst, diff_w, accumulate);
+  HWY_DYNAMIC_DISPATCH(BackwardWeightsImpl)(weights_shape(s), src, diff_dst, diff_w, accumulate);
   if (diff_b) {
     std::fill(diff_b, diff_b + s.oc, 0.f);
     add_channel_sums(diff_dst, s.n, s.oc, s.b, long(s.oh) * s.ow, diff_b);

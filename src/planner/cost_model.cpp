@@ -473,7 +473,7 @@ struct Replay {
   // sum in tile order (TileOrder: a piece per other rank's tile, in chunks of at most
   // 4 Mi / T floats).
   double tile_order_floats() const {
-    if (p.low_memory || T == 1) return 0;
+    if (p.low_memory || T == 1 || (P == 1 && net.subdivisions == 1)) return 0;  // Segment::tile_grads()
     const double E = double(tiled_params());
     const double part = P == 1 ? E : std::ceil(double(net_params()) / P);
     const double chunk = std::min(std::max(65536., std::floor(4194304. / T)), std::min(part, E));
