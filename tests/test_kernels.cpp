@@ -14,6 +14,7 @@
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
+#include "layers/fma_probe.hpp"
 #include "layers/own_conv.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -164,11 +165,12 @@ TEST(KernelTable, EveryBoxOfALayerRunsOneForwardKernel) {
 }
 
 // On x86, tiled backward-weights of windows wider than 1x1 on blocked inputs run on the own
-// kernel where a box has at least 144 pixels (faster than oneDNN's there), oneDNN's JIT below.
+// kernel where a box has at least 144 pixels (faster than oneDNN's there), oneDNN's JIT below;
+// on AVX-512 cores with two full-width FMA units oneDNN's everywhere (faster there).
 TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {
   const DnnlContext automatic(KernelPath::Auto);
   const int B = automatic.config.block;
-  const bool x86 = own_conv_target().rfind("avx", 0) == 0;
+  const bool x86 = own_conv_target() == "avx2" || (own_conv_target().rfind("avx3", 0) == 0 && !full_width_avx512_fma());
   const Window w{3, 1, 1};
   const ConvGeom large = conv_geom(1, 64, 64, w, full_box(12, 12), 12, 12, B, B, false);
   const ConvGeom small = conv_geom(1, 64, 64, w, full_box(11, 13), 12, 13, B, B, false);
@@ -176,7 +178,10 @@ TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {
   const ConvGeom one = conv_geom(1, 64, 64, Window{1, 1, 0}, full_box(32, 32), 32, 32, B, B, false);
   EXPECT_EQ(choose_conv(automatic, large, ConvPass::BackwardWeights).backend == ConvChoice::Own, x86);
   EXPECT_EQ(choose_conv(automatic, large, ConvPass::BackwardWeights, false).backend == ConvChoice::Own, false);
-  if (!x86) return;
+  if (!x86) {  // oneDNN's JIT where it has one (the Pis: OpenBLAS)
+    EXPECT_NE(choose_conv(automatic, large, ConvPass::BackwardWeights).backend, ConvChoice::Own);
+    return;
+  }
   for (const ConvGeom& g : {small, plain_in, one}) {
     EXPECT_EQ(choose_conv(automatic, g, ConvPass::BackwardWeights).backend, ConvChoice::Dnnl);
   }
@@ -208,6 +213,13 @@ TEST(KernelTable, UntiledWideLayersRunOnOpenBlas) {
     EXPECT_EQ(choose_conv(own, wide, p, false).backend, ConvChoice::Own);
   }
 }
+
+#if defined(__x86_64__)
+TEST(FmaProbe, NoFullWidthUnitsWithoutAvx512) {
+  if (__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "this CPU has AVX-512";
+  EXPECT_FALSE(full_width_avx512_fma());
+}
+#endif
 
 TEST(KernelTable, WarningNamesLayerAndPass) {
   const std::vector<KernelUse> uses{{0, ConvPass::Forward, "jit:avx2"},

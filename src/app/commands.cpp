@@ -17,6 +17,7 @@
 #include "engine/schedule.hpp"
 #include "engine/trainer.hpp"
 #include "engine/verify.hpp"
+#include "layers/fma_probe.hpp"
 #include "layers/own_conv.hpp"
 #include "model/params.hpp"
 #include "tiling/plan.hpp"
@@ -203,8 +204,9 @@ int cmd_info(const RunOptions& o) {
       "total: %lld parameters (%.1f MB), %.2f GFLOPs forward per batch (x3 for a training step), %.1f MB of "
       "layer outputs per batch\n",
       (long long)params, params * 4 / 1048576.0, flops / 1e9, mem);
-  std::printf("cpu: %s; kernels %s; maps in blocks of %d channels; own kernels run %s\n", cpu_isa_name().c_str(),
-              kernel_path_name(ctx.config.path), ctx.config.block, own_conv_target().c_str());
+  std::printf("cpu: %s%s; kernels %s; maps in blocks of %d channels; own kernels run %s\n", cpu_isa_name().c_str(),
+              full_width_avx512_fma() ? " (two full-width 512-bit FMA units)" : "", kernel_path_name(ctx.config.path),
+              ctx.config.block, own_conv_target().c_str());
   std::printf("%4s %-20s %-20s %-20s\n", "#", "forward", "backward-data", "backward-weights");
   for (size_t i = 0; i < kernels.size();) {
     const int layer = kernels[i].layer;
