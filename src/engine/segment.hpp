@@ -1,8 +1,9 @@
 // Runs the spatial layers [first, last) of a net as fused tile stacks: forward group by
 // group (halo exchange at each group's input), backward group by group over delta
-// maps, weight gradients over owned boxes only. All tiles of the plan live in this
-// process and run layer by layer in lockstep, because batch-norm statistics are a
-// synchronisation point inside groups.
+// maps, weight gradients over owned boxes only. This process runs the tiles tile_rank
+// gives it, layer by layer in lockstep with the other processes' tiles (batch-norm
+// statistics are a synchronisation point inside groups), as its compiled schedule lists
+// the steps (schedule.hpp).
 #pragma once
 #include <memory>
 #include <vector>

@@ -41,7 +41,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       grad_end_ = std::max(grad_end_, ps.weights + ps.n_weights);
     }
   tile_grad_.assign(size_t(T), grad_);
-  shared_grad_ = !shards && comm.size() == 1 && int(local_.size()) == T && net.subdivisions == 1;
+  // (One tile alone adds its partial sums into grad straight away, as before.)
+  shared_grad_ = !shards && comm.size() == 1 && local_.size() > 1 && int(local_.size()) == T && net.subdivisions == 1;
   if (!shards && !shared_grad_)
     for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
   // Per-layer state.
