@@ -8,68 +8,20 @@
 
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
-#include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
 
-// Moves every piece (cells `box` from tile `from` to tile `to`): a copy when both tiles
-// are here, a message straight between the two tiles' buffers when they are not.
-template <class Src, class Dst>
-void Segment::exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of) {
-  post(pieces, src_of, dst_of);
-  comm_.wait_all();
-}
-
-// Copies the pieces between local tiles and posts the messages, tagged tag0 + the
-// piece's index; wait_all completes them.
-template <class Src, class Dst>
-void Segment::post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of, int tag0) {
-  const int me = comm_.rank();
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const Piece& pc = pieces[k];
-    const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], tag = tag0 + int(k);
-    if (from == me && to == me) {
-      const TensorView a = src_of(pc.from), b = dst_of(pc.to);
-      if (a.data != b.data) copy_region(a, b, pc.box);
-    } else if (from == me) {
-      comm_.isend(src_of(pc.from), pc.box, to, tag);
-    } else if (to == me) {
-      comm_.irecv(dst_of(pc.to), pc.box, from, tag);
-    }
-  }
-}
-
 // With BackwardFeatures::Exchange: the forward values the backward of the group ending
 // at layer `end` reads outside its tiles' forward boxes, from their owners, in one exchange.
 void Segment::exchange_features(int end) {
-  const int me = comm_.rank();
   int tag = 0;
   for (int l = end;; --l) {
     const int i = l - plan_.first;
-    const LayerSpec& s = net_.layers[l];
-    const std::vector<Piece>& pieces = plan_.feature_halo[i];
-    if (s.type == LayerType::Conv) {
-      auto y_of = [&](int t) { return tiles_[t]->y[i]; };
-      post(pieces, y_of, y_of, tag);
-    } else {  // max-pool winners: bytes
-      auto winners_shape = [&](int t) {
-        return TensorView{nullptr, batch_, s.out.c, layers_[i]->out_cb, plan_.at(t, l).held};
-      };
-      for (size_t n = 0; n < pieces.size(); ++n) {
-        const Piece& pc = pieces[n];
-        const int from = tile_rank_[pc.from], to = tile_rank_[pc.to], k = tag + int(n);
-        const TensorView a = winners_shape(pc.from), b = winners_shape(pc.to);
-        if (from == me && to == me)
-          copy_winners(tiles_[pc.from]->argmax[i].data(), a.box, tiles_[pc.to]->argmax[i].data(), b.box, a, pc.box);
-        else if (from == me)
-          comm_.isend_bytes(tiles_[pc.from]->argmax[i].data(), a, pc.box, to, k);
-        else if (to == me)
-          comm_.irecv_bytes(tiles_[pc.to]->argmax[i].data(), b, pc.box, from, k);
-      }
-    }
+    const std::vector<Piece>& pieces = plan_.feature_halo[size_t(i)];
+    layers_[size_t(i)]->op->post_features(pieces, tag, links_, [&](int t) { return tiles_[size_t(t)]->y[size_t(i)]; });
     tag += int(pieces.size());
     if (plan_.group_start(l)) break;
   }
@@ -177,7 +129,7 @@ void Segment::execute(const Step& st) {
           *input_, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
       return;
     case StepKind::PostHalo:
-      post(
+      links_.post(
           plan_.fwd_halo[size_t(l - first)], [&](int t) { return tiles_[t]->z[size_t(l - 1 - first)]; },
           [&](int t) { return input_of(t, l); });
       return;
@@ -266,48 +218,15 @@ void Segment::pointwise_forward(int l) {
   layer_times[size_t(i)].fwd_pointwise += now_s() - t0 - (bn_wait_ - wait0);
 }
 
-// Layer l's convolution or max-pool on tile t: its whole forward box (part -1), or one
-// of its overlap parts (memory_plan.hpp), which for a convolution runs on a dense crop of
-// its input window into a dense output, then moves into y.
+// Layer l's op on tile t: its whole forward box (part -1), or one of its overlap parts
+// (memory_plan.hpp). A max-pool that applies the convolution's batch-norm and activation
+// on the fly reads the convolution's y.
 void Segment::compute(int t, int l, int part) {
   const int i = l - plan_.first;
-  const LayerState& L = *layers_[size_t(i)];
-  const LayerSpec& s = *L.spec;
   TileState& ts = *tiles_[t];
-  const TileLayer& x = plan_.at(t, l);
-  const Box box = part < 0 ? x.fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
-  if (s.type != LayerType::Conv && i > 0 && act_in_pool_[size_t(i - 1)]) {
-    const LayerState& C = *layers_[size_t(i - 1)];
-    const PoolInputAct pre{C.pw->a(), C.pw->b(), C.spec->act};
-    maxpool_forward(ts.y[i - 1], ts.z[i], box, ts.argmax[i].data(), x.held, s.win, &pre);
-  } else if (s.type != LayerType::Conv) {
-    maxpool_forward(ts.in[i], ts.z[i], box, ts.argmax[i].data(), x.held, s.win);
-  } else if (part >= 0) {
-    const Box src = window_in(box, s.win, s.in.h, s.in.w);
-    const TensorView crop{stage_.data(), batch_, s.in.c, L.in_cb, src};
-    copy_region(ts.in[i], crop, src);
-    const TensorView out{stage_.data() + crop.size(), batch_, s.out.c, L.out_cb, box};
-    const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
-    part_kernels_[size_t(t)][size_t(i)][size_t(part)]->forward(crop.data, bias, out.data);
-    copy_region(out, ts.y[i], box);
-  } else if (!(ts.y[i].box == x.fwd)) {
-    // y is held on a larger box than forward computes (the feature exchange fills the
-    // rest): the kernel writes its dense output into z's buffer, then it moves into y.
-    conv_forward(t, l, ts.z[i].data);
-    copy_region(TensorView{ts.z[i].data, batch_, s.out.c, L.out_cb, x.fwd}, ts.y[i], x.fwd);
-  } else {
-    conv_forward(t, l, ts.y[i].data);
-  }
-}
-
-// The convolution of layer l on tile t: ts.in → `dst`, dense over the forward box.
-void Segment::conv_forward(int t, int l, float* dst) {
-  const LayerState& L = *layers_[l - plan_.first];
-  const LayerSpec& s = *L.spec;
-  TileState& ts = *tiles_[t];
-  const int i = l - plan_.first;
-  const float* bias = s.batch_normalize ? nullptr : params_.values.data() + params_.slices[s.index].biases;
-  ts.fwd[i]->forward(ts.in[i].data, bias, dst);
+  const Box box = part < 0 ? plan_.at(t, l).fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
+  const bool fused = i > 0 && act_in_pool_[size_t(i - 1)];
+  layers_[size_t(i)]->op->forward(t, part, box, TileMaps{fused ? ts.y[i - 1] : ts.in[i], ts.y[i], ts.z[i]});
 }
 
 // Batch-norm sums of every tile, added up in tile order (tile_order.hpp): a small
@@ -368,29 +287,10 @@ void Segment::backward_halo(int l) {
     return TensorView{ts.data(mem_.tiles[t].bwd[size_t(l - plan_.first)].halo), batch_, prev.out.c, cbk,
                       plan_.at(t, l - 1).delta};
   };
-  exchange(
+  links_.post(
       plan_.bwd_halo[size_t(l - plan_.first)], [&](int t) { return tiles_[t]->cur; }, halo_of);
+  comm_.wait_all();
   for (int t : local_) tiles_[t]->cur = halo_of(t);
-}
-
-// verify's scales of layer l's weight and bias gradients from one tile (engine/grad_scale.hpp):
-// the weight gradient sums products of `src` and `delta` over the cells of `own`, so by
-// Cauchy-Schwarz the sum of their magnitudes is at most sqrt(window cells) ||src|| ||delta||;
-// the bias gradient (without batch-norm) sums `delta` itself there: per channel at most
-// sqrt(own cells x samples) ||delta_c||, i.e. sqrt(cells) ||delta|| over the layer. `delta`
-// is zero outside `own` and in the block padding.
-void Segment::add_grad_scale(int l, const TensorView& src, const TensorView& delta, const Box& own) {
-  if (!grad_scales_) return;
-  auto sum_sq = [](const TensorView& v) {
-    double s = 0;
-    for (int64_t k = 0; k < v.size(); ++k) s += double(v.data[k]) * v.data[k];
-    return s;
-  };
-  const LayerSpec& s = net_.layers[size_t(l)];
-  const double dd = sum_sq(delta);
-  GradScale& g = (*grad_scales_)[size_t(l)];
-  g.weights += std::sqrt(double(s.win.size) * s.win.size * sum_sq(src) * dd);
-  if (!s.batch_normalize) g.biases += std::sqrt(double(delta.n) * double(own.area()) * dd);
 }
 
 void Segment::measure_pointwise_scales() {
@@ -405,54 +305,28 @@ void Segment::backward_layer(int l, bool want_delta_in) {
   LayerState& L = *layers_[l - plan_.first];
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
-  const bool conv = s.type == LayerType::Conv;
+  TiledOp& op = *L.op;
   LayerTimes& lt = layer_times[size_t(i)];
   double t0 = now_s();
   for (int t : local_) {
     if (!want_delta_in) break;
     TileState& ts = *tiles_[t];
-    const TileLayer& x = plan_.at(t, l);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
-    if (conv) {
-      ts.bwd_data[i]->backward_data(ts.cur.data, ts.data(st.in));
-    } else if (st.into_halo) {
-      const TensorView halo{ts.data(st.in), batch_, s.in.c, L.in_cb, plan_.at(t, l - 1).delta};
-      maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), halo, s.win, st.in_box);
-    } else {
-      const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
-      maxpool_backward(ts.cur, x.delta, x.held, ts.argmax[i].data(), din, s.win);
-    }
+    if (st.into_halo)  // the backward halo's buffer: its own cells written, the exchange fills the rest
+      op.backward_data(t, ts.cur, TensorView{ts.data(st.in), batch_, s.in.c, L.in_cb, plan_.at(t, l - 1).delta},
+                       st.in_box);
+    else
+      op.backward_data(t, ts.cur, TensorView{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box}, Box{});
   }
   double t1 = now_s();
   lt.bwd_data += t1 - t0;
-  if (conv) {
+  if (op.has_weights()) {
     const ParamSlice& ps = params_.slices[s.index];
     weights_->begin_grad(l);
     for (int t : local_) {
-      float* gw = weights_->grad_target(l, grad_of(t));
       TileState& ts = *tiles_[t];
-      const TileLayer& x = plan_.at(t, l);
-      if (mem_.tiles[t].layers[size_t(i)].weights_on_delta) {
-        // The delta is no longer needed outside the owned box: zero it there and take the
-        // weight gradient over the whole delta box, with no crops.
-        if (!(ts.cur.box == x.own)) zero_outside(ts.cur, x.own);
-        add_grad_scale(l, ts.in[i], ts.cur, x.own);
-        ts.bwd_weights[i]->backward_weights(ts.in[i].data, ts.cur.data, gw, grad_of(t) + ps.biases, shared_grad_);
-        continue;
-      }
-      // Over the owned box: its input window cropped out of a larger input buffer, and the
-      // owned delta moved to the front of its buffer (in place: the delta is not read again).
-      const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
-      TensorView src = ts.in[i];
-      if (!(ts.in[i].box == src_box)) {
-        src = TensorView{crop_src_.data(), batch_, s.in.c, L.in_cb, src_box};
-        copy_region(ts.in[i], src, src_box);
-      }
-      if (!(ts.cur.box == x.own)) compact_region(ts.cur, x.own);
-      TensorView owned_delta = ts.cur;
-      owned_delta.box = x.own;
-      add_grad_scale(l, src, owned_delta, x.own);
-      ts.bwd_weights[i]->backward_weights(src.data, ts.cur.data, gw, grad_of(t) + ps.biases, shared_grad_);
+      op.backward_weights(t, ts.cur, ts.in[i], weights_->grad_target(l, grad_of(t)), grad_of(t) + ps.biases,
+                          shared_grad_);
     }
   }
   t0 = now_s();
@@ -463,7 +337,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
     const TileLayer& x = plan_.at(t, l);
     const BackwardStep& st = mem_.tiles[t].bwd[size_t(i)];
     const TensorView din{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box};
-    if (st.into_halo) {  // the backward halo's buffer: its own cells written, the exchange fills the rest
+    if (st.into_halo) {
       ts.cur = TensorView{ts.data(st.in), batch_, s.in.c, L.in_cb, plan_.at(t, l - 1).delta};
     } else if (st.keep_in_box) {
       ts.cur = din;
@@ -487,7 +361,7 @@ void Segment::pointwise_backward(int l, bool owned_only) {
     TileState& ts = *tiles_[t];
     if (!mem_.tiles[t].layers[size_t(i)].recompute) continue;
     ts.y[i].data = ts.data(mem_.tiles[t].bwd[size_t(i)].y);  // free until backward-data (see memory_plan.cpp)
-    conv_forward(t, l, ts.y[i].data);
+    tiled_conv_recompute(*L.op, t, ts.in[i], ts.y[i].data);
   }
   L.pw->backward(
       pointwise_tiles(l), [&](const PointwiseTile& pt) { return owned_only ? pt.own : pt.delta.box; }, params_, batch_,

@@ -16,6 +16,7 @@
 #include "engine/memory_plan.hpp"
 #include "engine/schedule.hpp"
 #include "engine/shards.hpp"
+#include "engine/tile_links.hpp"
 #include "engine/tile_order.hpp"
 #include "engine/trace.hpp"
 #include "layers/conv.hpp"
@@ -26,6 +27,7 @@
 namespace tt {
 
 enum class BnMode { Sync, Frozen };
+struct TiledOpEnv;
 
 struct SegmentTimes {
   double fwd = 0, bwd = 0, halo = 0, io = 0;  // halo includes batch-norm reductions
@@ -135,13 +137,9 @@ class Segment {
   void measure_pointwise_scales();
 
  private:
-  struct LayerState;  // per layer: kernels, batch-norm state
+  struct LayerState;  // per layer: its op, batch-norm state
   struct TileState;   // per tile: buffers
   TensorView input_of(int t, int l) const;
-  template <class Src, class Dst>
-  void post(const std::vector<Piece>& pieces, Src src_of, Dst dst_of, int tag0 = 0);
-  template <class Src, class Dst>
-  void exchange(const std::vector<Piece>& pieces, Src src_of, Dst dst_of);
   template <class Box_, class Dst>
   void scatter(const TensorView& full, Box_ box_of, Dst dst_of);
   template <class Box_, class Src>
@@ -154,12 +152,10 @@ class Segment {
   void scatter_delta();
   void backward_layer(int l, bool want_delta_in);
   void backward_halo(int l);
-  void add_grad_scale(int l, const TensorView& src, const TensorView& delta, const Box& own);
   SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
   std::vector<PointwiseTile> pointwise_tiles(int l) const;
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }
   void pointwise_backward(int l, bool owned_only);
-  void conv_forward(int t, int l, float* dst);
   void exchange_features(int end);
   // bench --trace: a span [t0, t1] of layer l (or of none, l < 0); `name` null: the layer's type.
   void span(const char* cat, Lane lane, double t0, double t1, int l, const char* name = nullptr) const;
@@ -174,15 +170,16 @@ class Segment {
   bool need_input_delta_;
   std::vector<std::unique_ptr<LayerState>> layers_;
   std::vector<std::unique_ptr<TileState>> tiles_;
-  Buffer crop_src_;                                                  // input cells of an owned box for backward-weights
-  Buffer stage_;                                                     // overlap: a part's input crop, then its output
-  std::vector<std::vector<std::vector<ConvKernel*>>> part_kernels_;  // [tile][layer]: per overlap part
+  Buffer crop_src_;  // input cells of an owned box for backward-weights
+  Buffer stage_;     // overlap: a part's input crop, then its output
   // Per layer: a convolution whose batch-norm and activation the max-pool after it applies
   // to its input on the fly (its z is never written: one pass over the map less).
   std::vector<char> act_in_pool_;
   Comm& comm_;
   std::vector<int> tile_rank_;
+  TileLinks links_;         // pieces between tiles, here or to other processes
   std::vector<int> local_;  // tiles this process runs
+  std::unique_ptr<TiledOpEnv> op_env_;  // what the layers' ops share (stable address)
   TileOrder order_;         // batch-norm sums
   std::vector<float*> tile_grad_;  // [tile]: where its gradients go (grad_, or one of extra_grads_)
   std::vector<Buffer> extra_grads_;

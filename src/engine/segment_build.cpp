@@ -5,7 +5,6 @@
 #include "engine/segment.hpp"
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
-#include "layers/maxpool.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -23,6 +22,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       need_input_delta_(opt.need_input_delta),
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
+      links_(comm, tile_rank_),
       order_(comm, tile_rank_, 0),
       trace_(opt.trace),
       grad_scales_(opt.grad_scales) {
@@ -65,36 +65,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   out_cb_ = mem_.out_cb.empty() ? in_cb : mem_.out_cb.back();
   layer_times.assign(size_t(last - first), LayerTimes{});
 
-  // Kernels: one per distinct geometry, with the union of the uses it serves.
-  for (int l = first; l < last; ++l) {
-    LayerState& L = *layers_[l - first];
-    if (L.spec->type != LayerType::Conv) continue;
-    const LayerSpec& s = *L.spec;
-    std::vector<std::pair<ConvGeom, int>> want;
-    auto request = [&](const Box& out, int kind, const Box& in) {
-      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
-      for (auto& w : want)
-        if (w.first == g) {
-          w.second |= kind;
-          return;
-        }
-      want.push_back({g, kind});
-    };
-    for (int t : local_) {
-      const TileLayer& x = plan_.at(t, l);
-      auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
-      request(x.fwd, ConvKernel::kFwd, whole(x.fwd));
-      for (const Box& part : mem_.tiles[t].layers[l - first].parts) request(part, ConvKernel::kFwd, whole(part));
-      const Box bw = mem_.tiles[t].layers[l - first].weights_on_delta ? x.delta : x.own;
-      request(bw, ConvKernel::kBwdWeights, whole(bw));
-      if (l > first || need_input_delta)
-        request(x.delta, ConvKernel::kBwdData, mem_.tiles[t].bwd[size_t(l - first)].in_box);
-    }
-    for (auto& [g, kinds] : want) L.kernels.push_back(std::make_unique<ConvKernel>(ctx, *L.weights, g, kinds, opt.tiled));
-  }
-
   // Buffers per tile, as the memory plan says.
-  part_kernels_.assign(size_t(T), std::vector<std::vector<ConvKernel*>>(size_t(last - first)));
   for (int t = 0; t < T; ++t) {
     if (tile_rank_[t] != comm.rank()) {
       tiles_.push_back(nullptr);  // another process runs this tile
@@ -105,21 +76,11 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     ts->in.resize(last - first);
     ts->y.resize(last - first);
     ts->z.resize(last - first);
-    ts->argmax.resize(last - first);
-    ts->fwd.assign(last - first, nullptr);
-    ts->bwd_data.assign(last - first, nullptr);
-    ts->bwd_weights.assign(last - first, nullptr);
     ts->buf[0] = Buffer(mp.buf[0]);
     ts->buf[1] = Buffer(mp.buf[1]);
     auto make = [&](int c, int cbk, const Box& b) {
       ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
-    };
-    auto find_kernel = [&](LayerState& L, const LayerSpec& s, const Box& out, const Box& in) -> ConvKernel* {
-      ConvGeom g = conv_geom_on(batch, s.in.c, s.out.c, s.win, out, in, L.out_cb, L.in_cb, !s.batch_normalize);
-      for (auto& k : L.kernels)
-        if (k->geom() == g) return k.get();
-      return nullptr;
     };
     for (int l = first; l < last; ++l)
       if (mp.layers[l - first].in == MapStore::Own)
@@ -131,17 +92,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const int i = l - first;
       const LayerMemory& m = mp.layers[i];
       const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
-      if (s.type == LayerType::Conv) {
+      if (s.type == LayerType::Conv)
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
-        auto whole = [&](const Box& out) { return window_in(out, s.win, s.in.h, s.in.w); };
-        ts->fwd[i] = find_kernel(L, s, x.fwd, whole(x.fwd));
-        for (const Box& part : m.parts) part_kernels_[t][size_t(i)].push_back(find_kernel(L, s, part, whole(part)));
-        const Box bw = m.weights_on_delta ? x.delta : x.own;
-        ts->bwd_weights[i] = find_kernel(L, s, bw, whole(bw));
-        if (l > first || need_input_delta) ts->bwd_data[i] = find_kernel(L, s, x.delta, mp.bwd[size_t(i)].in_box);
-      } else {
-        ts->argmax[i].assign(m.argmax_bytes, kNoWinner);
-      }
       if (m.z == MapStore::Y)
         ts->z[i] = ts->y[i];
       else if (m.z == MapStore::NextInput)
@@ -171,12 +123,32 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
   crop_src_ = Buffer(mem_.crop_floats);
   stage_ = Buffer(mem_.stage_floats);
+  // The layers' ops.
+  op_env_ = std::make_unique<TiledOpEnv>(TiledOpEnv{.ctx = ctx,
+                                                    .net = net,
+                                                    .plan = plan_,
+                                                    .mem = mem_,
+                                                    .params = params,
+                                                    .batch = batch,
+                                                    .local = local_,
+                                                    .need_input_delta = need_input_delta,
+                                                    .tiled = opt.tiled,
+                                                    .stage = &stage_,
+                                                    .crop = &crop_src_,
+                                                    .grad_scales = grad_scales_});
   std::vector<ConvWeightsLayer> convs;
   for (int l = first; l < last; ++l) {
     LayerState& L = *layers_[size_t(l - first)];
-    if (!L.weights) continue;
-    ConvKernel* single = local_.size() == 1 ? tiles_[size_t(local_[0])]->bwd_weights[size_t(l - first)] : nullptr;
-    convs.push_back({l, L.weights.get(), single});
+    const int i = l - first;
+    if (L.spec->type == LayerType::Conv) {
+      L.op = make_tiled_conv(*op_env_, l, L.in_cb, L.out_cb, *L.weights);
+      ConvKernel* single = local_.size() == 1 ? tiled_conv_weights_kernel(*L.op, local_[0]) : nullptr;
+      convs.push_back({l, L.weights.get(), single});
+    } else {
+      const bool fused = i > 0 && act_in_pool_[size_t(i - 1)];
+      const LayerState& C = *layers_[size_t(i > 0 ? i - 1 : 0)];
+      L.op = make_tiled_maxpool(*op_env_, l, L.out_cb, fused ? C.pw.get() : nullptr, fused ? C.spec->act : Act::Linear);
+    }
   }
   weights_ = shards ? sharded_conv_weights(ctx, params, grad, comm, *shards, net, std::move(convs), int(local_.size()),
                                            &weights_wait_, trace_)
@@ -191,12 +163,7 @@ Segment::~Segment() = default;
 
 std::vector<KernelUse> Segment::kernel_uses() const {
   std::vector<KernelUse> uses;
-  for (const auto& L : layers_)
-    for (const auto& k : L->kernels)
-      for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
-        KernelUse u{L->spec->index, p, k->impl_name(p)};
-        if (!u.impl.empty() && std::find(uses.begin(), uses.end(), u) == uses.end()) uses.push_back(u);
-      }
+  for (const auto& L : layers_) L->op->kernel_uses(uses);
   return uses;
 }
 
@@ -208,7 +175,7 @@ Segment::MemoryUse Segment::memory_use() const {
   for (int t : local_) {
     const TileState& ts = *tiles_[t];
     for (auto& o : ts.owned) m.maps += o.size() * 4;
-    for (auto& a : ts.argmax) m.maps += a.size();
+    for (const auto& L : layers_) m.maps += L->op->held_bytes(t);
     m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
   }
   for (const auto& L : layers_) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/segment.hpp"
+#include "engine/tiled_op.hpp"
 
 namespace tt {
 
@@ -12,15 +13,13 @@ struct Segment::LayerState {
   int in_cb = 0, out_cb = 0;  // layouts of the layer's input and output maps
   bool pointwise = false;     // conv followed by batch-norm and/or a non-linear activation
   std::unique_ptr<WeightCache> weights;
-  std::vector<std::unique_ptr<ConvKernel>> kernels;
   std::unique_ptr<ConvPointwise> pw;  // convolutions: batch-norm and activation, z = act(a*y + b)
+  std::unique_ptr<TiledOp> op;        // the layer's own work on tile boxes
 };
 
 struct Segment::TileState {
   std::vector<Buffer> owned;                 // storage behind the views below
-  std::vector<TensorView> in, y, z;          // per layer: input box, conv output, layer output
-  std::vector<std::vector<uint8_t>> argmax;  // max-pool winners (see maxpool.hpp)
-  std::vector<ConvKernel*> fwd, bwd_data, bwd_weights;
+  std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
   Buffer buf[2];  // the two delta buffers; they double as forward scratch
   float* data(int b) const { return buf[b].data(); }
   TensorView cur;  // current delta during backward
