@@ -208,6 +208,31 @@ TEST(PlannerCostModel, ReplayBookkeeping) {
   EXPECT_LT(b.weights_s, a.weights_s);
 }
 
+// Calibrated with more ranks than cores, the measured slowdown includes the ranks' sharing
+// of the cores, which the model counts apart: a device calibrated on 8 ranks of 4 cores
+// (2x from sharing, 1.1x from caches) predicts what one calibrated on 4 ranks (1.1x) does.
+TEST(PlannerCostModel, CoreSharingInTheCalibrationIsNotCountedTwice) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const int cut = resolve_cut(net, -1);
+  auto cluster = [&](int ranks, double slowdown) {
+    nlohmann::json model = device_model_to_json(synthetic_model(net));
+    model["concurrent_ranks"] = ranks;
+    model["concurrent_slowdown"] = slowdown;
+    const nlohmann::json j{{"devices", {{{"name", "d0"}, {"cores", 4}, {"memory_mb", 4096}, {"model", model}}}},
+                           {"links", {{"bandwidth_mbit", 1000}, {"latency_us", 100}}}};
+    return resolve_cluster(parse_cluster(j, "synthetic.json", {}), net, nullptr);
+  };
+  const ClusterModel on8 = cluster(8, 2.2), on4 = cluster(4, 1.1);
+  for (int ranks : {1, 2, 4, 6}) {
+    SCOPED_TRACE(ranks);
+    const Partition p = part(1, ranks, "none", cut, 1, ranks);
+    EXPECT_NEAR(predict(net, p, on8).step_s, predict(net, p, on4).step_s, 1e-9);
+  }
+  // and 4 busy ranks compute 1.1x as long as with no slowdown measured
+  const Partition four = part(2, 2, "none", cut, 1, 4);
+  EXPECT_NEAR(predict(net, four, on4).ranks[0].fwd_s / predict(net, four, cluster(1, 1.0)).ranks[0].fwd_s, 1.1, 1e-9);
+}
+
 // The scatter and gather at the cut go one way through rank 0's link: at the rate one pair
 // measured, whatever the all-to-all efficiency; the weights' all-gather pays that efficiency.
 TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {

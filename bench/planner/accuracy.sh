@@ -14,6 +14,8 @@
 #   local  this machine, ranks over shared memory (mpirun): W1 at batch 1 and 4, grids
 #          1x1 to 3x2, 1-4 ranks, several tiles per rank, groupings none/all/0,4,8,12 and
 #          the optimizer's, --low-memory.
+#   local4 this machine as issue #28 asks: calibrated on 4 ranks at W1's size, then W1 at
+#          320x320 on 1-4 ranks: groupings, batches 1-3, several tiles per rank, --low-memory.
 #   edge   4 emulated devices (cluster/edge.sh: 1 core at 0.45 of a core here each) on
 #          links of 30 Mbit/s, 100 Mbit/s and 1 Gbit/s: each calibrated, then 2x2 with
 #          every grouping, --low-memory, batch 4, 4x2 and 6x4 with several tiles per rank.
@@ -48,6 +50,9 @@ if [ $recalibrate = 1 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   if want local; then
     mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local-cluster.json" >&2
+  fi
+  if want local4; then
+    mpirun -np 4 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local4-cluster.json" >&2
   fi
   links=""
   if want edge || want paper; then links="30mbit 100mbit 1gbit"; fi
@@ -93,8 +98,10 @@ record() {
   local name
   name=$(echo "$setting $*" | tr -c 'A-Za-z0-9.,=-' _)
   "$bin" plan --cfg $cfg "$@" --cluster "$cluster" --ranks-per-device "$per" --json >"$out/raw/$name.plan.json"
-  if ! "${launch[@]}" bench --cfg $cfg --threads 1 "$@" --steps 5 --warmup 1 --json >"$out/raw/$name.bench.txt" 2>&1; then
-    log "FAILED: $setting $* (see $out/raw/$name.bench.txt)"
+  # stdout and stderr apart: under mpirun a rank's table on stderr can land inside the JSON line
+  if ! "${launch[@]}" bench --cfg $cfg --threads 1 "$@" --steps 5 --warmup 1 --json >"$out/raw/$name.bench.txt" \
+    2>"$out/raw/$name.bench.err"; then
+    log "FAILED: $setting $* (see $out/raw/$name.bench.err)"
     exit 1
   fi
   python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" "$cluster" "$per" >>"$runs" <<'EOF'
@@ -127,6 +134,32 @@ if want local; then
     record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups none --low-memory
     record shm "$c" 2 2 $(mp 2) :: --grid 1x2 --groups none --batch 4
     record shm "$c" 4 4 $(mp 4) :: --grid 2x2 --groups none
+  }
+fi
+
+if want local4; then
+  log "local4: calibrating this machine on 4 ranks (shared memory)"
+  mpirun -np 4 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local4-cluster.json" >&2
+  c=$out/local4-cluster.json
+  mp() { echo mpirun -np "$1" --oversubscribe --mca btl self,vader "$bin"; }
+  s=(--size 320x320)
+  # shellcheck disable=SC2046
+  {
+    record shm4 "$c" 1 1 $(mp 1) :: "${s[@]}" --grid 1x1
+    record shm4 "$c" 1 1 $(mp 1) :: "${s[@]}" --grid 1x1 --batch 3
+    record shm4 "$c" 1 1 $(mp 1) :: "${s[@]}" --grid 2x2 --tiles-per-rank 4 --groups none
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 1x2 --groups none
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 2x1 --groups 0,4,8,12
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 1x2 --groups all
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 1x2 --groups none --low-memory
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 1x2 --groups none --batch 2
+    record shm4 "$c" 2 2 $(mp 2) :: "${s[@]}" --grid 2x2 --tiles-per-rank 2 --groups 0,4,8,12
+    record shm4 "$c" 3 3 $(mp 3) :: "${s[@]}" --grid 1x3 --groups none
+    record shm4 "$c" 3 3 $(mp 3) :: "${s[@]}" --grid 3x1 --groups none --low-memory
+    record shm4 "$c" 4 4 $(mp 4) :: "${s[@]}" --grid 2x2 --groups none
+    record shm4 "$c" 4 4 $(mp 4) :: "${s[@]}" --grid 2x2 --groups 0,4,8,12 --batch 2
+    record shm4 "$c" 4 4 $(mp 4) :: "${s[@]}" --grid 2x2 --groups none --low-memory
+    record shm4 "$c" 4 4 $(mp 4) :: "${s[@]}" --grid 4x1 --groups all
   }
 fi
 

@@ -82,8 +82,11 @@ struct Replay {
       const DeviceModel& m = cm.models[size_t(d)];
       const double k = per_dev[size_t(d)], t = m.threads, cap = std::max(1e-3, cm.capacity[size_t(d)]);
       const double busy = std::min(k, std::max(1., cap / t));
-      const double shared =
-          m.concurrent_ranks > 1 ? 1 + (m.concurrent_slowdown - 1) * (busy - 1) / (m.concurrent_ranks - 1) : 1;
+      // Calibrated with more ranks than cores, the slowdown includes their sharing of the
+      // cores, which is counted apart here: only what is left (caches, memory) interpolates.
+      const double cal_k = m.concurrent_ranks, cal_busy = std::min(cal_k, std::max(1., cap / t));
+      const double cal_pure = m.concurrent_slowdown / std::max(1., cal_k * t / cap);
+      const double shared = cal_busy > 1 ? 1 + (cal_pure - 1) * (busy - 1) / (cal_busy - 1) : 1;
       crowd.push_back(std::max(1., shared) * std::max(1., k * t / cap) / std::max(1., t / cap));
     }
     clock.assign(size_t(P), 0.);
