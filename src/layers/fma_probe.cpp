@@ -50,14 +50,16 @@ double seconds(F f, long iters) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Each width timed 5 times in turns (about 0.3 ms each on a 3 GHz core), the best of each: a busy machine
-// slows single runs, not the best of five.
+// Each width timed 9 times in turns (about 0.2 ms each on a 3 GHz core), the best of each:
+// a busy machine (several ranks starting at once on few cores) slows single runs, not the
+// best of nine, and every process must come to the same answer (its ranks' gradients are
+// summed bit for bit alike only if their tiles run the same kernels).
 bool measure() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) return false;
   constexpr long kIters = 100000;
   double best512 = 1e9, best256 = 1e9;
   chains512(kIters / 10), chains256(kIters / 10);  // wake the 512-bit units up
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < 9; ++r) {
     best512 = std::min(best512, seconds(chains512, kIters));
     best256 = std::min(best256, seconds(chains256, kIters));
   }
