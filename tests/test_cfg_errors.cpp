@@ -253,7 +253,7 @@ TEST(CfgShapes, AcceptsDarknetSyntax) {
       "[avg]\r\n[conn]\r\noutput=3\r\nactivation=linear\r\n[soft]\r\n";
   NetSpec net = parse_net(cfg, "test.cfg");
   ASSERT_EQ(net.layers.size(), 5u);
-  EXPECT_EQ(net.layers[0].act, Act::Leaky);
+  EXPECT_EQ(net.layers[0].conv().act, Act::Leaky);
   EXPECT_EQ(net.layers[1].type, LayerType::MaxPool);
   EXPECT_EQ(net.layers[4].type, LayerType::Softmax);
   EXPECT_EQ(net.output().c, 3);
@@ -271,7 +271,7 @@ TEST(CfgShapes, StrideTwoConvOnOddSizes) {
   EXPECT_EQ(L[0].out.c, 4);
   EXPECT_EQ(L[0].out.h, 6);
   EXPECT_EQ(L[0].out.w, 7);
-  EXPECT_EQ(L[0].win.pad, 1);
+  EXPECT_EQ(L[0].window().pad, 1);
   // valid: (6 - 3)/2 + 1 = 2, (7 - 3)/2 + 1 = 3
   EXPECT_EQ(L[1].out.h, 2);
   EXPECT_EQ(L[1].out.w, 3);
@@ -286,9 +286,9 @@ TEST(CfgShapes, MaxpoolDefaultPadding) {
   {
     NetSpec net = parse_net(head + "[maxpool]\nsize=2\nstride=2\n[cost]\n", "test.cfg");
     const LayerSpec& l = net.layers[0];
-    EXPECT_EQ(l.pad_total, 1);  // Darknet default padding = size - 1
-    EXPECT_EQ(l.win.pad, 0);    // window offset -padding/2 = 0
-    EXPECT_EQ(l.out.h, 7);      // odd sizes round up
+    EXPECT_EQ(l.pad_total(), 1);   // Darknet default padding = size - 1
+    EXPECT_EQ(l.window().pad, 0);  // window offset -padding/2 = 0
+    EXPECT_EQ(l.out.h, 7);         // odd sizes round up
     EXPECT_EQ(l.out.w, 7);
     EXPECT_EQ(l.out.c, 2);
   }
@@ -299,8 +299,8 @@ TEST(CfgShapes, MaxpoolDefaultPadding) {
   }
   {
     NetSpec net = parse_net(head + "[maxpool]\nsize=3\nstride=1\n[cost]\n", "test.cfg");
-    EXPECT_EQ(net.layers[0].pad_total, 2);
-    EXPECT_EQ(net.layers[0].win.pad, 1);
+    EXPECT_EQ(net.layers[0].pad_total(), 2);
+    EXPECT_EQ(net.layers[0].window().pad, 1);
     EXPECT_EQ(net.layers[0].out.h, 13);
   }
   {
@@ -313,20 +313,20 @@ TEST(CfgShapes, MaxpoolDefaultPadding) {
 TEST(CfgShapes, PadOneWithSizeOneMeansNoPadding) {
   NetSpec net =
       parse_net(kNet + "[convolutional]\nfilters=3\nsize=1\nstride=1\npad=1\nactivation=linear\n[cost]\n", "test.cfg");
-  EXPECT_EQ(net.layers[0].win.pad, 0);
-  EXPECT_EQ(net.layers[0].pad_total, 0);
+  EXPECT_EQ(net.layers[0].window().pad, 0);
+  EXPECT_EQ(net.layers[0].pad_total(), 0);
   EXPECT_EQ(net.layers[0].out.h, 11);
   EXPECT_EQ(net.layers[0].out.w, 13);
   // pad=1 overrides padding=, as in Darknet (padding= is used only with pad=0).
   NetSpec n5 =
       parse_net(kNet + "[convolutional]\nfilters=3\nsize=5\npad=1\npadding=1\nactivation=linear\n[cost]\n", "test.cfg");
-  EXPECT_EQ(n5.layers[0].win.pad, 2);
+  EXPECT_EQ(n5.layers[0].window().pad, 2);
 }
 
 TEST(CfgShapes, DefaultActivationIsLogistic) {
   NetSpec net = parse_net(kNet + "[convolutional]\nfilters=3\n[connected]\noutput=2\n[cost]\n", "test.cfg");
-  EXPECT_EQ(net.layers[0].act, Act::Logistic);
-  EXPECT_EQ(net.layers[1].act, Act::Logistic);
+  EXPECT_EQ(net.layers[0].conv().act, Act::Logistic);
+  EXPECT_EQ(net.layers[1].connected().act, Act::Logistic);
   EXPECT_EQ(net.layers[1].in.size(), 3 * 11 * 13);
 }
 
@@ -383,7 +383,8 @@ TEST(CfgErrors, YoloLayers) {
   expect_error_at("[net]\nwidth=12\nheight=10\nchannels=3\n[reorg]\nstride=2\n[cost]\n", "[reorg]",
                   {"divisible by stride^2 = 4", "got 3"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,5\nnum=4\nclasses=2\n", "mask=0,5", {"mask entry 5", "[0, 4)"});
-  expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\nanchors=1,2,3\n", "anchors=", {"3 anchor values", "8"});
+  expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\nanchors=1,2,3\n",
+                  "anchors=", {"3 anchor values", "8"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=3\n", "[yolo]", {"14 channels", "filters=16"});
   expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ncoords=4\nanchors=1,1,0,1\n", "anchors=", {"> 0"});
   expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ncoords=5\n", "coords=5", {"coords=5", "not supported"});
@@ -404,10 +405,47 @@ TEST(CfgErrors, DarknetYoloCfgsLoad) {
     const NetSpec net = load_net(path);
     EXPECT_TRUE(net.detector());
     for (const LayerSpec& l : net.layers)
-      for (int r : l.route) EXPECT_GE(r, net.max_cut() - 1) << "layer " << l.index << " routes from inside the tiles";
+      if (l.type == LayerType::Route) {
+        for (int r : l.inputs)
+          EXPECT_GE(r, net.max_cut() - 1) << "layer " << l.index << " routes from inside the tiles";
+      }
   }
   EXPECT_EQ(load_net("/usr/share/darknet/cfg/yolov2.cfg").max_cut(), 17);
   EXPECT_EQ(load_net("/usr/share/darknet/cfg/yolov3-tiny.cfg").max_cut(), 9);
+}
+
+// The parser gives each node its input edges (a chain reads the node before, a route the
+// nodes it lists) and one parameter struct per op type; asking a node for another type's
+// parameters is refused, naming the node.
+TEST(CfgErrors, NodesCarryTheirInputEdgesAndTheirOpsParameters) {
+  const NetSpec net = parse_net(
+      "[net]\nwidth=8\nheight=8\nchannels=3\n"
+      "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
+      "[maxpool]\nsize=2\nstride=2\n"
+      "[convolutional]\nfilters=6\nsize=1\nactivation=linear\n"
+      "[route]\nlayers=-1,-2\n"
+      "[upsample]\nstride=-2\n",
+      "graph.cfg");
+  ASSERT_EQ(net.layers.size(), 5u);
+  EXPECT_EQ(net.layers[0].inputs, std::vector<int>{});
+  EXPECT_EQ(net.layers[1].inputs, std::vector<int>{0});
+  EXPECT_EQ(net.layers[3].inputs, (std::vector<int>{2, 1}));
+  EXPECT_EQ(net.layers[4].inputs, std::vector<int>{3});
+  EXPECT_EQ(net.layers[3].out.c, 6 + 4);
+  EXPECT_EQ(net.layers[0].conv().filters, 4);
+  EXPECT_EQ(net.layers[0].activation(), Act::Leaky);
+  EXPECT_EQ(net.layers[1].window().stride, 2);
+  EXPECT_TRUE(net.layers[4].upsample().reverse);
+  EXPECT_EQ(net.layers[4].out.h, 2);
+  EXPECT_FALSE(net.layers[1].batch_normalize());
+  EXPECT_EQ(net.layers[3].activation(), Act::Linear);
+  try {
+    (void)net.layers[1].conv();
+    FAIL() << "a max-pool gave convolution parameters";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1 is [maxpool]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)net.layers[3].window(), Error);
 }
 
 }  // namespace

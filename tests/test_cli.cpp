@@ -27,8 +27,9 @@ using cli::slurp;
 int64_t darknet_weights_bytes(const NetSpec& net) {
   int64_t floats = 0;
   for (const auto& l : net.layers) {
-    if (l.type == LayerType::Conv) floats += int64_t(l.filters) * (l.batch_normalize ? 4 : 1) + l.weight_count();
-    if (l.type == LayerType::Connected) floats += l.outputs + l.weight_count();
+    if (l.type == LayerType::Conv)
+      floats += int64_t(l.conv().filters) * (l.batch_normalize() ? 4 : 1) + l.weight_count();
+    if (l.type == LayerType::Connected) floats += l.connected().outputs + l.weight_count();
   }
   return 20 + 4 * floats;
 }
@@ -283,7 +284,7 @@ TEST_F(Cli, PlanPrintsTheSchedule) {
   int fetches = 0, reductions = 0;
   for (const auto& st : j["schedule"]["forward"]) fetches += st["step"] == "fetch weights";
   for (const auto& st : j["schedule"]["backward"]) reductions += st["step"] == "reduce gradient";
-  EXPECT_EQ(fetches, 3);     // the three convolutions
+  EXPECT_EQ(fetches, 3);  // the three convolutions
   EXPECT_EQ(reductions, 3);
 }
 

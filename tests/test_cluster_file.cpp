@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "planner/cluster.hpp"
 #include "util/error.hpp"
@@ -17,10 +18,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// A fresh folder for this test's files.
+// A fresh folder for this test's files, removed when the test program ends.
 std::string temp_dir() {
+  struct Folders {
+    std::vector<std::string> made;
+    ~Folders() {
+      std::error_code ec;
+      for (const auto& d : made) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Folders folders;
   std::string tmpl = testing::TempDir() + "/cluster_file_XXXXXX";
   if (!mkdtemp(tmpl.data())) ADD_FAILURE() << "mkdtemp failed for " << tmpl;
+  folders.made.push_back(tmpl);
   return tmpl;
 }
 

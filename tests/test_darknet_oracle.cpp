@@ -185,7 +185,8 @@ void fill_batch(const NetSpec& net, int n, std::mt19937_64& rng, std::vector<flo
     std::uniform_real_distribution<float> u(0.1f, 0.9f);
     for (int s = 0; s < n; ++s)
       for (int b = 0; b < 2; ++b)
-        for (int i = 0; i < 5; ++i) truth[size_t(s * net.truth_size() + b * 5 + i)] = i < 4 ? u(rng) * (i < 2 ? 1 : .5f) : 1;
+        for (int i = 0; i < 5; ++i)
+          truth[size_t(s * net.truth_size() + b * 5 + i)] = i < 4 ? u(rng) * (i < 2 ? 1 : .5f) : 1;
   } else if (net.layers.back().type == LayerType::Softmax) {
     for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
   } else {
@@ -218,7 +219,7 @@ TEST_P(DarknetOracle, PredictMatchesDarknet) {
   if (c.big_bn_variance) {
     std::uniform_real_distribution<float> var(100.f, 1000.f), mean(-1.f, 1.f), scale(5.f, 20.f);
     for (const auto& l : net.layers) {
-      if (!l.batch_normalize) continue;
+      if (!l.batch_normalize()) continue;
       const ParamSlice& s = params.slices[l.index];
       for (auto& v : params.rolling_var[l.index]) v = var(rng);
       for (auto& v : params.rolling_mean[l.index]) v = mean(rng);

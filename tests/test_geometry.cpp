@@ -255,8 +255,9 @@ void check_plan(const NetSpec& net, const Plan& p) {
       // a group before the last tiled layer: its delta is exchanged after batch-norm and
       // activation, so forward computes exactly the owned cells there.
       const bool group_end_conv = l + 1 < p.last && p.group_start(l + 1) && s.type == LayerType::Conv;
-      const bool reads = s.type == LayerType::MaxPool ||
-                         (s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear) && !group_end_conv);
+      const bool reads =
+          s.type == LayerType::MaxPool ||
+          (s.type == LayerType::Conv && (s.batch_normalize() || s.conv().act != Act::Linear) && !group_end_conv);
       EXPECT_EQ(backward_reads_features(net, p, l), reads);
       if (group_end_conv)
         EXPECT_EQ(x.fwd, x.own) << "a group-ending convolution computes only its owned cells";
@@ -266,8 +267,8 @@ void check_plan(const NetSpec& net, const Plan& p) {
         EXPECT_EQ(x.fwd, l + 1 < p.group_end(l) ? hull(x.own, p.at(t, l + 1).in) : x.own);
       EXPECT_EQ(x.held, reads ? hull(x.fwd, x.delta) : x.fwd);
       EXPECT_TRUE(contains(x.delta, x.own)) << "delta must hold own (weight gradients)";
-      EXPECT_EQ(x.in, window_in(x.fwd, s.win, s.in.h, s.in.w)) << "in must be window_in(fwd)";
-      EXPECT_TRUE(contains(x.delta, touching_out(x.delta_in, s.win, s.out.h, s.out.w)))
+      EXPECT_EQ(x.in, window_in(x.fwd, s.window(), s.in.h, s.in.w)) << "in must be window_in(fwd)";
+      EXPECT_TRUE(contains(x.delta, touching_out(x.delta_in, s.window(), s.out.h, s.out.w)))
           << "delta must hold every output touching delta_in";
       const Box own_in = l == p.first ? p.own_input[t] : p.at(t, l - 1).own;
       if (p.group_start(l)) {

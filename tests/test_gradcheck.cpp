@@ -217,8 +217,8 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
     // Probes: every relu/leaky activation, every max-pool.
     TrainOptions popt;  // untiled, no input delta: only values matter
     for (const auto& l : p.net.layers) {
-      const bool kink_act =
-          (l.type == LayerType::Conv || l.type == LayerType::Connected) && (l.act == Act::Relu || l.act == Act::Leaky);
+      const bool kink_act = (l.type == LayerType::Conv || l.type == LayerType::Connected) &&
+                            (l.activation() == Act::Relu || l.activation() == Act::Leaky);
       if (!kink_act && l.type != LayerType::MaxPool) continue;
       auto pr = std::make_unique<Probe>();
       pr->layer = l.index;
@@ -227,7 +227,7 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
         pr->prefix = std::make_unique<Problem>(gc.net.cfg(size_t(l.index) + 1, true, l.index), popt);
       } else {
         pr->kind = Probe::PoolWinner;
-        pr->win = l.win;
+        pr->win = l.window();
         pr->in = l.in;
         pr->out = l.out;
         if (l.index > 0) pr->prefix = std::make_unique<Problem>(gc.net.cfg(size_t(l.index), true), popt);

@@ -169,7 +169,7 @@ void run_case(const Case& c, int steps = 3, KernelPath path = KernelPath::Auto, 
     compare_params(w, st + "after update: momentum", net, p_ref, low.momentum().data(), ref.momentum().data());
     EXPECT_EQ(p_low.seen, p_ref.seen);
     for (const auto& l : net.layers) {
-      if (!l.batch_normalize) continue;
+      if (!l.batch_normalize()) continue;
       const std::string p = st + "layer " + std::to_string(l.index) + " ";
       const size_t k = p_ref.rolling_mean[l.index].size();
       w(p + "rolling mean", p_low.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);

@@ -97,7 +97,7 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
   for (int l = plan.first; l + 1 < plan.last; ++l) {
     const LayerSpec& s = net.layers[size_t(l)];
     const size_t i = size_t(l - plan.first);
-    if (s.type != LayerType::Conv || !conv_pointwise(s) || !vector_act(s.act) ||
+    if (s.type != LayerType::Conv || !conv_pointwise(s) || !vector_act(s.conv().act) ||
         net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[i + 1].empty())
       continue;
     bool fused = true, unwritten = false;
@@ -105,7 +105,8 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
       const LayerMemory& m = mp.tiles[size_t(t)].layers[i];
       const TileLayer& x = plan.at(t, l);
       const Box y = m.y == MapStore::Own ? x.held : x.fwd;
-      fused = fused && mp.tiles[size_t(t)].layers[i + 1].in == MapStore::PrevOutput && contains(y, plan.at(t, l + 1).in);
+      fused =
+          fused && mp.tiles[size_t(t)].layers[i + 1].in == MapStore::PrevOutput && contains(y, plan.at(t, l + 1).in);
       unwritten = unwritten || (m.z == MapStore::Transient && m.y == MapStore::Own && x.held == x.fwd);
     }
     if (fused && unwritten) return true;
@@ -245,7 +246,8 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
                   left.erase(it);
                 };
                 for (size_t b : planned) take(b, "a planned buffer");
-                for (int64_t k = 0; k < extra_grads; ++k) take(size_t(grad_floats) * sizeof(float), "a tile's gradients");
+                for (int64_t k = 0; k < extra_grads; ++k)
+                  take(size_t(grad_floats) * sizeof(float), "a tile's gradients");
                 // What is left are the weight copies, each rounded up to whole pages.
                 size_t rest = 0;
                 for (size_t b : left) rest += b;
@@ -271,9 +273,10 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
   EXPECT_GE(segments, 400);
   EXPECT_GE(partial, 200);
   EXPECT_GE(used, 200);
-  std::printf("MemoryPlan: %d segments (%d with some tiles on another rank) matched their mappings; %d run and every "
-              "planned page used; %d run but not judged on use (a fused convolution's unwritten output reserved)\n",
-              segments, partial, used, unwritten);
+  std::printf(
+      "MemoryPlan: %d segments (%d with some tiles on another rank) matched their mappings; %d run and every "
+      "planned page used; %d run but not judged on use (a fused convolution's unwritten output reserved)\n",
+      segments, partial, used, unwritten);
 }
 
 }  // namespace

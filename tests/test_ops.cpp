@@ -27,8 +27,9 @@ struct OpCase {
 };
 
 const OpCase kCases[] = {
-    {"route", "[net]\nwidth=5\nheight=4\nchannels=3\n[maxpool]\nsize=1\nstride=1\n[convolutional]\nfilters=2\nsize=1\n"
-              "activation=linear\n[route]\nlayers=-1,-2\n"},
+    {"route",
+     "[net]\nwidth=5\nheight=4\nchannels=3\n[maxpool]\nsize=1\nstride=1\n[convolutional]\nfilters=2\nsize=1\n"
+     "activation=linear\n[route]\nlayers=-1,-2\n"},
     {"reorg", "[net]\nwidth=6\nheight=4\nchannels=4\n[reorg]\nstride=2\n"},
     {"reorg_reverse", "[net]\nwidth=3\nheight=2\nchannels=8\n[reorg]\nstride=2\nreverse=1\n"},
     {"upsample", "[net]\nwidth=3\nheight=2\nchannels=2\n[upsample]\nstride=2\n"},
@@ -41,10 +42,14 @@ const OpCase kCases[] = {
     {"dropout", "[net]\nwidth=4\nheight=3\nchannels=2\n[dropout]\nprobability=0.4\n"},
     {"cost", "[net]\nwidth=3\nheight=2\nchannels=2\n[cost]\n"},
     {"softmax", "[net]\nwidth=1\nheight=1\nchannels=7\n[softmax]\n", -1, false},
-    {"region", "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n"
-               "[region]\nanchors=1,1,2,2\nclasses=10\nnum=2\ncoords=4\nsoftmax=1\n", -1, false},
-    {"yolo", "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=24\nsize=1\nactivation=linear\n"
-             "[yolo]\nmask=0,1\nanchors=10,14,23,27\nclasses=7\nnum=2\n", -1, false},
+    {"region",
+     "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n"
+     "[region]\nanchors=1,1,2,2\nclasses=10\nnum=2\ncoords=4\nsoftmax=1\n",
+     -1, false},
+    {"yolo",
+     "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=24\nsize=1\nactivation=linear\n"
+     "[yolo]\nmask=0,1\nanchors=10,14,23,27\nclasses=7\nnum=2\n",
+     -1, false},
 };
 
 class OpContract : public ::testing::TestWithParam<OpCase> {
@@ -69,7 +74,7 @@ class OpContract : public ::testing::TestWithParam<OpCase> {
     scratch.assign(size_t(batch * op->scratch_floats()), 0.f);
     if (spec->has_params()) {
       weights.resize(size_t(spec->weight_count()));
-      biases.resize(size_t(spec->outputs));
+      biases.resize(size_t(spec->out.c));
       for (float& v : weights) v = u(rng);
       for (float& v : biases) v = u(rng);
     }

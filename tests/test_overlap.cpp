@@ -64,7 +64,8 @@ TEST(Overlap, PartsCoverTheForwardBoxAndTheInteriorNeedsNoHalo) {
               for (int xx = 0; xx < s.out.w; ++xx)
                 ASSERT_EQ(count[size_t(y * s.out.w + xx)], contains(x.fwd, Box{y, y + 1, xx, xx + 1}) ? 1 : 0)
                     << "cell (" << y << "," << xx << ")";
-            EXPECT_TRUE(contains(intersect(plan.at(t, l - 1).own, x.in), window_in(parts[0], s.win, s.in.h, s.in.w)))
+            EXPECT_TRUE(
+                contains(intersect(plan.at(t, l - 1).own, x.in), window_in(parts[0], s.window(), s.in.h, s.in.w)))
                 << "the interior " << parts[0].str() << " reads beyond the tile's own cells";
             // The interior is as large as it can be: one more row or column would need a halo.
             const Box mine = intersect(plan.at(t, l - 1).own, x.in);
@@ -73,7 +74,7 @@ TEST(Overlap, PartsCoverTheForwardBoxAndTheInteriorNeedsNoHalo) {
                                      Box{parts[0].y0, parts[0].y1, parts[0].x0 - 1, parts[0].x1},
                                      Box{parts[0].y0, parts[0].y1, parts[0].x0, parts[0].x1 + 1}})
               if (contains(x.fwd, grown)) {
-                EXPECT_FALSE(contains(mine, window_in(grown, s.win, s.in.h, s.in.w))) << grown.str();
+                EXPECT_FALSE(contains(mine, window_in(grown, s.window(), s.in.h, s.in.w))) << grown.str();
               }
           }
       }

@@ -100,8 +100,8 @@ Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int 
 }
 
 TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {
-  const LinearFit f = fit_linear({100, 1000, 10000, 100000}, {1e-3 + 2e-7 * 100, 1e-3 + 2e-7 * 1000,
-                                                               1e-3 + 2e-7 * 10000, 1e-3 + 2e-7 * 100000});
+  const LinearFit f = fit_linear({100, 1000, 10000, 100000},
+                                 {1e-3 + 2e-7 * 100, 1e-3 + 2e-7 * 1000, 1e-3 + 2e-7 * 10000, 1e-3 + 2e-7 * 100000});
   EXPECT_NEAR(f.a, 1e-3, 1e-9);
   EXPECT_NEAR(f.b, 2e-7, 1e-12);
   // Times falling with size cannot give a negative slope: a constant instead.
@@ -255,7 +255,8 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
 TEST(PlannerCostModel, GradientReduceScatterIsTheTileOrderAllToAll) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const int cut = resolve_cut(net, -1);
-  const ClusterModel cm = resolve_cluster(synthetic_spec(net, 4, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
+  const ClusterModel cm =
+      resolve_cluster(synthetic_spec(net, 4, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
   double params = 0;
   for (const LayerSpec& l : net.layers) params += double(l.param_count());
   const double B = 4 * params, rate = 100e6 / 8;
@@ -272,14 +273,16 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const int cut = resolve_cut(net, -1);
   auto spec = [&](const nlohmann::json& efficiency) { return synthetic_spec(net, 4, 100, 4096, {}, efficiency); };
-  const ClusterSpec old = spec({{"ring", 0.8}, {"many_flows", 0.6}, {"ring_overhead_s", 0.01},
-                                {"many_flows_overhead_s", 0.002}});
+  const ClusterSpec old =
+      spec({{"ring", 0.8}, {"many_flows", 0.6}, {"ring_overhead_s", 0.01}, {"many_flows_overhead_s", 0.002}});
   EXPECT_EQ(old.chunk_gather_efficiency, 1);
   EXPECT_EQ(old.chunk_gather_overhead_s, 0.002);
   EXPECT_EQ(old.chunk_reduce_scatter_efficiency, 0.8);
   EXPECT_EQ(old.chunk_reduce_scatter_overhead_s, 0.01);
-  const ClusterSpec slow = spec({{"chunk_gather", 0.5}, {"chunk_reduce_scatter", 0.5},
-                                 {"chunk_gather_overhead_s", 0.003}, {"chunk_reduce_scatter_overhead_s", 0.004}});
+  const ClusterSpec slow = spec({{"chunk_gather", 0.5},
+                                 {"chunk_reduce_scatter", 0.5},
+                                 {"chunk_gather_overhead_s", 0.003},
+                                 {"chunk_reduce_scatter_overhead_s", 0.004}});
   // One rank's 1 MB chunk, the others' links idle: (P-1) MB out of the owner at half the rate.
   const std::vector<int> devs{0, 1, 2, 3};
   const std::vector<double> owned{262144, 0, 0, 0};
@@ -311,8 +314,8 @@ TEST(PlannerCostModel, SharedMemoryRateFromTheCollectivesRoundTrips) {
                  rs = reduce_scatter_time(cm.spec, one_host, bytes);
     EXPECT_NEAR(shared_memory_collective_rate(P, bytes, 7e-6, ag, rs), 20000e6 / 8, 1e-6 * 20000e6 / 8) << P;
     // Collectives twice as slow (less their latency) give half the rate.
-    EXPECT_NEAR(shared_memory_collective_rate(P, bytes, 7e-6, 2 * ag - 7e-6, 2 * rs - (P - 1) * 7e-6),
-                20000e6 / 16, 1e-6 * 20000e6 / 8)
+    EXPECT_NEAR(shared_memory_collective_rate(P, bytes, 7e-6, 2 * ag - 7e-6, 2 * rs - (P - 1) * 7e-6), 20000e6 / 16,
+                1e-6 * 20000e6 / 8)
         << P;
   }
 }
@@ -326,7 +329,7 @@ TEST(PlannerCostModel, BatchNormSumsAreAnAllGatherOfEveryTile) {
   const ClusterModel cm = synthetic_cluster(net, 4, 1);  // 1 Mbit/s: bytes, not latency
   double bytes = 0;
   for (int l = 0; l < cut; ++l)
-    if (net.layers[size_t(l)].type == LayerType::Conv && net.layers[size_t(l)].batch_normalize)
+    if (net.layers[size_t(l)].type == LayerType::Conv && net.layers[size_t(l)].batch_normalize())
       bytes += 2 * 3 * 16. * net.layers[size_t(l)].out.c;  // forward and backward, 3 other tiles
   const double floor = bytes / cm.spec.link(0, 1).bytes_per_s();
   const Prediction p = predict(net, part(2, 2, "all", cut), cm);
@@ -341,8 +344,8 @@ TEST(PlannerCostModel, BatchNormSumsAreAnAllGatherOfEveryTile) {
 // fourteenth session).
 TEST(PlannerCostModel, LowMemoryGradientChunksOverlapRoundTheRing) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
-  const ClusterSpec c = synthetic_spec(net, 4, 100, 4096, {}, {{"chunk_reduce_scatter", 0.5},
-                                                               {"chunk_reduce_scatter_overhead_s", 0.}});
+  const ClusterSpec c =
+      synthetic_spec(net, 4, 100, 4096, {}, {{"chunk_reduce_scatter", 0.5}, {"chunk_reduce_scatter_overhead_s", 0.}});
   const std::vector<int> devs{0, 1, 2, 3};
   const LinkSpec l = c.link(0, 1);
   const double hop = l.latency_s() + 1048576 / l.bytes_per_s() / 0.5;
@@ -365,8 +368,8 @@ TEST(PlannerCostModel, LowMemoryGradientChunksOverlapRoundTheRing) {
   // Two ranks on one device share its link: their hops queue behind each other.
   const std::vector<int> paired{0, 0, 1, 1};
   const std::vector<double> spread{131072, 131072, 131072, 131072};  // every rank owns a 0.5 MB part
-  const double across = l.latency_s() + 524288 / l.bytes_per_s() / 0.5, local = c.link(0, 0).latency_s() +
-                                                                             524288 / c.link(0, 0).bytes_per_s();
+  const double across = l.latency_s() + 524288 / l.bytes_per_s() / 0.5,
+               local = c.link(0, 0).latency_s() + 524288 / c.link(0, 0).bytes_per_s();
   const std::vector<double> t = chunk_ring_finish(c, paired, {spread}, std::vector<double>(4, 0.));
   // Each step: ranks 1 -> 2 and 3 -> 0 cross (on different devices' links, at once), 0 -> 1
   // and 2 -> 3 stay on their devices.
@@ -482,7 +485,8 @@ TEST(PlannerCostModel, ModelOfAnotherNetIsRefused) {
   const NetSpec w1 = net_at("cfgs/yolov2-16.cfg");
   const NetSpec fm = net_at("cfgs/fashion-mnist.cfg");
   const nlohmann::json j{
-      {"devices", {{{"name", "a"}, {"cores", 1}, {"memory_mb", 100}, {"model", device_model_to_json(synthetic_model(fm))}}}},
+      {"devices",
+       {{{"name", "a"}, {"cores", 1}, {"memory_mb", 100}, {"model", device_model_to_json(synthetic_model(fm))}}}},
       {"links", {{"bandwidth_mbit", 100}, {"latency_us", 10}}}};
   try {
     resolve_cluster(parse_cluster(j, "c.json", {}), w1, nullptr);
@@ -554,8 +558,9 @@ TEST(PlannerCostModel, SizeCorrectionFollowsTheMeasuredPoints) {
     for (int l = 0; l < spatial; ++l) {
       const double cells = double(at.layers[size_t(l)].out.h) * at.layers[size_t(l)].out.w;
       const LayerModel& f = m.layers[size_t(l)];
-      layers.push_back({factor * f.fwd.at(cells), factor * f.fwd_pointwise.at(cells), factor * f.bwd_pointwise.at(cells),
-                        factor * f.bwd_data.at(cells), factor * f.bwd_weights.at(cells)});
+      layers.push_back({factor * f.fwd.at(cells), factor * f.fwd_pointwise.at(cells),
+                        factor * f.bwd_pointwise.at(cells), factor * f.bwd_data.at(cells),
+                        factor * f.bwd_weights.at(cells)});
     }
     m.points.push_back({{"height", h}, {"width", w}, {"step_s", 1.0}, {"layers", layers}});
   }
@@ -572,7 +577,8 @@ TEST(PlannerCostModel, SizeCorrectionFollowsTheMeasuredPoints) {
   }
   // One process on the whole map: every layer's compute 1.2x (the head is not a layer's).
   const Partition whole = part(1, 1, "none", resolve_cut(net, -1));
-  const Prediction a = predict(net, whole, plain), b = predict(net, whole, local_cluster(m, 4, 4096, LinkSpec{40000, 1}));
+  const Prediction a = predict(net, whole, plain),
+                   b = predict(net, whole, local_cluster(m, 4, 4096, LinkSpec{40000, 1}));
   const double head_f = m.head_fwd_per_sample * net.micro_batch(), head_b = m.head_bwd_per_sample * net.micro_batch();
   EXPECT_NEAR((b.fwd_s - head_f) / (a.fwd_s - head_f), 1.2, 1e-9);
   EXPECT_NEAR((b.bwd_s - head_b) / (a.bwd_s - head_b), 1.2, 1e-9);
@@ -595,7 +601,10 @@ TEST(PlannerCalibrate, EachSizeKeepsItsFastestSweep) {
   EXPECT_EQ(best[0], (std::pair{0.8, 1}));
   EXPECT_EQ(best[1], (std::pair{0.5, 0}));
   EXPECT_EQ(best[2], (std::pair{0.9, 0}));  // a tie keeps the first
-  EXPECT_EQ(fastest_of_sweeps<int>(2, 0, [](size_t i, int) { return int(i); }, [](int v) { return v; }).size(), 2u);
+  EXPECT_EQ(fastest_of_sweeps<int>(
+                2, 0, [](size_t i, int) { return int(i); }, [](int v) { return v; })
+                .size(),
+            2u);
 }
 
 TEST(PlannerCalibrate, FitsEveryLayerAndRoundTrips) {
@@ -704,8 +713,9 @@ TEST(PlannerOptimizer, CommandLinesFitTheCluster) {
             "mpirun -np 4 --host pi-a:2,pi-b:2 build/tiletrain train --cfg w.cfg --batch 4 --size 96x96 --grid 2x2 "
             "--groups none --cut 4 --tiles-per-rank 1 --steps 100");
   ctx.hosts = {"dev0", "dev1"};
-  EXPECT_EQ(command_line("w.cfg", c, ctx).rfind("cluster/edge.sh run --ranks-per-device 2 -- train --cfg w.cfg --batch 4", 0),
-            0u);
+  EXPECT_EQ(
+      command_line("w.cfg", c, ctx).rfind("cluster/edge.sh run --ranks-per-device 2 -- train --cfg w.cfg --batch 4", 0),
+      0u);
   ctx.hosts = {"here"};
   c.part.ranks_per_device = 4;
   EXPECT_EQ(command_line("w.cfg", c, ctx).rfind("mpirun -np 4 build/tiletrain train --cfg w.cfg --batch 4", 0), 0u);

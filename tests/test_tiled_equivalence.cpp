@@ -169,7 +169,8 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
     const std::vector<double>& in = x[li];
     std::vector<double>& out = x[li + 1];
     const int C = l.in.c, H = l.in.h, Wd = l.in.w, O = l.out.c, OH = l.out.h, OW = l.out.w;
-    const int K = l.win.size, S = l.win.stride, P = l.win.pad;
+    const Window win = l.spatial() ? l.window() : Window{};
+    const int K = win.size, S = win.stride, P = win.pad;
     switch (l.type) {
       case LayerType::Conv: {
         std::vector<double> z(size_t(N) * O * OH * OW, 0.);
@@ -177,7 +178,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
           for (int o = 0; o < O; ++o)
             for (int oy = 0; oy < OH; ++oy)
               for (int ox = 0; ox < OW; ++ox) {
-                double s = l.batch_normalize ? 0. : Bi(l, o);
+                double s = l.batch_normalize() ? 0. : Bi(l, o);
                 for (int c = 0; c < C; ++c)
                   for (int ky = 0; ky < K; ++ky) {
                     const int iy = oy * S - P + ky;
@@ -191,7 +192,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
                   }
                 z[size_t(((n * O + o) * OH + oy) * OW + ox)] = s;
               }
-        if (l.batch_normalize) {
+        if (l.batch_normalize()) {
           const int M = N * OH * OW;
           xhat[li].assign(z.size(), 0.);
           rstd[li].assign(size_t(O), 0.);
@@ -224,7 +225,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         }
         pre[li] = z;
         out.resize(z.size());
-        for (size_t k = 0; k < z.size(); ++k) out[k] = test::act_ref(l.act, z[k]);
+        for (size_t k = 0; k < z.size(); ++k) out[k] = test::act_ref(l.conv().act, z[k]);
         break;
       }
       case LayerType::MaxPool: {
@@ -260,14 +261,14 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         break;
       case LayerType::Connected: {
         const int64_t I = l.in.size();
-        pre[li].assign(size_t(N) * l.outputs, 0.);
+        pre[li].assign(size_t(N) * l.connected().outputs, 0.);
         out.resize(pre[li].size());
         for (int n = 0; n < N; ++n)
-          for (int o = 0; o < l.outputs; ++o) {
+          for (int o = 0; o < l.connected().outputs; ++o) {
             double s = Bi(l, o);
             for (int64_t i = 0; i < I; ++i) s += W(l, o * I + i) * in[size_t(n * I + i)];
-            pre[li][size_t(n * l.outputs + o)] = s;
-            out[size_t(n * l.outputs + o)] = test::act_ref(l.act, s);
+            pre[li][size_t(n * l.connected().outputs + o)] = s;
+            out[size_t(n * l.connected().outputs + o)] = test::act_ref(l.connected().act, s);
           }
         break;
       }
@@ -313,11 +314,12 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
     const std::vector<double>& in = x[li];
     std::vector<double> gin(in.size(), 0.);
     const int C = l.in.c, H = l.in.h, Wd = l.in.w, O = l.out.c, OH = l.out.h, OW = l.out.w;
-    const int K = l.win.size, S = l.win.stride, P = l.win.pad;
+    const Window win = l.spatial() ? l.window() : Window{};
+    const int K = win.size, S = win.stride, P = win.pad;
     switch (l.type) {
       case LayerType::Conv: {
-        for (size_t k = 0; k < g.size(); ++k) g[k] *= test::act_grad_ref(l.act, pre[li][k]);
-        if (l.batch_normalize) {
+        for (size_t k = 0; k < g.size(); ++k) g[k] *= test::act_grad_ref(l.conv().act, pre[li][k]);
+        if (l.batch_normalize()) {
           const int M = N * OH * OW;
           for (int o = 0; o < O; ++o) {
             double sg = 0, sgx = 0;
@@ -345,7 +347,7 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
             for (int oy = 0; oy < OH; ++oy)
               for (int ox = 0; ox < OW; ++ox) {
                 const double d = g[size_t(((n * O + o) * OH + oy) * OW + ox)];
-                if (!l.batch_normalize) acc(ps.biases + o, d);
+                if (!l.batch_normalize()) acc(ps.biases + o, d);
                 for (int c = 0; c < C; ++c)
                   for (int ky = 0; ky < K; ++ky) {
                     const int iy = oy * S - P + ky;
@@ -374,9 +376,9 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
       case LayerType::Connected: {
         const int64_t I = l.in.size();
         for (int n = 0; n < N; ++n)
-          for (int o = 0; o < l.outputs; ++o) {
-            const double d =
-                g[size_t(n * l.outputs + o)] * test::act_grad_ref(l.act, pre[li][size_t(n * l.outputs + o)]);
+          for (int o = 0; o < l.connected().outputs; ++o) {
+            const double d = g[size_t(n * l.connected().outputs + o)] *
+                             test::act_grad_ref(l.connected().act, pre[li][size_t(n * l.connected().outputs + o)]);
             acc(ps.biases + o, d);
             for (int64_t i = 0; i < I; ++i) {
               acc(ps.weights + o * I + i, d * in[size_t(n * I + i)]);
@@ -650,7 +652,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
       if (ps.scales >= 0) one("scales", ps.scales, ps.n_out);
     }
     for (const auto& l : net.layers) {
-      if (!l.batch_normalize) continue;
+      if (!l.batch_normalize()) continue;
       const size_t k = p_ref.rolling_mean[l.index].size();
       const std::string p = after + " layer " + std::to_string(l.index) + " ";
       check(p + "rolling mean", p_tiled.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);
@@ -782,9 +784,10 @@ TEST(TiledEquivalence, GivenConfiguration) {
   SCOPED_TRACE(c.describe());
   const NetSpec net = parse_net(c.cfg, path);
   const EqResult r = run_equivalence(c, net);
-  std::printf("%s: %d tensor(s) failed; worst relative difference %.3g (%s); %d accepted as ill-conditioned in fp32 "
-              "(float64 check), %d updated tensor(s) within what their gradients explain\n",
-              path, r.failures, r.worst, r.worst_name.c_str(), r.ill_conditioned, r.explained);
+  std::printf(
+      "%s: %d tensor(s) failed; worst relative difference %.3g (%s); %d accepted as ill-conditioned in fp32 "
+      "(float64 check), %d updated tensor(s) within what their gradients explain\n",
+      path, r.failures, r.worst, r.worst_name.c_str(), r.ill_conditioned, r.explained);
 }
 
 // A large odd map (97 x 131: primes, divisible by no grid or stride) on two random
@@ -935,7 +938,7 @@ TEST(TiledEquivalence, W1) {
     tr.update();
     compare_params(check, "after the step:", net, p0, p.values.data(), p_ref.values.data());
     for (const auto& l : net.layers) {
-      if (!l.batch_normalize) continue;
+      if (!l.batch_normalize()) continue;
       const size_t k = p_ref.rolling_mean[l.index].size();
       const std::string pre = "layer " + std::to_string(l.index) + " ";
       check(pre + "rolling mean", p.rolling_mean[l.index].data(), p_ref.rolling_mean[l.index].data(), k);

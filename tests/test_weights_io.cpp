@@ -246,7 +246,7 @@ TEST_F(WeightsIO, MajorOrMinorAbove1000MeansNarrowSeen) {
       continue;
     }
     saw_connected = true;
-    const int64_t outs = l.outputs, ins = l.in.size();
+    const int64_t outs = l.connected().outputs, ins = l.in.size();
     for (int64_t o = 0; o < outs; ++o)
       for (int64_t i = 0; i < ins; ++i)
         ASSERT_EQ(b.values[size_t(s.weights + o * ins + i)], a.values[size_t(s.weights + i * outs + o)]);

@@ -123,7 +123,7 @@ std::vector<float> make_truth(const NetSpec& net, int n, std::mt19937_64& rng) {
   }
   int classes = 1;
   for (const auto& l : net.layers)
-    if (l.detector()) classes = l.det.classes;
+    if (l.detector()) classes = l.det().classes;
   std::uniform_real_distribution<float> c(0.03f, 0.97f), s(0.05f, 0.9f);
   for (int b = 0; b < n; ++b)
     for (int k = 0; k < 4 + b; ++k) {
@@ -173,7 +173,7 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
   if (last.type == LayerType::Region) {  // Darknet's GPU backward, through the identity max-pool
     const std::vector<float> delta = tensor("loss_delta_" + std::to_string(L - 1) + ".bin");
     const std::vector<float> out = tensor("output_" + std::to_string(L - 1) + ".bin");
-    const int wh = last.out.h * last.out.w, per_box = 5 + last.det.classes;
+    const int wh = last.out.h * last.out.w, per_box = 5 + last.det().classes;
     for (size_t k = 0; k < delta.size(); ++k) {
       const int entry = int(k / size_t(wh)) % per_box;
       const double g = entry == 0 || entry == 1 || entry == 4 ? double(out[k]) * (1 - out[k]) : 1.;
@@ -264,7 +264,7 @@ TEST_P(DetectOracle, SameDetectionsAndMapAsDarknet) {
     if (l.detector()) {
       head_detections(detection_head(l), tr.output_of(l.index), loaded.w, loaded.h, net.width, net.height, thresh, true,
                       dets);
-      classes = l.det.classes;
+      classes = l.det().classes;
     }
   do_nms_sort(dets, classes, kDarknetTestNms);
   std::vector<const Detection*> kept;
@@ -307,8 +307,8 @@ TEST_P(DetectOracle, SameDetectionsAndMapAsDarknet) {
   std::vector<Detection> ours;
   for (const Detection* d : kept) ours.push_back(*d);
   const MapResult a = voc_map({ours}, {truth}, classes), b = voc_map({theirs}, {truth}, classes);
-  std::printf("%s: mAP@0.5 %.6f from tiletrain's boxes, %.6f from Darknet's (%zu truths)\n", name.c_str(), a.map,
-              b.map, truth.size());
+  std::printf("%s: mAP@0.5 %.6f from tiletrain's boxes, %.6f from Darknet's (%zu truths)\n", name.c_str(), a.map, b.map,
+              truth.size());
   EXPECT_GT(b.map, 0.05) << "too few matches for the comparison to mean much";
   EXPECT_LT(b.map, 0.95);
   EXPECT_NEAR(a.map, b.map, 1e-6);

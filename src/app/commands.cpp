@@ -188,10 +188,10 @@ int cmd_info(const RunOptions& o) {
   int64_t params = 0;
   for (const auto& l : net.layers) {
     char ks[16] = "";
-    if (l.spatial()) std::snprintf(ks, sizeof ks, "%d/%d", l.win.size, l.win.stride);
-    const char* act = l.type == LayerType::Conv || l.type == LayerType::Connected ? act_name(l.act) : "";
+    if (l.spatial()) std::snprintf(ks, sizeof ks, "%d/%d", l.window().size, l.window().stride);
+    const char* act = l.type == LayerType::Conv || l.type == LayerType::Connected ? act_name(l.activation()) : "";
     std::string name = layer_type_name(l.type);
-    if (l.batch_normalize) name += "+bn";
+    if (l.batch_normalize()) name += "+bn";
     const double mb = 4.0 * net.batch * l.out.size() / 1048576.0;
     std::printf("%4d %-16s %-6s %-6s %-14s %-14s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,
                 shape_str(l.in).c_str(), shape_str(l.out).c_str(), (long long)l.param_count(),
@@ -246,7 +246,8 @@ nlohmann::json schedule_json(const NetSpec& net, const Schedule& s) {
   nlohmann::json j;
   for (auto [name, steps] : {std::pair{"forward", &s.forward}, std::pair{"backward", &s.backward}}) {
     nlohmann::json v = nlohmann::json::array();
-    for (const Step& st : *steps) v.push_back({{"step", step_name(st.kind)}, {"layer", st.layer}, {"text", describe(st, net)}});
+    for (const Step& st : *steps)
+      v.push_back({{"step", step_name(st.kind)}, {"layer", st.layer}, {"text", describe(st, net)}});
     j[name] = v;
   }
   return j;
@@ -329,8 +330,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     for (int l = 0; l < cut; ++l) {
       const TileLayer& x = p.at(ti, l);
       std::printf("  %3d%s %-26s %-26s %-26s %-26s%s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
-                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str(),
-                  exchange ? held_note(x).c_str() : "");
+                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str(), exchange ? held_note(x).c_str() : "");
     }
     // The halo this tile exchanges at each group start (cells of the map named).
     for (int l = 1; l < cut; ++l) {
@@ -422,8 +422,9 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     hxf.push_back(t.halo_exchange_fwd);
     hov.push_back(t.halo_overlap);
     if (!o.json && root)
-      std::fprintf(human, "step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
-                  t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
+      std::fprintf(human,
+                   "step %d: %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f)\n", i,
+                   t.total, t.fwd, t.bwd, t.halo, t.weights, t.io, t.update);
   }
   if (!b.trace.empty()) {
     const nlohmann::json about{
@@ -441,9 +442,10 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   const auto all_step = comm.all_gather(median(step)), all_fwd = comm.all_gather(median(fwd)),
              all_bwd = comm.all_gather(median(bwd)), all_halo = comm.all_gather(median(halo)),
              all_wts = comm.all_gather(median(wts)), all_io = comm.all_gather(median(io)),
-             all_upd = comm.all_gather(median(upd)), all_rel = comm.all_gather(median(rel)), all_rss = comm.all_gather(rss),
-             all_hx = comm.all_gather(median(hx)), all_hxf = comm.all_gather(median(hxf)),
-             all_hov = comm.all_gather(median(hov)), all_poll = comm.all_gather(comm.busy_poll_s());
+             all_upd = comm.all_gather(median(upd)), all_rel = comm.all_gather(median(rel)),
+             all_rss = comm.all_gather(rss), all_hx = comm.all_gather(median(hx)),
+             all_hxf = comm.all_gather(median(hxf)), all_hov = comm.all_gather(median(hov)),
+             all_poll = comm.all_gather(comm.busy_poll_s());
   const Trainer::Memory mem = trainer.memory();
   const auto all_maps = comm.all_gather(mem.maps_mb), all_deltas = comm.all_gather(mem.deltas_mb),
              all_filters = comm.all_gather(mem.filters_mb);
@@ -480,20 +482,21 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   for (auto& [h, v] : per_host) host_max = std::max(host_max, v);
   const double rss_max = *std::max_element(all_rss.begin(), all_rss.end());
   auto mx = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  std::fprintf(human, 
+  std::fprintf(
+      human,
       "%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s %7s (MB; other = kernel scratch %.1f, libraries, "
       "MPI; rank 0 also holds the input and whole maps at the cut)\n",
       "rank", "host", "step s", "fwd", "bwd", "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters",
       "other", mem.scratch_mb);
   for (size_t r = 0; r < hosts.size(); ++r)
     std::fprintf(human, "%-5zu %-12s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.1f %7.1f %7.1f %8.1f %7.1f\n", r,
-                hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r], all_io[r],
-                all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
-                all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
-  std::fprintf(human, 
-      "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
-      "(largest rank), %.1f MB (largest host sum)\n",
-      median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
+                 hosts[r].substr(0, 12).c_str(), all_step[r], all_fwd[r], all_bwd[r], all_halo[r], all_wts[r],
+                 all_io[r], all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
+                 all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
+  std::fprintf(human,
+               "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
+               "(largest rank), %.1f MB (largest host sum)\n",
+               median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
   if (o.json) {
     nlohmann::json j{{"cfg", o.cfg},
                      {"batch", net.batch},
@@ -555,22 +558,23 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
 
 int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   const NetSpec net = load_run_net(o);
-  const VerifyReport r = verify_training(net, train_options(o), comm, o.seed, steps,
-                                         [](const Trainer& t) { print_kernel_warnings(t); });
+  const VerifyReport r =
+      verify_training(net, train_options(o), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
   double verdict = 0;
   if (comm.rank() == kRoot) {
     std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s%s\n", net.path.c_str(),
                 o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch, steps, o.bn.c_str(),
                 o.low_memory ? ", low memory" : "");
-    std::printf("  largest difference per kind of tensor over its scale (gradients and tensors after a step: over the\n"
-                "  larger of ||untiled|| and the bound shown; every step starts both runs from the same weights and\n"
-                "  optimizer state; engine/verify.hpp says why each scale and tolerance):\n");
+    std::printf(
+        "  largest difference per kind of tensor over its scale (gradients and tensors after a step: over the\n"
+        "  larger of ||untiled|| and the bound shown; every step starts both runs from the same weights and\n"
+        "  optimizer state; engine/verify.hpp says why each scale and tolerance):\n");
     for (int k = 0; k < VerifyReport::kKinds; ++k) {
       const VerifyReport::Worst& w = r.worst[size_t(k)];
       char where[32] = "";
       if (w.layer >= 0) std::snprintf(where, sizeof where, ", layer %d", w.layer);
-      std::printf("    %-23s %-9.3g over %-35s tolerance %g%s%s\n", VerifyReport::name(k), w.diff, VerifyReport::scale(k),
-                  VerifyReport::tolerance(k), where, r.ok(k) ? "" : "  <-- over");
+      std::printf("    %-23s %-9.3g over %-35s tolerance %g%s%s\n", VerifyReport::name(k), w.diff,
+                  VerifyReport::scale(k), VerifyReport::tolerance(k), where, r.ok(k) ? "" : "  <-- over");
     }
     std::printf("%s\n", r.ok() ? "OK: tiled training matches untiled" : "MISMATCH");
     verdict = r.ok() ? 0 : 1;

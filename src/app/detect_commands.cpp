@@ -34,9 +34,9 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
 
 void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig& dc, const std::string& cfg) {
   for (const LayerSpec* l : heads)
-    if (l->det.classes != dc.classes)
-      fail(cfg, ":", l->line, ": [", layer_type_name(l->type), "] has classes=", l->det.classes, " but ", dc.path, ":",
-           dc.classes_line, " has classes=", dc.classes);
+    if (l->det().classes != dc.classes)
+      fail(cfg, ":", l->line, ": [", layer_type_name(l->type), "] has classes=", l->det().classes, " but ", dc.path,
+           ":", dc.classes_line, " has classes=", dc.classes);
 }
 
 void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
@@ -67,7 +67,7 @@ std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net
   }
   int classes = 0;
   for (const LayerSpec& l : net.layers)
-    if (l.detector()) classes = l.det.classes;
+    if (l.detector()) classes = l.det().classes;
   for (auto& d : out) do_nms_sort(d, classes, kDarknetTestNms);
   return out;
 }
@@ -137,7 +137,7 @@ bool is_data_file(const std::string& f) { return f.size() > 5 && f.substr(f.size
 
 std::vector<std::string> class_names(const std::string& file, const std::vector<const LayerSpec*>& heads,
                                      const std::string& cfg) {
-  const int classes = heads.back()->det.classes;
+  const int classes = heads.back()->det().classes;
   std::vector<std::string> names;
   if (!file.empty()) {
     if (is_data_file(file)) {
@@ -252,7 +252,7 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     lo.classes = dc.classes;
     lo.augment = Augment{.width = net.width,
                          .height = net.height,
-                         .jitter = heads.back()->det.jitter,
+                         .jitter = heads.back()->det().jitter,
                          .hue = net.hue,
                          .saturation = net.saturation,
                          .exposure = net.exposure,
@@ -338,9 +338,10 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
       // Detectors learn slowly: a first run of the default single epoch is rarely useful.
       const double epochs = double(total) / double(per_epoch);
       if (epochs < 10)
-        std::printf("(trained %.3g epoch(s), %lld steps: a detector usually needs tens of epochs, e.g. --epochs 25 "
-                    "as scripts/detect_job.sh trains; --resume continues this run if it wrote --checkpoint)\n",
-                    epochs, (long long)total);
+        std::printf(
+            "(trained %.3g epoch(s), %lld steps: a detector usually needs tens of epochs, e.g. --epochs 25 "
+            "as scripts/detect_job.sh trains; --resume continues this run if it wrote --checkpoint)\n",
+            epochs, (long long)total);
     }
   }
   return 0;
@@ -375,7 +376,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
-  const int classes = heads.back()->det.classes;
+  const int classes = heads.back()->det().classes;
   const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
   Params params(net);
   load_weights(params, net, d.weights);

@@ -100,13 +100,13 @@ DetectionHead detection_head(const LayerSpec& l) {
   return DetectionHead{.yolo = yolo,
                        .w = l.out.w,
                        .h = l.out.h,
-                       .n = l.det.boxes_per_cell(yolo),
-                       .classes = l.det.classes,
-                       .coords = l.det.coords,
-                       .background = l.det.background,
-                       .softmax = l.det.softmax,
-                       .biases = l.det.anchors,
-                       .mask = yolo ? l.det.mask : std::vector<int>{}};
+                       .n = l.det().boxes_per_cell(yolo),
+                       .classes = l.det().classes,
+                       .coords = l.det().coords,
+                       .background = l.det().background,
+                       .softmax = l.det().softmax,
+                       .biases = l.det().anchors,
+                       .mask = yolo ? l.det().mask : std::vector<int>{}};
 }
 
 void check_head(const DetectionHead& h) {

@@ -29,7 +29,7 @@ ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles) : s_(s) 
 
 void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& params, int batch, bool batch_stats,
                             const SumOverTiles& sum) {
-  if (!s_.batch_normalize) return;
+  if (!s_.batch_normalize()) return;
   const int C = s_.out.c;
   const ParamSlice& ps = params.slices[size_t(s_.index)];
   const float* gamma = params.values.data() + ps.scales;
@@ -98,17 +98,17 @@ void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
                              bool sync, const SumOverTiles& sum) {
   const int C = s_.out.c;
   for (const PointwiseTile& pt : tiles) {
-    if (s_.batch_normalize) {  // with the tile's share of the batch-norm sums
+    if (s_.batch_normalize()) {  // with the tile's share of the batch-norm sums
       double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
       std::fill(slot, slot + 2 * C, 0.);
-      act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.act, mean_.data(),
+      act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.conv().act, mean_.data(),
                            rstd_.data(), slot, slot + C);
       if (scale_) add_grad_scales(pt);
     } else {
-      act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.act);
+      act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.conv().act);
     }
   }
-  if (!s_.batch_normalize) return;
+  if (!s_.batch_normalize()) return;
   const ParamSlice& ps = params.slices[size_t(s_.index)];
   const float* gamma = params.values.data() + ps.scales;
   for (const PointwiseTile& pt : tiles) {

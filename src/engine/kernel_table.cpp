@@ -11,8 +11,8 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
   const int n = net.micro_batch();
   for (const LayerSpec& s : net.layers) {
     if (s.type != LayerType::Conv) continue;
-    const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.win, full_box(s.out.h, s.out.w), s.in.h, s.in.w,
-                                 ctx.config.block, cb, !s.batch_normalize);
+    const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.window(), full_box(s.out.h, s.out.w), s.in.h, s.in.w,
+                                 ctx.config.block, cb, !s.batch_normalize());
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
       if (p == ConvPass::BackwardData && s.index == 0 && !input_delta) continue;
       uses.push_back({s.index, p, choose_conv(ctx, g, p, s.index < cut).name});

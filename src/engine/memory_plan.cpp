@@ -28,7 +28,7 @@ bool input_aliases(const Plan& plan, int t, int l) {
 bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const TileLayer& x = plan.at(t, l);
   const LayerSpec& s = net.layers[l];
-  return x.in == window_in(x.delta, s.win, s.in.h, s.in.w);  // the input buffer always holds box `in`
+  return x.in == window_in(x.delta, s.window(), s.in.h, s.in.w);  // the input buffer always holds box `in`
 }
 
 bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles) {
@@ -42,14 +42,15 @@ bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_t
 Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const TileLayer& x = plan.at(t, l);
   const LayerSpec& s = net.layers[l];
-  const Box reach = window_in(x.delta, s.win, s.in.h, s.in.w);
+  const Box reach = window_in(x.delta, s.window(), s.in.h, s.in.w);
   if (s.type != LayerType::Conv) return reach;
   const Box need = intersect(reach, x.delta_in);
   // Each delta row and column must still reach into the box, or the kernel would see a
   // window made of padding only (a geometry oneDNN rejects).
-  const Box u = window_in_unclamped(x.delta, s.win);
-  const bool every_window_meets = !need.empty() && need.y0 - u.y0 < s.win.size && u.y1 - need.y1 < s.win.size &&
-                                  need.x0 - u.x0 < s.win.size && u.x1 - need.x1 < s.win.size;
+  const Box u = window_in_unclamped(x.delta, s.window());
+  const bool every_window_meets = !need.empty() && need.y0 - u.y0 < s.window().size &&
+                                  u.y1 - need.y1 < s.window().size && need.x0 - u.x0 < s.window().size &&
+                                  u.x1 - need.x1 < s.window().size;
   return every_window_meets ? need : reach;
 }
 
@@ -72,7 +73,7 @@ std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int 
   const LayerSpec& s = net.layers[size_t(l)];
   const TileLayer& x = plan.at(t, l);
   const Box mine = intersect(plan.at(t, l - 1).own, x.in);
-  const Box in = intersect(x.fwd, outputs_within(mine, s.win, s.in.h, s.in.w, s.out.h, s.out.w));
+  const Box in = intersect(x.fwd, outputs_within(mine, s.window(), s.in.h, s.in.w, s.out.h, s.out.w));
   if (in.empty()) return {};
   std::vector<Box> parts{in};
   const Box& f = x.fwd;
@@ -193,7 +194,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
                                     : MapStore::Transient;
         m.weights_on_delta = weights_on_delta_box(net, plan, t, l);
         // backward-weights on the owned box reads it and its window: crops when the input buffer is larger
-        const Box src_box = window_in(x.own, s.win, s.in.h, s.in.w);
+        const Box src_box = window_in(x.own, s.window(), s.in.h, s.in.w);
         if (!m.weights_on_delta && !(x.in == src_box))
           sp.crop_floats = std::max(sp.crop_floats, size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], src_box)));
         // A part runs on its own input crop into its own output, then moves into y.
@@ -201,7 +202,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         for (const Box& part : m.parts)
           sp.stage_floats =
               std::max(sp.stage_floats,
-                       size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.win, s.in.h, s.in.w)) +
+                       size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.window(), s.in.h, s.in.w)) +
                               tensor_floats(batch, s.out.c, sp.out_cb[i], part)));
       } else {
         // Max-pool backward needs only the winners.

@@ -208,12 +208,12 @@ void Segment::pointwise_forward(int l) {
   const LayerSpec& s = *L.spec;
   const int i = l - plan_.first;
   const double t0 = now_s(), wait0 = bn_wait_;
-  if (s.batch_normalize)
+  if (s.batch_normalize())
     L.pw->forward(pointwise_tiles(l), params_, batch_, training_ && bn_ == BnMode::Sync, sum_over_tiles(l));
   for (int t : local_) {
     if (act_in_pool_[size_t(i)]) break;
     TileState& ts = *tiles_[t];
-    affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.act);
+    affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.conv().act);
   }
   layer_times[size_t(i)].fwd_pointwise += now_s() - t0 - (bn_wait_ - wait0);
 }
@@ -246,11 +246,11 @@ void Segment::span(const char* cat, Lane lane, double t0, double t1, int l, cons
   trace_->add(name ? name : layer_type_name(net_.layers[size_t(l)].type), cat, lane, t0, t1, l);
 }
 
-
 std::vector<PointwiseTile> Segment::pointwise_tiles(int l) const {
   const int i = l - plan_.first;
   std::vector<PointwiseTile> v;
-  for (int t : local_) v.push_back({t, tiles_[size_t(t)]->y[size_t(i)], tiles_[size_t(t)]->cur, plan_.at(t, l).own, grad_of(t)});
+  for (int t : local_)
+    v.push_back({t, tiles_[size_t(t)]->y[size_t(i)], tiles_[size_t(t)]->cur, plan_.at(t, l).own, grad_of(t)});
   return v;
 }
 

@@ -44,7 +44,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   // (One tile alone adds its partial sums into grad straight away, as before.)
   shared_grad_ = !shards && comm.size() == 1 && local_.size() > 1 && int(local_.size()) == T && net.subdivisions == 1;
   if (!shards && !shared_grad_)
-    for (size_t k = 1; k < local_.size(); ++k) tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
+    for (size_t k = 1; k < local_.size(); ++k)
+      tile_grad_[size_t(local_[k])] = extra_grads_.emplace_back(grad_end_).data();
   // Per-layer state.
   for (int l = first; l < last; ++l) {
     auto st = std::make_unique<LayerState>();
@@ -54,10 +55,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     st->out_cb = mem_.out_cb[size_t(l - first)];
     if (s.type == LayerType::Conv) {
       st->pointwise = conv_pointwise(s);
-      st->weights = std::make_unique<WeightCache>(
-          ctx,
-          memory::desc({s.out.c, s.in.c, s.win.size, s.win.size}, memory::data_type::f32, memory::format_tag::oihw),
-          shards != nullptr);
+      st->weights = std::make_unique<WeightCache>(ctx,
+                                                  memory::desc({s.out.c, s.in.c, s.window().size, s.window().size},
+                                                               memory::data_type::f32, memory::format_tag::oihw),
+                                                  shards != nullptr);
       st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T);
     }
     layers_.push_back(std::move(st));
@@ -114,7 +115,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   for (int l = first; l + 1 < last; ++l) {
     const LayerState& L = *layers_[l - first];
     const int i = l - first;
-    bool fuse = L.spec->type == LayerType::Conv && L.pointwise && vector_act(L.spec->act) &&
+    bool fuse = L.spec->type == LayerType::Conv && L.pointwise && vector_act(L.spec->conv().act) &&
                 net.layers[l + 1].type == LayerType::MaxPool && plan_.fwd_halo[size_t(i + 1)].empty();
     for (int t : local_)
       fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
@@ -147,16 +148,16 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     } else {
       const bool fused = i > 0 && act_in_pool_[size_t(i - 1)];
       const LayerState& C = *layers_[size_t(i > 0 ? i - 1 : 0)];
-      L.op = make_tiled_maxpool(*op_env_, l, L.out_cb, fused ? C.pw.get() : nullptr, fused ? C.spec->act : Act::Linear);
+      L.op = make_tiled_maxpool(*op_env_, l, L.out_cb, fused ? C.pw.get() : nullptr,
+                                fused ? C.spec->conv().act : Act::Linear);
     }
   }
   weights_ = shards ? sharded_conv_weights(ctx, params, grad, comm, *shards, net, std::move(convs), int(local_.size()),
                                            &weights_wait_, trace_)
                     : replicated_conv_weights(params, std::move(convs));
   weights_->refresh();
-  schedule_ = compile_schedule(net, plan_, {.sharded = shards != nullptr,
-                                            .recompute = opt.recompute,
-                                            .need_input_delta = need_input_delta});
+  schedule_ = compile_schedule(
+      net, plan_, {.sharded = shards != nullptr, .recompute = opt.recompute, .need_input_delta = need_input_delta});
 }
 
 Segment::~Segment() = default;

@@ -23,9 +23,9 @@ class TiledConv final : public TiledOp {
     // One kernel per distinct geometry, with the union of the passes it serves.
     std::vector<std::pair<ConvGeom, int>> want;
     auto geom = [&](const Box& out, const Box& in) {
-      return conv_geom_on(env.batch, s_.in.c, s_.out.c, s_.win, out, in, out_cb, in_cb, !s_.batch_normalize);
+      return conv_geom_on(env.batch, s_.in.c, s_.out.c, s_.window(), out, in, out_cb, in_cb, !s_.batch_normalize());
     };
-    auto whole = [&](const Box& out) { return window_in(out, s_.win, s_.in.h, s_.in.w); };
+    auto whole = [&](const Box& out) { return window_in(out, s_.window(), s_.in.h, s_.in.w); };
     auto request = [&](const Box& out, int kind, const Box& in) {
       const ConvGeom g = geom(out, in);
       for (auto& w : want)
@@ -45,7 +45,8 @@ class TiledConv final : public TiledOp {
       request(bw, ConvKernel::kBwdWeights, whole(bw));
       if (input_delta) request(x.delta, ConvKernel::kBwdData, env.mem.tiles[size_t(t)].bwd[size_t(i_)].in_box);
     }
-    for (auto& [g, kinds] : want) kernels_.push_back(std::make_unique<ConvKernel>(env.ctx, weights, g, kinds, env.tiled));
+    for (auto& [g, kinds] : want)
+      kernels_.push_back(std::make_unique<ConvKernel>(env.ctx, weights, g, kinds, env.tiled));
     auto find = [&](const Box& out, const Box& in) -> ConvKernel* {
       const ConvGeom g = geom(out, in);
       for (auto& k : kernels_)
@@ -71,7 +72,7 @@ class TiledConv final : public TiledOp {
   void forward(int t, int part, const Box& box, const TileMaps& m) override {
     const TileLayer& x = env_.plan.at(t, s_.index);
     if (part >= 0) {
-      const Box src = window_in(box, s_.win, s_.in.h, s_.in.w);
+      const Box src = window_in(box, s_.window(), s_.in.h, s_.in.w);
       const TensorView crop{env_.stage->data(), env_.batch, s_.in.c, in_cb_, src};
       copy_region(m.in, crop, src);
       const TensorView out{env_.stage->data() + crop.size(), env_.batch, s_.out.c, out_cb_, box};
@@ -109,7 +110,7 @@ class TiledConv final : public TiledOp {
     }
     // Over the owned box: its input window cropped out of a larger input buffer, and the
     // owned delta moved to the front of its buffer (in place: the delta is not read again).
-    const Box src_box = window_in(x.own, s_.win, s_.in.h, s_.in.w);
+    const Box src_box = window_in(x.own, s_.window(), s_.in.h, s_.in.w);
     TensorView src = in;
     if (!(in.box == src_box)) {
       src = TensorView{env_.crop->data(), env_.batch, s_.in.c, in_cb_, src_box};
@@ -138,7 +139,7 @@ class TiledConv final : public TiledOp {
  private:
   const LayerMemory& layer_memory(int t) const { return env_.mem.tiles[size_t(t)].layers[size_t(i_)]; }
   const float* bias() const {
-    return s_.batch_normalize ? nullptr : env_.params.values.data() + env_.params.slices[size_t(s_.index)].biases;
+    return s_.batch_normalize() ? nullptr : env_.params.values.data() + env_.params.slices[size_t(s_.index)].biases;
   }
 
   // verify's scales of the weight and bias gradients from one tile (engine/grad_scale.hpp):
@@ -156,8 +157,8 @@ class TiledConv final : public TiledOp {
     };
     const double dd = sum_sq(delta);
     GradScale& g = (*env_.grad_scales)[size_t(s_.index)];
-    g.weights += std::sqrt(double(s_.win.size) * s_.win.size * sum_sq(src) * dd);
-    if (!s_.batch_normalize) g.biases += std::sqrt(double(delta.n) * double(own.area()) * dd);
+    g.weights += std::sqrt(double(s_.window().size) * s_.window().size * sum_sq(src) * dd);
+    if (!s_.batch_normalize()) g.biases += std::sqrt(double(delta.n) * double(own.area()) * dd);
   }
 
   const TiledOpEnv& env_;

@@ -22,15 +22,15 @@ class TiledMaxPool final : public TiledOp {
     const Box& held = env_.plan.at(t, s_.index).held;
     if (pre_) {
       const PoolInputAct pre{pre_->a(), pre_->b(), pre_act_};
-      maxpool_forward(m.in, m.z, box, winners_[size_t(t)].data(), held, s_.win, &pre);
+      maxpool_forward(m.in, m.z, box, winners_[size_t(t)].data(), held, s_.window(), &pre);
     } else {
-      maxpool_forward(m.in, m.z, box, winners_[size_t(t)].data(), held, s_.win);
+      maxpool_forward(m.in, m.z, box, winners_[size_t(t)].data(), held, s_.window());
     }
   }
 
   void backward_data(int t, const TensorView& delta, const TensorView& din, const Box& cells) override {
     const TileLayer& x = env_.plan.at(t, s_.index);
-    maxpool_backward(delta, x.delta, x.held, winners_[size_t(t)].data(), din, s_.win, cells);
+    maxpool_backward(delta, x.delta, x.held, winners_[size_t(t)].data(), din, s_.window(), cells);
   }
 
   void post_features(const std::vector<Piece>& pieces, int tag0, const TileLinks& links,

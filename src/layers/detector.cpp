@@ -47,9 +47,9 @@ struct Geometry {
   Geometry(const LayerSpec& l)
       : w(l.out.w),
         h(l.out.h),
-        n(l.det.boxes_per_cell(l.type == LayerType::Yolo)),
-        classes(l.det.classes),
-        coords(l.det.coords),
+        n(l.det().boxes_per_cell(l.type == LayerType::Yolo)),
+        classes(l.det().classes),
+        coords(l.det().coords),
         outputs(l.out.size()) {}
   int64_t entry(int b, int box, int loc, int e) const {
     return b * outputs + int64_t(box) * w * h * (coords + classes + 1) + int64_t(e) * w * h + loc;
@@ -124,7 +124,7 @@ int cell(float v, int n) { return std::min(int(v * n), n - 1); }
 
 DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
                           float* delta, std::vector<char>& matched) {
-  const DetectorSpec& d = l.det;
+  const DetectorSpec& d = l.det();
   const Geometry g(l);
   const int wh = g.w * g.h;
   const float* anchors = d.anchors.data();
@@ -180,7 +180,7 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
 
 DetectorLoss yolo_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
                         float* delta, std::vector<char>& matched) {
-  const DetectorSpec& d = l.det;
+  const DetectorSpec& d = l.det();
   const Geometry g(l);
   const int wh = g.w * g.h;
   const float* anchors = d.anchors.data();
@@ -251,9 +251,9 @@ void detector_forward(const LayerSpec& l, const float* in, float* out, int batch
       float* xy = out + g.entry(b, n, 0, 0);
       for (int i = 0; i < 2 * wh; ++i) xy[i] = logistic(xy[i]);
       float* obj = out + g.entry(b, n, 0, g.coords);
-      const int logistic_entries = yolo || !l.det.softmax ? 1 + g.classes : 1;
+      const int logistic_entries = yolo || !l.det().softmax ? 1 + g.classes : 1;
       for (int i = 0; i < logistic_entries * wh; ++i) obj[i] = logistic(obj[i]);
-      if (!yolo && l.det.softmax)  // over the classes of each cell, Darknet's softmax_cpu
+      if (!yolo && l.det().softmax)  // over the classes of each cell, Darknet's softmax_cpu
         for (int loc = 0; loc < wh; ++loc)
           softmax(in + g.entry(b, n, loc, g.coords + 1), g.classes, wh, out + g.entry(b, n, loc, g.coords + 1));
     }

@@ -31,7 +31,7 @@ struct DetectorArgs {
 };
 
 void detector_forward(const LayerSpec& l, const float* in, float* out, int batch);
-// `truth`: per sample l.det.truth_floats() floats (x, y, w, h, class per box, normalised; a
+// `truth`: per sample l.det().truth_floats() floats (x, y, w, h, class per box, normalised; a
 // box with x == 0 ends the list, as in Darknet). `delta` gets l.out.size() floats per sample.
 DetectorLoss detector_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
                             float* delta);

@@ -44,11 +44,11 @@ void darknet_reorg(const float* x, int w, int h, int c, int batch, int stride, b
 // Darknet passes the layer's input dimensions; forward_reorg_layer uses forward = 0 for a
 // plain reorg (the famous "backwards" index order of YOLOv2's passthrough layer).
 void reorg_forward(const LayerSpec& l, const float* in, float* out, int batch) {
-  darknet_reorg(in, l.in.w, l.in.h, l.in.c, batch, l.stride, l.reverse, out, false);
+  darknet_reorg(in, l.in.w, l.in.h, l.in.c, batch, l.reorg().stride, l.reorg().reverse, out, false);
 }
 
 void reorg_backward(const LayerSpec& l, const float* dout, float* din, int batch) {
-  darknet_reorg(dout, l.in.w, l.in.h, l.in.c, batch, l.stride, !l.reverse, din, true);
+  darknet_reorg(dout, l.in.w, l.in.h, l.in.c, batch, l.reorg().stride, !l.reorg().reverse, din, true);
 }
 
 // Darknet's upsample_cpu(in, w, h, c, batch, stride, forward, scale, out) with w, h the
@@ -69,25 +69,27 @@ static void upsample_cpu(float* small, int w, int h, int c, int batch, int s, bo
 }
 
 void upsample_forward(const LayerSpec& l, const float* in, float* out, int batch) {
-  if (l.reverse) {  // downsample: each output sums its stride x stride inputs
+  const UpsampleParams& u = l.upsample();
+  if (u.reverse) {  // downsample: each output sums its stride x stride inputs
     std::fill_n(out, batch * l.out.size(), 0.f);
-    upsample_cpu(out, l.out.w, l.out.h, l.out.c, batch, l.stride, false, l.scale, const_cast<float*>(in));
+    upsample_cpu(out, l.out.w, l.out.h, l.out.c, batch, u.stride, false, u.scale, const_cast<float*>(in));
   } else {
-    upsample_cpu(const_cast<float*>(in), l.in.w, l.in.h, l.in.c, batch, l.stride, true, l.scale, out);
+    upsample_cpu(const_cast<float*>(in), l.in.w, l.in.h, l.in.c, batch, u.stride, true, u.scale, out);
   }
 }
 
 void upsample_backward(const LayerSpec& l, const float* dout, float* din, int batch) {
-  if (l.reverse) {
-    const int s = l.stride, w = l.out.w, h = l.out.h, c = l.out.c;
+  const UpsampleParams& u = l.upsample();
+  if (u.reverse) {
+    const int s = u.stride, w = l.out.w, h = l.out.h, c = l.out.c;
     for (int b = 0; b < batch; ++b)  // din[big] += scale * dout[small]
       for (int k = 0; k < c; ++k)
         for (int j = 0; j < h * s; ++j)
           for (int i = 0; i < w * s; ++i)
             din[int64_t(b) * w * h * c * s * s + int64_t(k) * w * h * s * s + int64_t(j) * w * s + i] +=
-                l.scale * dout[int64_t(b) * w * h * c + int64_t(k) * w * h + (j / s) * w + i / s];
+                u.scale * dout[int64_t(b) * w * h * c + int64_t(k) * w * h + (j / s) * w + i / s];
   } else {
-    upsample_cpu(din, l.in.w, l.in.h, l.in.c, batch, l.stride, false, l.scale, const_cast<float*>(dout));
+    upsample_cpu(din, l.in.w, l.in.h, l.in.c, batch, u.stride, false, u.scale, const_cast<float*>(dout));
   }
 }
 

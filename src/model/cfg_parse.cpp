@@ -171,104 +171,109 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
   l.line = s.line;
   const std::string& n = s.name;
   if (n == "convolutional" || n == "conv") {
-    l.type = LayerType::Conv;
-    l.filters = r.integer("filters", 1);
-    r.positive("filters", l.filters);
-    r.at_most("filters", l.filters, kMaxChannels, "channels a device can hold");
-    l.win.size = r.integer("size", 1);
-    r.positive("size", l.win.size);
-    r.at_most("size", l.win.size, kMaxDim, "a window a device can hold");
-    l.win.stride = r.integer("stride", 1);
-    r.positive("stride", l.win.stride);
-    r.at_most("stride", l.win.stride, kMaxDim, "the largest map's side");
+    l.set_type(LayerType::Conv);
+    ConvParams& c = l.conv();
+    c.filters = r.integer("filters", 1);
+    r.positive("filters", c.filters);
+    r.at_most("filters", c.filters, kMaxChannels, "channels a device can hold");
+    c.win.size = r.integer("size", 1);
+    r.positive("size", c.win.size);
+    r.at_most("size", c.win.size, kMaxDim, "a window a device can hold");
+    c.win.stride = r.integer("stride", 1);
+    r.positive("stride", c.win.stride);
+    r.at_most("stride", c.win.stride, kMaxDim, "the largest map's side");
     int padding = r.integer("padding", 0);
-    if (r.integer("pad", 0)) padding = l.win.size / 2;
-    if (padding < 0 || padding >= l.win.size)
+    if (r.integer("pad", 0)) padding = c.win.size / 2;
+    if (padding < 0 || padding >= c.win.size)
       fail(r.where(r.line_of(r.has("padding") ? "padding" : "pad")), ": impossible padding ", padding, " for size ",
-           l.win.size, " (needs 0 <= padding < size)");
-    l.win.pad = padding;
-    l.pad_total = 2 * padding;
-    l.batch_normalize = r.integer("batch_normalize", 0) != 0;
-    l.act = parse_act(r, "activation");
+           c.win.size, " (needs 0 <= padding < size)");
+    c.win.pad = padding;
+    c.pad_total = 2 * padding;
+    c.batch_normalize = r.integer("batch_normalize", 0) != 0;
+    c.act = parse_act(r, "activation");
     if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": grouped convolution is not supported");
     if (r.integer("binary", 0) || r.integer("xnor", 0))
       fail(r.where(s.line), ": binary/xnor convolution is not supported");
     r.reject_unused({"flipped", "dot"});
   } else if (n == "maxpool" || n == "max") {
-    l.type = LayerType::MaxPool;
-    l.win.size = r.integer("size", 1);
-    r.positive("size", l.win.size);
-    if (l.win.size > 15)  // the engine records winners as a byte position in the window
-      fail(r.where(r.line_of("size")), ": maxpool size ", l.win.size, " is larger than the supported 15");
-    l.win.stride = r.integer("stride", 1);
-    r.positive("stride", l.win.stride);
-    r.at_most("stride", l.win.stride, kMaxDim, "the largest map's side");
-    l.pad_total = r.integer("padding", l.win.size - 1);
-    if (l.pad_total < 0 || l.pad_total / 2 >= l.win.size)
-      fail(r.where(r.line_of("padding")), ": impossible maxpool padding ", l.pad_total, " for size ", l.win.size);
-    l.win.pad = l.pad_total / 2;
+    l.set_type(LayerType::MaxPool);
+    MaxPoolParams& p = l.maxpool();
+    p.win.size = r.integer("size", 1);
+    r.positive("size", p.win.size);
+    if (p.win.size > 15)  // the engine records winners as a byte position in the window
+      fail(r.where(r.line_of("size")), ": maxpool size ", p.win.size, " is larger than the supported 15");
+    p.win.stride = r.integer("stride", 1);
+    r.positive("stride", p.win.stride);
+    r.at_most("stride", p.win.stride, kMaxDim, "the largest map's side");
+    p.pad_total = r.integer("padding", p.win.size - 1);
+    if (p.pad_total < 0 || p.pad_total / 2 >= p.win.size)
+      fail(r.where(r.line_of("padding")), ": impossible maxpool padding ", p.pad_total, " for size ", p.win.size);
+    p.win.pad = p.pad_total / 2;
     r.reject_unused({});
   } else if (n == "avgpool" || n == "avg") {
-    l.type = LayerType::AvgPool;
+    l.set_type(LayerType::AvgPool);
     r.reject_unused({});
   } else if (n == "connected" || n == "conn") {
-    l.type = LayerType::Connected;
-    l.outputs = r.integer("output", 1);
-    r.positive("output", l.outputs);
-    r.at_most("output", l.outputs, kMaxChannels, "channels a device can hold");
-    l.act = parse_act(r, "activation");
+    l.set_type(LayerType::Connected);
+    ConnectedParams& fc = l.connected();
+    fc.outputs = r.integer("output", 1);
+    r.positive("output", fc.outputs);
+    r.at_most("output", fc.outputs, kMaxChannels, "channels a device can hold");
+    fc.act = parse_act(r, "activation");
     if (r.integer("batch_normalize", 0))
       fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
     r.reject_unused({});
   } else if (n == "softmax" || n == "soft") {
-    l.type = LayerType::Softmax;
+    l.set_type(LayerType::Softmax);
     if (r.integer("groups", 1) != 1)
       fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
     r.reject_unused({"temperature", "spatial", "noloss"});
   } else if (n == "dropout") {
-    l.type = LayerType::Dropout;
-    l.probability = float(r.num("probability", 0.5));
-    if (!(l.probability >= 0 && l.probability < 1))
+    l.set_type(LayerType::Dropout);
+    l.dropout().probability = float(r.num("probability", 0.5));
+    if (!(l.dropout().probability >= 0 && l.dropout().probability < 1))
       fail(r.where(r.line_of("probability")), ": dropout probability must be in [0, 1)");
     r.reject_unused({});
   } else if (n == "cost") {
-    l.type = LayerType::Cost;
+    l.set_type(LayerType::Cost);
     std::string t = r.str("type", "sse");
     if (t != "sse") fail(r.where(r.line_of("type")), ": cost type '", t, "' is not supported (sse)");
     r.reject_unused({"scale", "ratio", "noobject_scale", "thresh"});
   } else if (n == "route") {
-    l.type = LayerType::Route;
+    l.set_type(LayerType::Route);
     if (!r.has("layers")) fail(r.where(s.line), ": [route] needs 'layers='");
     for (double v : r.list("layers")) {
       // checked as a double first: a value out of int's range has no int to convert to
       if (v != std::floor(v) || v < -index || v >= index)
         fail(r.where(r.line_of("layers")), ": route input ", num_text(v), " is not an earlier layer (this is layer ",
              index, "; negative values count back from it)");
-      l.route.push_back(v < 0 ? index + int(v) : int(v));
+      l.inputs.push_back(v < 0 ? index + int(v) : int(v));
     }
     r.reject_unused({});
   } else if (n == "reorg") {
-    l.type = LayerType::Reorg;
-    l.stride = r.integer("stride", 1);
-    r.positive("stride", l.stride);
-    r.at_most("stride", l.stride, kMaxDim, "the largest map's side");
-    l.reverse = r.integer("reverse", 0) != 0;
+    l.set_type(LayerType::Reorg);
+    ReorgParams& g = l.reorg();
+    g.stride = r.integer("stride", 1);
+    r.positive("stride", g.stride);
+    r.at_most("stride", g.stride, kMaxDim, "the largest map's side");
+    g.reverse = r.integer("reverse", 0) != 0;
     if (r.integer("flatten", 0) || r.integer("extra", 0))
       fail(r.where(s.line), ": [reorg] with flatten= or extra= is not supported");
     r.reject_unused({});
   } else if (n == "upsample") {
-    l.type = LayerType::Upsample;
-    l.stride = r.integer("stride", 2);
-    if (l.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
-    r.at_most("stride", std::abs(int64_t(l.stride)), kMaxDim, "the largest map's side");
-    l.reverse = l.stride < 0;  // Darknet: a negative stride downsamples (sums)
-    l.stride = std::abs(l.stride);
-    l.scale = float(r.num("scale", 1));
+    l.set_type(LayerType::Upsample);
+    UpsampleParams& u = l.upsample();
+    u.stride = r.integer("stride", 2);
+    if (u.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
+    r.at_most("stride", std::abs(int64_t(u.stride)), kMaxDim, "the largest map's side");
+    u.reverse = u.stride < 0;  // Darknet: a negative stride downsamples (sums)
+    u.stride = std::abs(u.stride);
+    u.scale = float(r.num("scale", 1));
     r.reject_unused({});
   } else if (n == "region" || n == "yolo") {
     const bool yolo = n == "yolo";
-    l.type = yolo ? LayerType::Yolo : LayerType::Region;
-    DetectorSpec& d = l.det;
+    l.set_type(yolo ? LayerType::Yolo : LayerType::Region);
+    DetectorSpec& d = l.det();
     d.classes = r.integer("classes", 20);
     r.positive("classes", d.classes);
     r.at_most("classes", d.classes, kMaxChannels, "channels a device can hold");
@@ -328,6 +333,7 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
   } else {
     fail(file, ":", s.line, ": unknown section [", n, "]");
   }
+  if (l.type != LayerType::Route && index > 0) l.inputs = {index - 1};  // a chain: the node before
   return l;
 }
 

@@ -23,7 +23,7 @@ void resolve_shapes(NetSpec& net) {
   Shape cur = net.input();
   int64_t params = 0;
   for (auto& l : net.layers) {
-    if (l.type == LayerType::Route) cur = net.layers[size_t(l.route[0])].out;
+    if (l.type == LayerType::Route) cur = net.layers[size_t(l.inputs[0])].out;
     auto where = [&] {
       return net.path + ":" + std::to_string(l.line) + ": [" + layer_type_name(l.type) + "] (layer " +
              std::to_string(l.index) + ")";
@@ -39,19 +39,21 @@ void resolve_shapes(NetSpec& net) {
     switch (l.type) {
       case LayerType::Conv:
       case LayerType::MaxPool: {
-        int oh = out_len(cur.h, l.win.size, l.win.stride, l.pad_total);
-        int ow = out_len(cur.w, l.win.size, l.win.stride, l.pad_total);
-        if (cur.h + l.pad_total < l.win.size || cur.w + l.pad_total < l.win.size || oh < 1 || ow < 1)
-          fail(where(), ": input ", cur.h, "x", cur.w, " is too small for a ", l.win.size, "x", l.win.size,
-               " window (padding ", l.pad_total, " in total): the input is too small for the net");
-        l.out = checked(l.type == LayerType::Conv ? l.filters : cur.c, oh, ow);
+        const Window& win = l.window();
+        const int pad_total = l.pad_total();
+        int oh = out_len(cur.h, win.size, win.stride, pad_total);
+        int ow = out_len(cur.w, win.size, win.stride, pad_total);
+        if (cur.h + pad_total < win.size || cur.w + pad_total < win.size || oh < 1 || ow < 1)
+          fail(where(), ": input ", cur.h, "x", cur.w, " is too small for a ", win.size, "x", win.size,
+               " window (padding ", pad_total, " in total): the input is too small for the net");
+        l.out = checked(l.type == LayerType::Conv ? l.conv().filters : cur.c, oh, ow);
         break;
       }
       case LayerType::AvgPool:
         l.out = {cur.c, 1, 1};
         break;
       case LayerType::Connected:
-        l.out = {l.outputs, 1, 1};
+        l.out = {l.connected().outputs, 1, 1};
         break;
       case LayerType::Softmax:
       case LayerType::Dropout:
@@ -60,10 +62,10 @@ void resolve_shapes(NetSpec& net) {
         break;
       case LayerType::Route: {  // channels concatenated: every input must have the first's height and width
         int64_t c = cur.c;
-        for (size_t i = 1; i < l.route.size(); ++i) {
-          const LayerSpec& r = net.layers[size_t(l.route[i])];
+        for (size_t i = 1; i < l.inputs.size(); ++i) {
+          const LayerSpec& r = net.layers[size_t(l.inputs[i])];
           if (r.out.h != cur.h || r.out.w != cur.w)
-            fail(where(), ": layer ", r.index, "'s output is ", r.out.h, "x", r.out.w, " but layer ", l.route[0],
+            fail(where(), ": layer ", r.index, "'s output is ", r.out.h, "x", r.out.w, " but layer ", l.inputs[0],
                  "'s is ", cur.h, "x", cur.w, ": a route concatenates maps of one size");
           c += r.out.c;
         }
@@ -72,33 +74,35 @@ void resolve_shapes(NetSpec& net) {
         break;
       }
       case LayerType::Reorg: {
-        const int s = l.stride;
+        const int s = l.reorg().stride;
         // Darknet's index order (reorg_cpu) splits the channels into stride^2 parts in both
         // directions: with fewer or a remainder it would divide by zero or leave cells unset.
-        if (!l.reverse && (cur.h % s != 0 || cur.w % s != 0))
+        if (!l.reorg().reverse && (cur.h % s != 0 || cur.w % s != 0))
           fail(where(), ": a ", cur.h, "x", cur.w, " map does not reorganise by stride ", s,
                " (height and width must be multiples of it)");
         if (int64_t(s) * s > cur.c || cur.c % (s * s) != 0)
           fail(where(), ": [reorg] needs channels divisible by stride^2 = ", int64_t(s) * s, ", got ", cur.c);
-        if (l.reverse) {
+        if (l.reorg().reverse) {
           l.out = checked(cur.c / (s * s), int64_t(cur.h) * s, int64_t(cur.w) * s);
         } else {
           l.out = checked(int64_t(cur.c) * s * s, cur.h / s, cur.w / s);
         }
         break;
       }
-      case LayerType::Upsample:
-        if (l.reverse) {
-          if (cur.h % l.stride != 0 || cur.w % l.stride != 0)
-            fail(where(), ": a ", cur.h, "x", cur.w, " map does not downsample by ", l.stride);
-          l.out = {cur.c, cur.h / l.stride, cur.w / l.stride};
+      case LayerType::Upsample: {
+        const UpsampleParams& u = l.upsample();
+        if (u.reverse) {
+          if (cur.h % u.stride != 0 || cur.w % u.stride != 0)
+            fail(where(), ": a ", cur.h, "x", cur.w, " map does not downsample by ", u.stride);
+          l.out = {cur.c, cur.h / u.stride, cur.w / u.stride};
         } else {
-          l.out = checked(cur.c, int64_t(cur.h) * l.stride, int64_t(cur.w) * l.stride);
+          l.out = checked(cur.c, int64_t(cur.h) * u.stride, int64_t(cur.w) * u.stride);
         }
         break;
+      }
       case LayerType::Region:
       case LayerType::Yolo: {
-        const DetectorSpec& d = l.det;
+        const DetectorSpec& d = l.det();
         const int64_t per_box = int64_t(d.coords) + 1 + d.classes;
         const int64_t boxes = d.boxes_per_cell(l.type == LayerType::Yolo);
         if (cur.c != boxes * per_box)
@@ -110,8 +114,9 @@ void resolve_shapes(NetSpec& net) {
       }
     }
     // Weights: computed in floating point (filters x channels x size^2 can pass 2^63).
-    const double weights = l.type == LayerType::Conv        ? double(l.filters) * l.in.c * l.win.size * l.win.size
-                           : l.type == LayerType::Connected ? double(l.outputs) * double(l.in.size())
+    const double weights = l.type == LayerType::Conv
+                               ? double(l.conv().filters) * l.in.c * l.window().size * l.window().size
+                           : l.type == LayerType::Connected ? double(l.connected().outputs) * double(l.in.size())
                                                             : 0;
     if (weights > double(kMaxElements))
       fail(where(), ": ", num_text(weights), " weights, more than a device can hold (at most ", kMaxElements,

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/error.hpp"
+
 namespace tt {
 
 const char* layer_type_name(LayerType t) {
@@ -51,25 +53,84 @@ const char* act_name(Act a) {
   return "?";
 }
 
+void LayerSpec::set_type(LayerType t) {
+  type = t;
+  switch (t) {
+    case LayerType::Conv:
+      params = ConvParams{};
+      break;
+    case LayerType::MaxPool:
+      params = MaxPoolParams{};
+      break;
+    case LayerType::Connected:
+      params = ConnectedParams{};
+      break;
+    case LayerType::Dropout:
+      params = DropoutParams{};
+      break;
+    case LayerType::Reorg:
+      params = ReorgParams{};
+      break;
+    case LayerType::Upsample:
+      params = UpsampleParams{};
+      break;
+    case LayerType::Region:
+    case LayerType::Yolo:
+      params = DetectorSpec{};
+      break;
+    default:
+      params = std::monostate{};
+  }
+}
+
+namespace {
+template <class P, class Params>
+auto& params_of(Params& params, const LayerSpec& l, const char* wanted) {
+  if (auto* p = std::get_if<P>(&params)) return *p;
+  fail("layer ", l.index, " is [", layer_type_name(l.type), "], asked for ", wanted, " parameters");
+}
+}  // namespace
+
+#define TT_PARAMS(Name, Type, wanted)                                                    \
+  const Type& LayerSpec::Name() const { return params_of<Type>(params, *this, wanted); } \
+  Type& LayerSpec::Name() { return params_of<Type>(params, *this, wanted); }
+TT_PARAMS(conv, ConvParams, "convolution")
+TT_PARAMS(maxpool, MaxPoolParams, "max-pool")
+TT_PARAMS(connected, ConnectedParams, "connected")
+TT_PARAMS(dropout, DropoutParams, "dropout")
+TT_PARAMS(reorg, ReorgParams, "reorg")
+TT_PARAMS(upsample, UpsampleParams, "upsample")
+TT_PARAMS(det, DetectorSpec, "detector")
+#undef TT_PARAMS
+
+const Window& LayerSpec::window() const { return type == LayerType::MaxPool ? maxpool().win : conv().win; }
+int LayerSpec::pad_total() const { return type == LayerType::MaxPool ? maxpool().pad_total : conv().pad_total; }
+
+Act LayerSpec::activation() const {
+  if (type == LayerType::Conv) return conv().act;
+  if (type == LayerType::Connected) return connected().act;
+  return Act::Linear;
+}
+
 int64_t LayerSpec::weight_count() const {
-  if (type == LayerType::Conv) return int64_t(filters) * in.c * win.size * win.size;
-  if (type == LayerType::Connected) return int64_t(outputs) * in.size();
+  if (type == LayerType::Conv) return int64_t(conv().filters) * in.c * conv().win.size * conv().win.size;
+  if (type == LayerType::Connected) return int64_t(connected().outputs) * in.size();
   return 0;
 }
 
 int64_t LayerSpec::param_count() const {
   if (!has_params()) return 0;
-  return weight_count() + out.c * (batch_normalize ? 2 : 1);
+  return weight_count() + out.c * (batch_normalize() ? 2 : 1);
 }
 
 double LayerSpec::forward_flops() const {
   switch (type) {
     case LayerType::Conv:
-      return 2.0 * out.size() * in.c * win.size * win.size;
+      return 2.0 * out.size() * in.c * window().size * window().size;
     case LayerType::Connected:
-      return 2.0 * double(outputs) * in.size();
+      return 2.0 * double(connected().outputs) * in.size();
     case LayerType::MaxPool:
-      return double(out.size()) * win.size * win.size;
+      return double(out.size()) * window().size * window().size;
     case LayerType::Route:
     case LayerType::Reorg:
     case LayerType::Upsample:
@@ -100,14 +161,8 @@ int NetSpec::max_cut() const {
   int cut = first_untileable();
   for (const auto& l : layers)
     if (l.type == LayerType::Route)
-      for (int r : l.route) cut = std::min(cut, r + 1);
+      for (int r : l.inputs) cut = std::min(cut, r + 1);
   return cut;
-}
-
-std::vector<int> NetSpec::inputs_of(int l) const {
-  if (layers[size_t(l)].type == LayerType::Route) return layers[size_t(l)].route;
-  if (l == 0) return {};
-  return {l - 1};
 }
 
 bool NetSpec::detector() const {
@@ -119,7 +174,7 @@ bool NetSpec::detector() const {
 int64_t NetSpec::truth_size() const {
   int64_t n = 0;
   for (const auto& l : layers)
-    if (l.detector()) n = std::max<int64_t>(n, l.det.truth_floats());
+    if (l.detector()) n = std::max<int64_t>(n, l.det().truth_floats());
   return n > 0 ? n : output().size();
 }
 

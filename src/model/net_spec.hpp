@@ -4,11 +4,25 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace tt {
 
-enum class LayerType { Conv, MaxPool, AvgPool, Connected, Softmax, Dropout, Cost, Route, Reorg, Upsample, Region, Yolo };
+enum class LayerType {
+  Conv,
+  MaxPool,
+  AvgPool,
+  Connected,
+  Softmax,
+  Dropout,
+  Cost,
+  Route,
+  Reorg,
+  Upsample,
+  Region,
+  Yolo
+};
 enum class Act { Linear, Leaky, Relu, Logistic };
 enum class Policy { Constant, Steps };
 
@@ -42,29 +56,73 @@ struct DetectorSpec {
   int truth_floats() const { return max_boxes * 5; }  // Darknet's l.truths: x, y, w, h, class per box
 };
 
-struct LayerSpec {
-  LayerType type = LayerType::Conv;
-  int index = 0;  // position among the layer sections, from 0
-  int line = 0;   // cfg line of the section header
-  Shape in, out;
-  // [convolutional]
+// One parameter struct per op type that has options of its own.
+struct ConvParams {  // [convolutional]
   int filters = 0;
   bool batch_normalize = false;
   Act act = Act::Linear;
-  Window win;         // [convolutional] and [maxpool]
-  int pad_total = 0;  // padding added over both sides of an axis (conv: 2*pad; maxpool: Darknet's `padding`)
-  // [connected]
+  Window win;
+  int pad_total = 0;  // padding over both sides of an axis (2*pad)
+};
+struct MaxPoolParams {  // [maxpool]
+  Window win;
+  int pad_total = 0;  // Darknet's `padding`: over both sides of an axis
+};
+struct ConnectedParams {  // [connected]
   int outputs = 0;
-  // [dropout]
+  Act act = Act::Linear;
+};
+struct DropoutParams {  // [dropout]
   float probability = 0.5f;
-  // [route]: the layers whose outputs are concatenated (absolute indices, in order)
-  std::vector<int> route;
-  // [reorg] / [upsample]
+};
+struct ReorgParams {  // [reorg]
   int stride = 1;
   bool reverse = false;
-  float scale = 1;  // [upsample]
-  // [region] / [yolo]
-  DetectorSpec det;
+};
+struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples (reverse)
+  int stride = 2;
+  bool reverse = false;
+  float scale = 1;
+};
+// [avgpool], [softmax], [cost] and [route] have no options beyond their input edges.
+using OpParams = std::variant<std::monostate, ConvParams, MaxPoolParams, ConnectedParams, DropoutParams, ReorgParams,
+                              UpsampleParams, DetectorSpec>;
+
+// A node of the network graph: its op type, the nodes whose outputs it reads (its input
+// edges, in order) and its op's parameters. A chain is a graph whose nodes read the one
+// before; a [route] reads the nodes it lists.
+struct LayerSpec {
+  LayerType type = LayerType::Conv;
+  int index = 0;            // position among the layer sections, from 0
+  int line = 0;             // cfg line of the section header
+  std::vector<int> inputs;  // absolute indices of the nodes read; empty: the net's input
+  Shape in, out;
+  OpParams params = ConvParams{};
+
+  // Sets the type and that type's default parameters.
+  void set_type(LayerType t);
+  // The type's parameters; asking a node of another type is a programming error (throws).
+  const ConvParams& conv() const;
+  ConvParams& conv();
+  const MaxPoolParams& maxpool() const;
+  MaxPoolParams& maxpool();
+  const ConnectedParams& connected() const;
+  ConnectedParams& connected();
+  const DropoutParams& dropout() const;
+  DropoutParams& dropout();
+  const ReorgParams& reorg() const;
+  ReorgParams& reorg();
+  const UpsampleParams& upsample() const;
+  UpsampleParams& upsample();
+  const DetectorSpec& det() const;
+  DetectorSpec& det();
+  // What tiling needs of a spatial op (convolution, max-pool): the window it reads from
+  // its input and the padding over both sides of an axis.
+  const Window& window() const;
+  int pad_total() const;
+  bool batch_normalize() const { return type == LayerType::Conv && conv().batch_normalize; }
+  // The activation a convolution or dense layer applies; linear for the others.
+  Act activation() const;
 
   bool spatial() const { return type == LayerType::Conv || type == LayerType::MaxPool; }
   bool has_params() const { return type == LayerType::Conv || type == LayerType::Connected; }
@@ -104,8 +162,8 @@ struct NetSpec {
   // output a [route] reads lies at or after the cut's last tiled layer (only the map at the
   // cut is gathered whole).
   int max_cut() const;
-  // Layers whose output layer l reads: [route] its list, the others l - 1 (none for layer 0).
-  std::vector<int> inputs_of(int l) const;
+  // Layers whose output layer l reads (its input edges).
+  const std::vector<int>& inputs_of(int l) const { return layers[size_t(l)].inputs; }
   bool detector() const;  // ends in [region] / [yolo] losses (truth = boxes)
   // Floats of truth per sample: boxes (Darknet's net.truths) or the output's size.
   int64_t truth_size() const;

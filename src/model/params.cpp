@@ -22,7 +22,7 @@ Params::Params(const NetSpec& net) {
     s.n_weights = l.weight_count();
     s.biases = off;
     off += s.n_out;
-    if (l.batch_normalize) {
+    if (l.batch_normalize()) {
       s.scales = off;
       off += s.n_out;
       rolling_mean[l.index].assign(s.n_out, 0.f);
@@ -45,7 +45,7 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
     const ParamSlice& s = p.slices[l.index];
     float* w = p.values.data() + s.weights;
     if (l.type == LayerType::Conv) {
-      std::normal_distribution<float> d(0.f, std::sqrt(2.f / (l.win.size * l.win.size * l.in.c)));
+      std::normal_distribution<float> d(0.f, std::sqrt(2.f / (l.window().size * l.window().size * l.in.c)));
       for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
     } else {
       float a = std::sqrt(2.f / float(l.in.size()));
@@ -70,7 +70,7 @@ void for_each_array(const NetSpec& net, F&& f) {
   for (const auto& l : net.layers) {
     if (!l.has_params()) continue;
     f(l, "biases");
-    if (l.batch_normalize) {
+    if (l.batch_normalize()) {
       f(l, "scales");
       f(l, "rolling_mean");
       f(l, "rolling_variance");
@@ -146,7 +146,7 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
     float* dst = array_of(p, l, what, n);
     in.read(reinterpret_cast<char*>(dst), n * 4);
     if (transposed && l.type == LayerType::Connected && std::string(what) == "weights") {
-      const int64_t outs = l.outputs, ins = l.in.size();
+      const int64_t outs = l.connected().outputs, ins = l.in.size();
       tmp.assign(dst, dst + n);
       for (int64_t o = 0; o < outs; ++o)
         for (int64_t i = 0; i < ins; ++i) dst[o * ins + i] = tmp[size_t(i * outs + o)];

@@ -11,16 +11,16 @@ class ConnectedOp final : public Op {
  public:
   using Op::Op;
   // y, before the activation, for backward.
-  int64_t saved_floats() const override { return spec.outputs; }
+  int64_t saved_floats() const override { return spec.connected().outputs; }
   // dL/dx before it is added (the product overwrites).
   int64_t scratch_floats() const override { return spec.in.size(); }
   void forward(const OpStep& st, const OpTensors& t) const override {
-    connected_forward(t.in[0], t.weights, t.biases, t.saved, t.out, st.batch, inputs(),
-                      spec.outputs, spec.act);
+    connected_forward(t.in[0], t.weights, t.biases, t.saved, t.out, st.batch, inputs(), spec.connected().outputs,
+                      spec.connected().act);
   }
   void backward(const OpStep& st, const OpTensors& t) const override {
     connected_backward(t.dout, t.in[0], t.weights, t.saved, t.grad_weights, t.grad_biases, t.scratch, st.batch,
-                       inputs(), spec.outputs, spec.act);
+                       inputs(), spec.connected().outputs, spec.connected().act);
     add_delta(t.din[0], t.scratch, int64_t(st.batch) * inputs());
   }
   // After backward, dout holds dL/dy (connected_backward's contract). dW[o][i] = Σ_n dy[n][o]
@@ -32,13 +32,13 @@ class ConnectedOp final : public Op {
       for (int64_t i = 0; i < n; ++i) s += double(v[i]) * v[i];
       return s;
     };
-    const double dd = sum_sq(t.dout, int64_t(st.batch) * spec.outputs);
+    const double dd = sum_sq(t.dout, int64_t(st.batch) * spec.connected().outputs);
     weights += std::sqrt(dd * sum_sq(t.in[0], int64_t(st.batch) * inputs()));
     biases += std::sqrt(double(st.batch) * dd);
   }
   OpCost cost() const override {
     const double w = double(spec.weight_count());
-    return {2 * w, float_bytes(w + double(spec.in.size()) + 2. * spec.outputs)};
+    return {2 * w, float_bytes(w + double(spec.in.size()) + 2. * spec.connected().outputs)};
   }
 
  private:

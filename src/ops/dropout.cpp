@@ -1,10 +1,10 @@
 // [dropout]: in training, each value is zeroed with probability p and the rest scaled by
 // 1/(1-p), with a mask drawn from (seed, layer, step, sample, index); outside training
 // the identity.
+#include <algorithm>
+
 #include "layers/dense.hpp"
 #include "ops/op.hpp"
-
-#include <algorithm>
 
 namespace tt {
 namespace {
@@ -15,12 +15,12 @@ class DropoutOp final : public Op {
   int64_t scratch_floats() const override { return spec.in.size(); }
   void forward(const OpStep& st, const OpTensors& t) const override {
     if (st.training)
-      dropout_apply(t.in[0], t.out, spec.in.size(), st.batch, spec.probability, mask_seed(st), st.step);
+      dropout_apply(t.in[0], t.out, spec.in.size(), st.batch, spec.dropout().probability, mask_seed(st), st.step);
     else
       std::copy_n(t.in[0], size_t(st.batch * spec.in.size()), t.out);
   }
   void backward(const OpStep& st, const OpTensors& t) const override {
-    dropout_apply(t.dout, t.scratch, spec.in.size(), st.batch, spec.probability, mask_seed(st), st.step);
+    dropout_apply(t.dout, t.scratch, spec.in.size(), st.batch, spec.dropout().probability, mask_seed(st), st.step);
     add_delta(t.din[0], t.scratch, st.batch * spec.in.size());
   }
   OpCost cost() const override { return {double(spec.in.size()), float_bytes(2. * spec.in.size())}; }

@@ -8,7 +8,7 @@ namespace {
 class RouteOp final : public Op {
  public:
   RouteOp(const NetSpec& net, const LayerSpec& s) : Op(s) {
-    for (int r : s.route) sizes_.push_back(net.layers[size_t(r)].out.size());
+    for (int r : s.inputs) sizes_.push_back(net.layers[size_t(r)].out.size());
   }
   void forward(const OpStep& st, const OpTensors& t) const override {
     std::vector<RoutePart> parts;

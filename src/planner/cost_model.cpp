@@ -223,7 +223,7 @@ struct Replay {
     }
   }
 
-  bool bn_sync(const LayerSpec& s) const { return s.type == LayerType::Conv && s.batch_normalize && P > 1; }
+  bool bn_sync(const LayerSpec& s) const { return s.type == LayerType::Conv && s.batch_normalize() && P > 1; }
   int64_t conv_weights() const {
     int64_t n = 0;
     for (int l = 0; l < cut; ++l)

@@ -1,7 +1,6 @@
 #include "planner/device_model.hpp"
 
 #include <omp.h>
-
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +40,7 @@ LinearFit fit_linear(const std::vector<double>& x, const std::vector<double>& t)
     f.a = (st - f.b * sx) / sw;
   }
   if (f.a < 0 || det <= 1e-12 * sw * sxx) f = {0, sxx > 0 ? sxt / sxx : 0};  // through the origin
-  if (f.b < 0) f = {st / sw, 0};                                            // a constant
+  if (f.b < 0) f = {st / sw, 0};                                             // a constant
   return f;
 }
 
@@ -85,16 +84,16 @@ std::string net_signature(const NetSpec& net) {
     if (!s.empty()) s += ' ';
     s += layer_type_name(l.type);
     // append, not chained +: GCC 12 warns falsely (-Wrestrict) on the chain
-    if (l.spatial()) s.append(std::to_string(l.win.size)).append("/").append(std::to_string(l.win.stride));
+    if (l.spatial()) s.append(std::to_string(l.window().size)).append("/").append(std::to_string(l.window().stride));
     if (l.type == LayerType::Conv)
       s.append(":")
           .append(std::to_string(l.in.c))
           .append(">")
           .append(std::to_string(l.out.c))
-          .append(l.batch_normalize ? "+bn" : "")
+          .append(l.batch_normalize() ? "+bn" : "")
           .append(",")
-          .append(act_name(l.act));
-    if (l.type == LayerType::Connected) s.append(">").append(std::to_string(l.outputs));
+          .append(act_name(l.conv().act));
+    if (l.type == LayerType::Connected) s.append(">").append(std::to_string(l.connected().outputs));
   }
   return s;
 }
@@ -204,8 +203,8 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
     for (const LayerSpec& l : net.layers)
       if (l.type == LayerType::Conv) {
         flops += 3 * l.forward_flops() * net.batch;
-        secs += p.layers[size_t(l.index)].fwd + p.layers[size_t(l.index)].bwd_data +
-                p.layers[size_t(l.index)].bwd_weights;
+        secs +=
+            p.layers[size_t(l.index)].fwd + p.layers[size_t(l.index)].bwd_data + p.layers[size_t(l.index)].bwd_weights;
       }
     full->gflops = secs > 0 ? flops / secs / 1e9 : 0;
     full->isa = cpu_isa_name();

@@ -31,7 +31,7 @@ BackwardFeatures parse_backward_features(const std::string& s) {
 }
 
 bool conv_pointwise(const LayerSpec& s) {
-  return s.type == LayerType::Conv && (s.batch_normalize || s.act != Act::Linear);
+  return s.type == LayerType::Conv && (s.batch_normalize() || s.conv().act != Act::Linear);
 }
 
 bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
@@ -108,7 +108,7 @@ std::vector<std::vector<int>> split_axis(const NetSpec& net, int first, int last
   }
   for (int l = last - 1; l >= first; --l) {
     bounds[l - first] = b;
-    const int s = net.layers[l].win.stride, m = len_in(l);
+    const int s = net.layers[l].window().stride, m = len_in(l);
     std::vector<int> prev(parts + 1);
     prev[0] = 0;
     prev[parts] = m;
@@ -139,8 +139,8 @@ std::vector<double> parse_weights(const std::string& spec, int n, const char* wh
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
-      fail(what, ": '", item, "' is not a positive number (give one weight per grid ", what[2] == 'r' ? "row" : "column",
-           ", e.g. 2,1)");
+      fail(what, ": '", item, "' is not a positive number (give one weight per grid ",
+           what[2] == 'r' ? "row" : "column", ", e.g. 2,1)");
     w.push_back(v);
   }
   if (int(w.size()) != n)
@@ -153,11 +153,15 @@ namespace {
 // need not carry the cells its receiver computed in forward.
 Box trim(Box b, const Box& f) {
   if (f.x0 <= b.x0 && f.x1 >= b.x1) {
-    if (f.y0 <= b.y0) b.y0 = std::max(b.y0, std::min(b.y1, f.y1));
-    else if (f.y1 >= b.y1) b.y1 = std::min(b.y1, std::max(b.y0, f.y0));
+    if (f.y0 <= b.y0)
+      b.y0 = std::max(b.y0, std::min(b.y1, f.y1));
+    else if (f.y1 >= b.y1)
+      b.y1 = std::min(b.y1, std::max(b.y0, f.y0));
   } else if (f.y0 <= b.y0 && f.y1 >= b.y1) {
-    if (f.x0 <= b.x0) b.x0 = std::max(b.x0, std::min(b.x1, f.x1));
-    else if (f.x1 >= b.x1) b.x1 = std::min(b.x1, std::max(b.x0, f.x0));
+    if (f.x0 <= b.x0)
+      b.x0 = std::max(b.x0, std::min(b.x1, f.x1));
+    else if (f.x1 >= b.x1)
+      b.x1 = std::min(b.x1, std::max(b.x0, f.x0));
   }
   return b;
 }
@@ -167,7 +171,8 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
                const TilingOptions& opt) {
   const TileSplit& split = opt.split;
   if (rows < 1 || cols < 1) fail("grid ", rows, "x", cols, " must have at least one row and one column");
-  if ((!split.rows.empty() && int(split.rows.size()) != rows) || (!split.cols.empty() && int(split.cols.size()) != cols))
+  if ((!split.rows.empty() && int(split.rows.size()) != rows) ||
+      (!split.cols.empty() && int(split.cols.size()) != cols))
     fail("internal: ", split.rows.size(), "x", split.cols.size(), " split weights for a ", rows, "x", cols, " grid");
   if (first < 0 || last > int(net.layers.size()) || first >= last)
     fail("empty tiled layer range [", first, ", ", last, ")");
@@ -226,7 +231,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
         x.delta_in = need_in;
-        x.delta = hull(touching_out(need_in, ls.win, ls.out.h, ls.out.w), x.own);
+        x.delta = hull(touching_out(need_in, ls.window(), ls.out.h, ls.out.w), x.own);
         need_in = x.delta;
       }
       // Forward boxes grow from the group's end towards its start. A convolution that
@@ -240,7 +245,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         const bool exchanged_after_pointwise = l == e - 1 && e < last && ls.type == LayerType::Conv;
         const bool for_backward = !exchanged_after_pointwise && opt.features == BackwardFeatures::Recompute;
         x.fwd = hull(hull(need_out, for_backward ? x.delta : Box{}), x.own);
-        x.in = window_in(x.fwd, ls.win, ls.in.h, ls.in.w);
+        x.in = window_in(x.fwd, ls.window(), ls.in.h, ls.in.w);
         x.held = backward_reads_features(net, p, l) ? hull(x.fwd, x.delta) : x.fwd;
         need_out = x.in;
       }

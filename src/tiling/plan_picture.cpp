@@ -53,7 +53,8 @@ std::string cat(const A&... parts) {
 }
 
 std::string layer_words(const LayerSpec& s) {
-  return cat(s.type == LayerType::Conv ? "conv " : "maxpool ", s.win.size, "x", s.win.size, "/", s.win.stride);
+  return cat(s.type == LayerType::Conv ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/",
+             s.window().stride);
 }
 
 std::string cells(int h, int w) { return cat(w, "x", h); }
