@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json_number.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
@@ -75,7 +76,8 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const RunIdentity& id
     try {
       std::ifstream in(run_json);
       j = nlohmann::json::parse(in);
-      RunIdentity was{j.at("cfg").get<std::string>(), j.at("seed").get<uint64_t>(), j.at("grid").get<std::string>()};
+      RunIdentity was{j.at("cfg").get<std::string>(), json_unsigned(j.at("seed"), run_json.string() + ": seed"),
+                      j.at("grid").get<std::string>()};
       if (!resume)
         fail("--checkpoint: folder '", dir, "' belongs to a run of '", was.cfg, "' (grid ", was.grid, ", seed ",
              was.seed, ") with checkpoints up to ", held.back().filename().string(), "; continue it with --resume ", dir, ", or give another folder");
@@ -149,14 +151,13 @@ Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& p
   try {
     std::ifstream in(meta_path);
     const nlohmann::json j = nlohmann::json::parse(in);
-    c.meta.step = j.at("step").get<int64_t>();
-    c.meta.seed = j.at("seed").get<uint64_t>();
+    c.meta.step = json_whole(j.at("step"), 0, INT64_MAX, meta_path + ": step");
+    c.meta.seed = json_unsigned(j.at("seed"), meta_path + ": seed");
     c.meta.cfg = j.at("cfg").get<std::string>();
-    c.meta.params = j.at("params").get<int64_t>();
+    c.meta.params = json_whole(j.at("params"), 0, INT64_MAX, meta_path + ": params");
   } catch (const nlohmann::json::exception& e) {
     fail(meta_path, ": not a checkpoint's meta.json (", e.what(), ")");
   }
-  if (c.meta.step < 0) fail(meta_path, ": a negative step (", c.meta.step, ")");
   if (c.meta.params != params.size())
     fail(c.path, ": a checkpoint of '", c.meta.cfg, "' with ", c.meta.params, " parameters; '", net.path, "' has ",
          params.size());

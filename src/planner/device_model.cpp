@@ -16,6 +16,7 @@
 #include "layers/backend.hpp"
 #include "model/params.hpp"
 #include "util/error.hpp"
+#include "util/json_number.hpp"
 #include "util/median.hpp"
 #include "util/sys.hpp"
 
@@ -316,7 +317,8 @@ void derive_size_correction(DeviceModel& m, const NetSpec& net0) try {
     NetSpec net = net0;
     net.subdivisions = 1;
     net.batch = m.batch;
-    resize_net(net, p.at("height").get<int>(), p.at("width").get<int>());
+    resize_net(net, int(json_whole(p.at("height"), 1, INT32_MAX, m.host + "'s model: a point's height")),
+               int(json_whole(p.at("width"), 1, INT32_MAX, m.host + "'s model: a point's width")));
     cells.emplace_back();
     for (int l = 0; l < spatial; ++l)
       cells.back().push_back(double(m.batch) * net.layers[size_t(l)].out.h * net.layers[size_t(l)].out.w);
@@ -411,13 +413,13 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
     m.host = get("host").get<std::string>();
     m.isa = get("isa").get<std::string>();
     m.kernel_path = get("kernel_path").get<std::string>();
-    m.threads = get("threads").get<int>();
-    m.channel_block = get("channel_block").get<int>();
-    m.batch = get("batch").get<int>();
+    m.threads = int(json_whole(get("threads"), 1, 1 << 20, where + ": threads"));
+    m.channel_block = int(json_whole(get("channel_block"), 1, 1 << 20, where + ": channel_block"));
+    m.batch = int(json_whole(get("batch"), 1, 1 << 20, where + ": batch"));
     m.cpu_capacity = get("cpu_capacity").get<double>();
     m.gflops = get("gflops").get<double>();
     m.solo_compute_s = get("solo_compute_s").get<double>();
-    m.concurrent_ranks = get("concurrent_ranks").get<int>();
+    m.concurrent_ranks = int(json_whole(get("concurrent_ranks"), 1, 1 << 20, where + ": concurrent_ranks"));
     m.concurrent_slowdown = get("concurrent_slowdown").get<double>();
     m.jitter = get("jitter").get<double>();
     m.head_fwd_per_sample = get("head_fwd_s_per_sample").get<double>();
