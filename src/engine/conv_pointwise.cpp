@@ -12,7 +12,7 @@ namespace {
 constexpr double kBnEps = 1e-5;
 }  // namespace
 
-ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles) : s_(s) {
+ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device) : s_(s), dev_(device) {
   const int C = (s.out.c + out_cb - 1) / out_cb * out_cb;  // padded channels
   a_.assign(size_t(C), 1.f);
   b_.assign(size_t(C), 0.f);
@@ -40,7 +40,7 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
     for (const PointwiseTile& pt : tiles) {
       double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
       std::fill(slot, slot + 2 * C, 0.);
-      channel_sums(pt.y, pt.own, slot, slot + C);
+      dev_.channel_sums(pt.y, pt.own, slot, slot + C);
     }
     sum(slots_, 2 * C, s1_.data());
     const double M = double(batch) * s_.out.h * s_.out.w;
@@ -101,11 +101,11 @@ void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
     if (s_.batch_normalize()) {  // with the tile's share of the batch-norm sums
       double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
       std::fill(slot, slot + 2 * C, 0.);
-      act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.conv().act, mean_.data(),
-                           rstd_.data(), slot, slot + C);
+      dev_.act_backward_bn_sums(pt.delta, pt.y, region(pt), pt.own, a_.data(), b_.data(), s_.conv().act, mean_.data(),
+                                rstd_.data(), slot, slot + C);
       if (scale_) add_grad_scales(pt);
     } else {
-      act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.conv().act);
+      dev_.act_backward(pt.delta, pt.y, region(pt), a_.data(), b_.data(), s_.conv().act);
     }
   }
   if (!s_.batch_normalize()) return;
@@ -128,7 +128,7 @@ void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
     k3_[size_t(c)] = sync ? float(-g * r * s2_[size_t(c)] / M) : 0.f;
   }
   for (const PointwiseTile& pt : tiles)
-    bn_backward_apply(pt.delta, pt.y, region(pt), k1_.data(), k2_.data(), k3_.data(), mean_f_.data());
+    dev_.bn_backward_apply(pt.delta, pt.y, region(pt), k1_.data(), k2_.data(), k3_.data(), mean_f_.data());
 }
 
 }  // namespace tt

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "device/device.hpp"
 #include "engine/grad_scale.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
@@ -27,7 +28,7 @@ using SumOverTiles = std::function<void(std::vector<double>& slots, int width, d
 
 class ConvPointwise {
  public:
-  ConvPointwise(const LayerSpec& s, int out_cb, int tiles);
+  ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device);
   const float* a() const { return a_.data(); }
   const float* b() const { return b_.data(); }
 
@@ -45,6 +46,7 @@ class ConvPointwise {
 
  private:
   const LayerSpec& s_;
+  Device& dev_;
   std::vector<float> a_, b_, k1_, k2_, k3_, mean_f_;
   std::vector<double> mean_, rstd_, s1_, s2_;
   std::vector<double> slots_;  // per tile: its own sums (s1_ or s2_ are their sum in tile order)

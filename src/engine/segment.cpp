@@ -35,7 +35,7 @@ void Segment::scatter(const TensorView& full, Box_ box_of, Dst dst_of) {
   for (int t = 0; t < plan_.tiles_count(); ++t) {
     const int r = tile_rank_[t];
     if (me == kRoot && r == kRoot)
-      copy_region(full, dst_of(t), box_of(t));
+      ctx_.device.copy_region(full, dst_of(t), box_of(t));
     else if (me == kRoot)
       comm_.isend(full, box_of(t), r, t);
     else if (r == me)
@@ -51,7 +51,7 @@ void Segment::gather(const TensorView* full, Box_ box_of, Src src_of) {
   for (int t = 0; t < plan_.tiles_count(); ++t) {
     const int r = tile_rank_[t];
     if (me == kRoot && r == kRoot)
-      copy_region(src_of(t), *full, box_of(t));
+      ctx_.device.copy_region(src_of(t), *full, box_of(t));
     else if (r == me)
       comm_.isend(src_of(t), box_of(t), kRoot, t);
     else if (me == kRoot)
@@ -176,7 +176,7 @@ void Segment::forward_layer(int l, bool halo_in_flight) {
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in);                     // crop of the previous output
+      ctx_.device.copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in);         // crop of the previous output
     if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
   }
   double waited = 0;
@@ -213,7 +213,7 @@ void Segment::pointwise_forward(int l) {
   for (int t : local_) {
     if (act_in_pool_[size_t(i)]) break;
     TileState& ts = *tiles_[t];
-    affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.conv().act);
+    ctx_.device.affine_act_forward(ts.y[i], ts.z[i], plan_.at(t, l).fwd, L.pw->a(), L.pw->b(), s.conv().act);
   }
   layer_times[size_t(i)].fwd_pointwise += now_s() - t0 - (bn_wait_ - wait0);
 }
@@ -343,8 +343,8 @@ void Segment::backward_layer(int l, bool want_delta_in) {
       ts.cur = din;
     } else {
       TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};
-      zero(dst);
-      copy_region(din, dst, intersect(st.in_box, x.delta_in));
+      ctx_.device.zero(dst);
+      ctx_.device.copy_region(din, dst, intersect(st.in_box, x.delta_in));
       ts.cur = dst;
     }
   }

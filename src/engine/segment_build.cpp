@@ -22,7 +22,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       need_input_delta_(opt.need_input_delta),
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
-      links_(comm, tile_rank_),
+      links_(comm, ctx.device, tile_rank_),
       order_(comm, tile_rank_, 0),
       trace_(opt.trace),
       grad_scales_(opt.grad_scales) {
@@ -59,7 +59,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
                                                   memory::desc({s.out.c, s.in.c, s.window().size, s.window().size},
                                                                memory::data_type::f32, memory::format_tag::oihw),
                                                   shards != nullptr);
-      st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T);
+      st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device);
     }
     layers_.push_back(std::move(st));
   }
@@ -77,8 +77,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     ts->in.resize(last - first);
     ts->y.resize(last - first);
     ts->z.resize(last - first);
-    ts->buf[0] = Buffer(mp.buf[0]);
-    ts->buf[1] = Buffer(mp.buf[1]);
+    ts->buf[0] = Buffer(mp.buf[0], ctx.device);
+    ts->buf[1] = Buffer(mp.buf[1], ctx.device);
     auto make = [&](int c, int cbk, const Box& b) {
       ts->owned.emplace_back(size_t(tensor_floats(batch, c, cbk, b)));
       return TensorView{ts->owned.back().data(), batch, c, cbk, b};
@@ -122,8 +122,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
              contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in);
     act_in_pool_[size_t(i)] = fuse;
   }
-  crop_src_ = Buffer(mem_.crop_floats);
-  stage_ = Buffer(mem_.stage_floats);
+  crop_src_ = Buffer(mem_.crop_floats, ctx.device);
+  stage_ = Buffer(mem_.stage_floats, ctx.device);
   // The layers' ops.
   op_env_ = std::make_unique<TiledOpEnv>(TiledOpEnv{.ctx = ctx,
                                                     .net = net,

@@ -178,7 +178,7 @@ OpTensors Tail::tensors(int l) {
 void Tail::forward(const TensorView& cut_map, bool training, int64_t step) {
   const double t0 = now_s();
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
-  copy_region(cut_map, plain_view(out_[0], opt_.batch, at_cut), cut_map.box);
+  ctx_.device.copy_region(cut_map, plain_view(out_[0], opt_.batch, at_cut), cut_map.box);
   const double t1 = now_s();
   times.io += t1 - t0;
   if (opt_.trace) opt_.trace->add("copy of the cut map", "io", Lane::Compute, t0, t1);
@@ -224,7 +224,7 @@ double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, c
   if (opt_.trace) opt_.trace->add("loss", "backward", Lane::Compute, t0, t1);
   for (int l = L - 1; l >= cut_; --l) backward_layer(l, step);
   const double c0 = now_s();
-  copy_region(plain_view(delta_[0], n, net_.layers[size_t(cut_ - 1)].out), cut_delta, cut_delta.box);
+  ctx_.device.copy_region(plain_view(delta_[0], n, net_.layers[size_t(cut_ - 1)].out), cut_delta, cut_delta.box);
   const double c1 = now_s();
   times.io += c1 - c0;
   if (opt_.trace) opt_.trace->add("copy of the cut delta", "io", Lane::Compute, c0, c1);

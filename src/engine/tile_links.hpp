@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "device/device.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/tensor.hpp"
 #include "tiling/plan.hpp"
@@ -13,7 +14,8 @@ namespace tt {
 
 class TileLinks {
  public:
-  TileLinks(Comm& comm, const std::vector<int>& tile_rank) : comm_(comm), tile_rank_(tile_rank) {}
+  TileLinks(Comm& comm, Device& device, const std::vector<int>& tile_rank)
+      : comm_(comm), dev_(device), tile_rank_(tile_rank) {}
   Comm& comm() const { return comm_; }
 
   // Every piece (cells `box` of tile `from`'s src_of(from) into tile `to`'s dst_of(to)):
@@ -27,7 +29,7 @@ class TileLinks {
       const int from = tile_rank_[size_t(pc.from)], to = tile_rank_[size_t(pc.to)], tag = tag0 + int(k);
       if (from == me && to == me) {
         const TensorView a = src_of(pc.from), b = dst_of(pc.to);
-        if (a.data != b.data) copy_region(a, b, pc.box);
+        if (a.data != b.data) dev_.copy_region(a, b, pc.box);
       } else if (from == me) {
         comm_.isend(src_of(pc.from), pc.box, to, tag);
       } else if (to == me) {
@@ -56,6 +58,7 @@ class TileLinks {
 
  private:
   Comm& comm_;
+  Device& dev_;
   const std::vector<int>& tile_rank_;
 };
 

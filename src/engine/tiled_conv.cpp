@@ -74,15 +74,15 @@ class TiledConv final : public TiledOp {
     if (part >= 0) {
       const Box src = window_in(box, s_.window(), s_.in.h, s_.in.w);
       const TensorView crop{env_.stage->data(), env_.batch, s_.in.c, in_cb_, src};
-      copy_region(m.in, crop, src);
+      env_.ctx.device.copy_region(m.in, crop, src);
       const TensorView out{env_.stage->data() + crop.size(), env_.batch, s_.out.c, out_cb_, box};
       parts_[size_t(t)][size_t(part)]->forward(crop.data, bias(), out.data);
-      copy_region(out, m.y, box);
+      env_.ctx.device.copy_region(out, m.y, box);
     } else if (!(m.y.box == x.fwd)) {
       // y is held on a larger box than forward computes (the feature exchange fills the
       // rest): the kernel writes its dense output into z's buffer, then it moves into y.
       fwd_[size_t(t)]->forward(m.in.data, bias(), m.z.data);
-      copy_region(TensorView{m.z.data, env_.batch, s_.out.c, out_cb_, x.fwd}, m.y, x.fwd);
+      env_.ctx.device.copy_region(TensorView{m.z.data, env_.batch, s_.out.c, out_cb_, x.fwd}, m.y, x.fwd);
     } else {
       fwd_[size_t(t)]->forward(m.in.data, bias(), m.y.data);
     }
@@ -103,7 +103,7 @@ class TiledConv final : public TiledOp {
     if (layer_memory(t).weights_on_delta) {
       // The delta is no longer needed outside the owned box: zero it there and take the
       // weight gradient over the whole delta box, with no crops.
-      if (!(delta.box == x.own)) zero_outside(delta, x.own);
+      if (!(delta.box == x.own)) env_.ctx.device.zero_outside(delta, x.own);
       add_grad_scale(in, delta, x.own);
       k.backward_weights(in.data, delta.data, grad_w, grad_b, add_once);
       return;
@@ -114,10 +114,10 @@ class TiledConv final : public TiledOp {
     TensorView src = in;
     if (!(in.box == src_box)) {
       src = TensorView{env_.crop->data(), env_.batch, s_.in.c, in_cb_, src_box};
-      copy_region(in, src, src_box);
+      env_.ctx.device.copy_region(in, src, src_box);
     }
     TensorView owned_delta = delta;
-    if (!(delta.box == x.own)) compact_region(owned_delta, x.own);
+    if (!(delta.box == x.own)) env_.ctx.device.compact_region(owned_delta, x.own);
     owned_delta.box = x.own;
     add_grad_scale(src, owned_delta, x.own);
     k.backward_weights(src.data, owned_delta.data, grad_w, grad_b, add_once);

@@ -60,11 +60,17 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
          largest_layer, " [", layer_type_name(net_.layers[size_t(largest_layer)].type), "] of ",
          net_.layers[size_t(largest_layer)].out.c, "x", net_.layers[size_t(largest_layer)].out.h, "x",
          net_.layers[size_t(largest_layer)].out.w, " for ", n_, " sample(s), alone ", int64_t(largest),
-         " MB) but may use ", int64_t(limit), " MB: use a smaller --size or --batch, more tiles (--grid) or --low-memory");
+         " MB) but may use ", int64_t(limit),
+         " MB: use a smaller --size or --batch, more tiles (--grid) or --low-memory");
 }
 
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
-    : net_(net), params_(params), opt_(opt), comm_(comm), n_(net.micro_batch()), ctx_(opt.kernels, opt.channel_block) {
+    : net_(net),
+      params_(params),
+      opt_(opt),
+      comm_(comm),
+      n_(net.micro_batch()),
+      ctx_(opt.kernels, opt.channel_block, opt.device ? *opt.device : cpu_device()) {
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut);
@@ -72,8 +78,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   check_memory(plan, ranks);
-  grad_ = Buffer(params.values.size());
-  momentum_ = Buffer(params.values.size());
+  grad_ = Buffer(params.values.size(), ctx_.device);
+  momentum_ = Buffer(params.values.size(), ctx_.device);
   if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
   if (opt.low_memory) {
     shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
@@ -81,8 +87,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
         const auto [b, e] = shards_->mine(L);
-        release_pages(params.values.data() + L.offset, size_t(b - L.offset));
-        release_pages(params.values.data() + e, size_t(L.offset + L.n - e));
+        ctx_.device.discard(params.values.data() + L.offset, size_t(b - L.offset));
+        ctx_.device.discard(params.values.data() + e, size_t(L.offset + L.n - e));
       }
   }
   std::vector<bool> far;
@@ -107,17 +113,16 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   else
     sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size());
   if (!root()) return;  // the rest of the net lives on the root process
-  tail_ = std::make_unique<Tail>(
-      ctx_, net, params, grad_.data(), cut_,
-      TailOptions{.batch = n_,
-                  .in_cb = tiled_->out_cb(),
-                  .bn = opt.bn,
-                  .seed = opt.seed,
-                  .trace = &trace_,
-                  .grad_scales = grad_scales()});
+  tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
+                                 TailOptions{.batch = n_,
+                                             .in_cb = tiled_->out_cb(),
+                                             .bn = opt.bn,
+                                             .seed = opt.seed,
+                                             .trace = &trace_,
+                                             .grad_scales = grad_scales()});
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
-  cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))));
-  cut_delta_ = Buffer(cut_map_.size());
+  cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))), ctx_.device);
+  cut_delta_ = Buffer(cut_map_.size(), ctx_.device);
   if (opt.need_input_delta) input_delta_.assign(size_t(n_ * net.input().size()), 0.f);
 }
 
@@ -285,19 +290,14 @@ void Trainer::update() {
   const float B = float(net_.batch);
   float* w = params_.values.data();
   float* v = momentum_.data();
-  // On this process's parts of [begin, end); false if a weight came out inf or NaN (tested
-  // on the exponent bits as integers, so the loop still vectorises).
+  // On this process's parts of [begin, end); false if a weight came out inf or NaN.
   auto sgd = [&](int64_t begin, int64_t end, float wd) {
-    uint32_t bad = 0;
+    bool ok = true;
     for (const auto& [lo, hi] : sync_->updated())
-      for (int64_t i = std::max(begin, lo); i < std::min(end, hi); ++i) {
-        v[i] = m * v[i] - g[i] - wd * B * w[i];
-        w[i] += (lr / B) * v[i];
-        uint32_t bits;
-        std::memcpy(&bits, w + i, 4);
-        bad |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
-      }
-    return bad == 0;
+      if (std::max(begin, lo) < std::min(end, hi))
+        ok &= ctx_.device.sgd(w, v, g, std::max(begin, lo), std::min(end, hi),
+                              {.rate = lr, .momentum = m, .decay = wd, .batch = B});
+    return ok;
   };
   for (const auto& l : net_.layers) {
     if (!l.has_params()) continue;

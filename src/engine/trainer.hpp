@@ -44,6 +44,9 @@ struct TrainOptions {
   // Auto where the halo comes from another host (a network link), On wherever it comes
   // from another tile (in one process only useful to test that it is exact), Off never.
   Overlap overlap = Overlap::Auto;
+  // The device that holds the maps and does their element-wise work and the SGD update
+  // (device/device.hpp); nullptr: this host's CPU.
+  Device* device = nullptr;
   // Tests only: edits the tiled plan right after make_plan, before anything is laid out or
   // allocated from it (e.g. tests/test_verify.cpp plants a halo one row short, which verify
   // must catch). Empty: the plan as made. verify_training's untiled reference ignores it.

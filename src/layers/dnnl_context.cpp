@@ -1,32 +1,12 @@
 #include "layers/dnnl_context.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <new>
 
 namespace tt {
 
-Buffer::Buffer(size_t floats) : n_(floats) {
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t bytes = std::max(page, (floats * sizeof(float) + page - 1) / page * page);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  p_ = std::unique_ptr<float, Free>(static_cast<float*>(p), Free{bytes});
-}
-
-void Buffer::Free::operator()(float* p) const { munmap(p, bytes); }
-
-void release_pages(float* p, size_t n) {
-  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t a = (uintptr_t(p) + page - 1) / page * page, b = uintptr_t(p + n) / page * page;
-  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
-}
-
-DnnlContext::DnnlContext(KernelPath path, int block)
-    : eng(dnnl::engine::kind::cpu, 0), strm(eng), config(make_kernel_config(eng, path, block)) {}
+DnnlContext::DnnlContext(KernelPath path, int block, Device& dev)
+    : device(dev), eng(dnnl::engine::kind::cpu, 0), strm(eng), config(make_kernel_config(eng, path, block)) {}
 
 memory DnnlContext::scratchpad(const memory::desc& d) {
   size_t need = (d.get_size() + sizeof(float) - 1) / sizeof(float);

@@ -6,13 +6,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "device/device.hpp"
 #include "layers/backend.hpp"
 
 namespace tt {
-
-// Hands the whole memory pages inside [p, p + n) back to the system (they read as zeros
-// afterwards). For memory this process owns and may overwrite.
-void release_pages(float* p, size_t n);
 
 using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
@@ -36,28 +33,11 @@ class RowsReorder {
   std::unordered_map<int, memory> args_;
 };
 
-// Page-aligned float buffer of zeros from anonymous memory: pages become resident
-// (count in RSS) only when first written. The only owner of large tensors.
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(size_t floats);
-  float* data() const { return p_.get(); }
-  size_t size() const { return n_; }
-
- private:
-  struct Free {
-    size_t bytes;  // no default member initializer: it would make Free incomplete here
-    void operator()(float* p) const;
-  };
-  std::unique_ptr<float, Free> p_;
-  size_t n_ = 0;
-};
-
 class DnnlContext {
  public:
   // `block`: 0 = oneDNN's preferred channel block on this CPU (see make_kernel_config).
-  explicit DnnlContext(KernelPath path = KernelPath::Auto, int block = 0);
+  explicit DnnlContext(KernelPath path = KernelPath::Auto, int block = 0, Device& device = cpu_device());
+  Device& device;  // holds the maps; does their element-wise work and the SGD update
   dnnl::engine eng;
   dnnl::stream strm;
   const KernelConfig config;  // kernel path and the channel block of every blocked map
@@ -92,8 +72,8 @@ class DnnlContext {
 };
 
 // Plain (oihw / x) master weights of one layer mirrored into whatever blocked formats
-// its primitives chose (a kernel that reads the plain format reads the master weights). `refresh` re-reorders (after each update or load, or, staged,
-// just before the layer runs); `slot` registers a format for forward or backward-data.
+// its primitives chose (a kernel that reads the plain format reads the master weights). `refresh` re-reorders (after
+// each update or load, or, staged, just before the layer runs); `slot` registers a format for forward or backward-data.
 // Staged, the formatted copies live in the context's staging buffers, shared by all
 // layers, instead of one persistent copy per layer and format; forward and
 // backward-data never run at once, so their formats share buffers too.
