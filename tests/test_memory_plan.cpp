@@ -28,6 +28,7 @@
 #include "comm/comm.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/segment.hpp"
+#include "engine/tail.hpp"
 #include "layers/affine_act.hpp"
 #include "layers/dnnl_context.hpp"
 #include "layers/tensor.hpp"
@@ -277,6 +278,25 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
       "MemoryPlan: %d segments (%d with some tiles on another rank) matched their mappings; %d run and every "
       "planned page used; %d run but not judged on use (a fused convolution's unwritten output reserved)\n",
       segments, partial, used, unwritten);
+}
+
+// After the cut, spatial layers run together until a layer whose output a [route] reads:
+// only a route's inputs end a run (every node has an input edge; only a route's are kept).
+TEST(MemoryPlan, TailRunsEndOnlyAtRoutedOutputs) {
+  const NetSpec net = parse_net(
+      "[net]\nwidth=16\nheight=16\nchannels=3\n"
+      "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 0
+      "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 1: read by the route
+      "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 2
+      "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 3
+      "[route]\nlayers=-3\n"                           // 4: reads 1
+      "[convolutional]\nfilters=2\nsize=1\n"          // 5
+      "[cost]\n",
+      "tail.cfg");
+  const TailLayout t = plan_tail(net, 1, 2);
+  EXPECT_EQ(t.runs, (std::vector<std::pair<int, int>>{{1, 2}, {2, 4}, {5, 6}}));
+  EXPECT_EQ(t.out[size_t(2 - 1 + 1)], 0) << "layer 2's output lives inside its run";
+  EXPECT_EQ(t.out[size_t(3 - 1 + 1)], 2 * net.layers[3].out.size());
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   const int L = int(net.layers.size());
   std::set<int> routed;  // layers whose output a [route] reads
   for (const LayerSpec& s : net.layers)
-    for (int r : s.inputs) routed.insert(r);
+    if (s.type == LayerType::Route) routed.insert(s.inputs.begin(), s.inputs.end());
   TailLayout t;
   t.out.assign(size_t(L - cut + 1), 0);
   t.saved.assign(t.out.size(), 0);
