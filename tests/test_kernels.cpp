@@ -63,7 +63,8 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
     o.need_input_delta = true;
     // Tile the layers whose maps split 3x2; the deeper ones run untiled after the cut.
     o.cut = 0;
-    while (o.cut < net.max_cut() && net.layers[size_t(o.cut)].out.h >= 3 && net.layers[size_t(o.cut)].out.w >= 2) ++o.cut;
+    while (o.cut < net.max_cut() && net.layers[size_t(o.cut)].out.h >= 3 && net.layers[size_t(o.cut)].out.w >= 2)
+      ++o.cut;
     LocalComm comm;
     Trainer tr(net, params, o, comm);
     const std::vector<KernelUse> uses = tr.kernel_uses();
@@ -106,8 +107,7 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
             const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.backend == ConvChoice::Own);
             if (fixed_order) {
               EXPECT_TRUE(a.backend == ConvChoice::Own && d.backend == ConvChoice::Own);
-            } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32 &&
-                       is_reference_impl(d.name)) {
+            } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32 && is_reference_impl(d.name)) {
               EXPECT_EQ(a.backend, ConvChoice::Gemm);
               EXPECT_EQ(a.name, "gemm:openblas");
               ++gemm;
@@ -126,8 +126,8 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
   if (kept == 0) {
     EXPECT_GT(gemm, 0);
   }
-  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones, %d on OpenBLAS\n", kept,
-              replaced, gemm);
+  std::printf("auto: %d passes on oneDNN, %d reference kernels replaced by own ones, %d on OpenBLAS\n", kept, replaced,
+              gemm);
 }
 
 // Every box of a tiled layer runs one forward kernel (choose_conv refuses a layer whose
@@ -218,6 +218,29 @@ TEST(KernelTable, UntiledWideLayersRunOnOpenBlas) {
 TEST(FmaProbe, NoFullWidthUnitsWithoutAvx512) {
   if (__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "this CPU has AVX-512";
   EXPECT_FALSE(full_width_avx512_fma());
+}
+
+// The answer the ranks agree on (the Trainer sets rank 0's everywhere) is what the kernel
+// choice reads: with AVX-512 own kernels, a tiled 3x3 backward-weights runs on the own
+// kernel exactly when the core is said to lack two full-width FMA units.
+TEST(FmaProbe, TheAgreedAnswerChoosesTheKernels) {
+  const DnnlContext ctx(KernelPath::Auto);
+  if (own_conv_target().rfind("avx3", 0) != 0) GTEST_SKIP() << "own kernels " << own_conv_target() << ", not AVX-512";
+  const NetSpec net = parse_net(
+      "[net]\nbatch=2\nwidth=24\nheight=24\nchannels=16\n[convolutional]\nfilters=16\nsize=3\npad=1\n"
+      "activation=leaky\n[convolutional]\nfilters=32\nsize=3\npad=1\nactivation=leaky\n[cost]\n",
+      "fma.cfg");
+  const bool measured = full_width_avx512_fma();
+  auto weights_kernel = [&](bool full) {
+    set_full_width_avx512_fma(full);
+    for (const KernelUse& u : planned_kernels(net, ctx, -1, true))
+      if (u.layer == 1 && u.pass == ConvPass::BackwardWeights) return u.impl;
+    return std::string("none");
+  };
+  const std::string split = weights_kernel(false), full = weights_kernel(true);
+  set_full_width_avx512_fma(measured);
+  EXPECT_EQ(split.rfind("own:avx3", 0), 0u) << split;
+  EXPECT_NE(full.rfind("own:", 0), 0u) << full;
 }
 #endif
 

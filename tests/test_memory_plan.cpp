@@ -289,8 +289,8 @@ TEST(MemoryPlan, TailRunsEndOnlyAtRoutedOutputs) {
       "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 1: read by the route
       "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 2
       "[convolutional]\nfilters=4\nsize=3\npad=1\n"  // 3
-      "[route]\nlayers=-3\n"                           // 4: reads 1
-      "[convolutional]\nfilters=2\nsize=1\n"          // 5
+      "[route]\nlayers=-3\n"                         // 4: reads 1
+      "[convolutional]\nfilters=2\nsize=1\n"         // 5
       "[cost]\n",
       "tail.cfg");
   const TailLayout t = plan_tail(net, 1, 2);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/memory_plan.hpp"
+#include "layers/fma_probe.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -74,6 +75,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut);
+  // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
+  // so that they all run the same kernels (layers/fma_probe.hpp).
+  if (comm.size() > 1) set_full_width_avx512_fma(comm.all_gather(full_width_avx512_fma() ? 1. : 0.)[0] != 0);
   Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), {opt.split, opt.features});
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());

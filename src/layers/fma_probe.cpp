@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -68,13 +69,27 @@ bool measure() {
 }
 
 }  // namespace
+#endif
 
-bool full_width_avx512_fma() {
+namespace {
+
+bool measured() {
+#if defined(__x86_64__)
   static const bool full = measure();
   return full;
-}
 #else
-bool full_width_avx512_fma() { return false; }
+  return false;
 #endif
+}
+
+std::optional<bool>& agreed() {
+  static std::optional<bool> full;
+  return full;
+}
+
+}  // namespace
+
+bool full_width_avx512_fma() { return agreed() ? *agreed() : measured(); }
+void set_full_width_avx512_fma(bool full) { agreed() = full; }
 
 }  // namespace tt
