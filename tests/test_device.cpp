@@ -25,7 +25,6 @@ class CountingDevice final : public Device {
   std::map<std::string, int> calls;
   int64_t live_floats = 0;
 
-  const char* name() const override { return "counting cpu"; }
   float* allocate(size_t floats) override {
     ++calls["allocate"];
     live_floats += int64_t(floats);

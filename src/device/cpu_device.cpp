@@ -15,8 +15,6 @@ namespace {
 
 class CpuDevice final : public Device {
  public:
-  const char* name() const override { return "cpu"; }
-
   float* allocate(size_t floats) override {
     void* p = mmap(nullptr, bytes_of(floats), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();

@@ -1,8 +1,8 @@
 // The hardware that holds tensors, as the engine sees it apart from convolutions (those
 // stay inside the convolution op's kernel choice): memory, copies of map regions,
 // batch-norm and activation, and the SGD update. The CPU is the one implementation today
-// (cpu_device()); another backend (a GPU) is a new implementation of this interface, and
-// Buffers and TensorViews say which device holds their memory.
+// (cpu_device()); another backend (a GPU) is a new implementation of this interface. A
+// Buffer knows the device that holds its memory; a TensorView is still a host pointer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,6 @@ struct SgdStep {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual const char* name() const = 0;
 
   // Memory of `floats` zeros; returned by release().
   virtual float* allocate(size_t floats) = 0;

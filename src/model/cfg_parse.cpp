@@ -171,8 +171,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
   l.line = s.line;
   const std::string& n = s.name;
   if (n == "convolutional" || n == "conv") {
-    l.set_type(LayerType::Conv);
-    ConvParams& c = l.conv();
+    l.type = LayerType::Conv;
+    ConvParams& c = l.params.emplace<ConvParams>();
     c.filters = r.integer("filters", 1);
     r.positive("filters", c.filters);
     r.at_most("filters", c.filters, kMaxChannels, "channels a device can hold");
@@ -196,8 +196,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       fail(r.where(s.line), ": binary/xnor convolution is not supported");
     r.reject_unused({"flipped", "dot"});
   } else if (n == "maxpool" || n == "max") {
-    l.set_type(LayerType::MaxPool);
-    MaxPoolParams& p = l.maxpool();
+    l.type = LayerType::MaxPool;
+    MaxPoolParams& p = l.params.emplace<MaxPoolParams>();
     p.win.size = r.integer("size", 1);
     r.positive("size", p.win.size);
     if (p.win.size > 15)  // the engine records winners as a byte position in the window
@@ -211,11 +211,11 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     p.win.pad = p.pad_total / 2;
     r.reject_unused({});
   } else if (n == "avgpool" || n == "avg") {
-    l.set_type(LayerType::AvgPool);
+    l.type = LayerType::AvgPool;
     r.reject_unused({});
   } else if (n == "connected" || n == "conn") {
-    l.set_type(LayerType::Connected);
-    ConnectedParams& fc = l.connected();
+    l.type = LayerType::Connected;
+    ConnectedParams& fc = l.params.emplace<ConnectedParams>();
     fc.outputs = r.integer("output", 1);
     r.positive("output", fc.outputs);
     r.at_most("output", fc.outputs, kMaxChannels, "channels a device can hold");
@@ -224,23 +224,24 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
     r.reject_unused({});
   } else if (n == "softmax" || n == "soft") {
-    l.set_type(LayerType::Softmax);
+    l.type = LayerType::Softmax;
     if (r.integer("groups", 1) != 1)
       fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
     r.reject_unused({"temperature", "spatial", "noloss"});
   } else if (n == "dropout") {
-    l.set_type(LayerType::Dropout);
-    l.dropout().probability = float(r.num("probability", 0.5));
-    if (!(l.dropout().probability >= 0 && l.dropout().probability < 1))
+    l.type = LayerType::Dropout;
+    DropoutParams& d = l.params.emplace<DropoutParams>();
+    d.probability = float(r.num("probability", 0.5));
+    if (!(d.probability >= 0 && d.probability < 1))
       fail(r.where(r.line_of("probability")), ": dropout probability must be in [0, 1)");
     r.reject_unused({});
   } else if (n == "cost") {
-    l.set_type(LayerType::Cost);
+    l.type = LayerType::Cost;
     std::string t = r.str("type", "sse");
     if (t != "sse") fail(r.where(r.line_of("type")), ": cost type '", t, "' is not supported (sse)");
     r.reject_unused({"scale", "ratio", "noobject_scale", "thresh"});
   } else if (n == "route") {
-    l.set_type(LayerType::Route);
+    l.type = LayerType::Route;
     if (!r.has("layers")) fail(r.where(s.line), ": [route] needs 'layers='");
     for (double v : r.list("layers")) {
       // checked as a double first: a value out of int's range has no int to convert to
@@ -251,8 +252,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     }
     r.reject_unused({});
   } else if (n == "reorg") {
-    l.set_type(LayerType::Reorg);
-    ReorgParams& g = l.reorg();
+    l.type = LayerType::Reorg;
+    ReorgParams& g = l.params.emplace<ReorgParams>();
     g.stride = r.integer("stride", 1);
     r.positive("stride", g.stride);
     r.at_most("stride", g.stride, kMaxDim, "the largest map's side");
@@ -261,8 +262,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
       fail(r.where(s.line), ": [reorg] with flatten= or extra= is not supported");
     r.reject_unused({});
   } else if (n == "upsample") {
-    l.set_type(LayerType::Upsample);
-    UpsampleParams& u = l.upsample();
+    l.type = LayerType::Upsample;
+    UpsampleParams& u = l.params.emplace<UpsampleParams>();
     u.stride = r.integer("stride", 2);
     if (u.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
     r.at_most("stride", std::abs(int64_t(u.stride)), kMaxDim, "the largest map's side");
@@ -272,8 +273,8 @@ LayerSpec parse_layer(Section& s, int index, const std::string& file) {
     r.reject_unused({});
   } else if (n == "region" || n == "yolo") {
     const bool yolo = n == "yolo";
-    l.set_type(yolo ? LayerType::Yolo : LayerType::Region);
-    DetectorSpec& d = l.det();
+    l.type = yolo ? LayerType::Yolo : LayerType::Region;
+    DetectorSpec& d = l.params.emplace<DetectorSpec>();
     d.classes = r.integer("classes", 20);
     r.positive("classes", d.classes);
     r.at_most("classes", d.classes, kMaxChannels, "channels a device can hold");

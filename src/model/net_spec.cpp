@@ -53,36 +53,6 @@ const char* act_name(Act a) {
   return "?";
 }
 
-void LayerSpec::set_type(LayerType t) {
-  type = t;
-  switch (t) {
-    case LayerType::Conv:
-      params = ConvParams{};
-      break;
-    case LayerType::MaxPool:
-      params = MaxPoolParams{};
-      break;
-    case LayerType::Connected:
-      params = ConnectedParams{};
-      break;
-    case LayerType::Dropout:
-      params = DropoutParams{};
-      break;
-    case LayerType::Reorg:
-      params = ReorgParams{};
-      break;
-    case LayerType::Upsample:
-      params = UpsampleParams{};
-      break;
-    case LayerType::Region:
-    case LayerType::Yolo:
-      params = DetectorSpec{};
-      break;
-    default:
-      params = std::monostate{};
-  }
-}
-
 namespace {
 template <class P, class Params>
 auto& params_of(Params& params, const LayerSpec& l, const char* wanted) {
@@ -113,7 +83,7 @@ Act LayerSpec::activation() const {
 }
 
 int64_t LayerSpec::weight_count() const {
-  if (type == LayerType::Conv) return int64_t(conv().filters) * in.c * conv().win.size * conv().win.size;
+  if (type == LayerType::Conv) return int64_t(conv().filters) * in.c * window().size * window().size;
   if (type == LayerType::Connected) return int64_t(connected().outputs) * in.size();
   return 0;
 }

@@ -97,10 +97,8 @@ struct LayerSpec {
   int line = 0;             // cfg line of the section header
   std::vector<int> inputs;  // absolute indices of the nodes read; empty: the net's input
   Shape in, out;
-  OpParams params = ConvParams{};
+  OpParams params;  // the parser sets the type's struct; none (std::monostate) for the others
 
-  // Sets the type and that type's default parameters.
-  void set_type(LayerType t);
   // The type's parameters; asking a node of another type is a programming error (throws).
   const ConvParams& conv() const;
   ConvParams& conv();
