@@ -36,6 +36,7 @@
 #include "model/params.hpp"
 #include "test_util.hpp"
 #include "tiling/plan.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -98,7 +99,7 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
   for (int l = plan.first; l + 1 < plan.last; ++l) {
     const LayerSpec& s = net.layers[size_t(l)];
     const size_t i = size_t(l - plan.first);
-    if (s.type != LayerType::Conv || !conv_pointwise(s) || !vector_act(s.conv().act) ||
+    if (s.type != LayerType::Conv || !has_pointwise(s) || !vector_act(s.conv().act) ||
         net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[i + 1].empty())
       continue;
     bool fused = true, unwritten = false;

@@ -11,6 +11,7 @@
 #include "engine/schedule.hpp"
 #include "layers/conv.hpp"
 #include "test_util.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -67,7 +68,7 @@ void check_forward(const NetSpec& net, const Plan& plan, const ScheduleOptions& 
       EXPECT_EQ(f[size_t(fetch)].uses, WeightCache::kForward);
     }
     const int pw = find_step(f, StepKind::Pointwise, l);
-    EXPECT_EQ(pw >= 0, conv_pointwise(net.layers[size_t(l)])) << "layer " << l;
+    EXPECT_EQ(pw >= 0, has_pointwise(net.layers[size_t(l)])) << "layer " << l;
     prev_end = std::max(fwd, pw);
   }
   EXPECT_EQ(prev_end + 1, int(f.size())) << "steps after the last layer's";
@@ -87,7 +88,7 @@ void check_backward(const NetSpec& net, const Plan& plan, const ScheduleOptions&
     // The layer's delta is complete: its pointwise backward (on its whole delta box, or on
     // its owned cells before the exchange that completes it) and the halo from neighbours.
     const int pw = find_step(b, StepKind::PointwiseBackward, l);
-    EXPECT_EQ(pw >= 0, conv_pointwise(s)) << "layer " << l;
+    EXPECT_EQ(pw >= 0, has_pointwise(s)) << "layer " << l;
     if (pw >= 0) {
       EXPECT_LT(pw, bwd) << "layer " << l;
       EXPECT_EQ(b[size_t(pw)].owned_only, pointwise_before_exchange(net, plan, l)) << "layer " << l;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layers/tensor.hpp"
+#include "tiling/tiled_traits.hpp"
 
 namespace tt {
 
@@ -43,7 +44,7 @@ Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const TileLayer& x = plan.at(t, l);
   const LayerSpec& s = net.layers[l];
   const Box reach = window_in(x.delta, s.window(), s.in.h, s.in.w);
-  if (s.type != LayerType::Conv) return reach;
+  if (tiled_traits(s).backward_scatters) return reach;
   const Box need = intersect(reach, x.delta_in);
   // Each delta row and column must still reach into the box, or the kernel would see a
   // window made of padding only (a geometry oneDNN rejects).
@@ -88,12 +89,15 @@ bool output_into_next_input(const Plan& plan, int t, int l) {
          contains(plan.at(t, l + 1).in, plan.at(t, l).fwd);
 }
 
+bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l) {
+  return l + 1 < plan.last && tiled_traits(net.layers[size_t(l + 1)]).backward_reads_input &&
+         input_aliases(plan, t, l + 1);
+}
+
 bool recomputed(const NetSpec& net, const Plan& plan, int t, int l) {
-  if (net.layers[size_t(l)].type != LayerType::Conv) return false;
-  const bool next_reads_in_place =
-      l + 1 < plan.last && net.layers[size_t(l + 1)].type == LayerType::Conv && input_aliases(plan, t, l + 1);
+  if (!tiled_traits(net.layers[size_t(l)]).pre_activation) return false;
   const bool z_transient =
-      conv_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) && !next_reads_in_place;
+      has_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) && !next_reads_in_place(net, plan, t, l);
   const TileLayer& x = plan.at(t, l);
   return z_transient && x.held == x.fwd;
 }
@@ -135,7 +139,7 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     if (!pointwise_before_exchange(net, plan, l)) recomputed_y(l, 1 - at);
     if (l == first && !need_input_delta) break;
     const bool exchanged = l > first && plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles);
-    if (exchanged && net.layers[size_t(l)].type != LayerType::Conv) {
+    if (exchanged && tiled_traits(net.layers[size_t(l)]).backward_scatters) {
       st.into_halo = true;
       st.in_box = x.delta_in;
       at = st.in = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
@@ -164,7 +168,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
   int cb = in_cb;
   for (int l = first; l < last; ++l) {
     sp.in_cb.push_back(cb);
-    if (net.layers[l].type == LayerType::Conv) cb = block;
+    if (tiled_traits(net.layers[l]).blocked_output) cb = block;
     sp.out_cb.push_back(cb);
   }
   sp.tiles.resize(size_t(plan.tiles_count()));
@@ -180,36 +184,37 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       m.out_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.fwd));
       m.y_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.held));
       m.in = input_aliases(plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
-      // The output persists only when the next convolution reads it in place (and needs it in backward).
-      const bool next_reads_in_place =
-          l + 1 < last && net.layers[l + 1].type == LayerType::Conv && input_aliases(plan, t, l + 1);
-      if (s.type == LayerType::Conv) {
-        const bool pointwise = conv_pointwise(s);
-        const bool into_next_input = output_into_next_input(plan, t, l);
+      // The output persists only when the next layer reads it in place and needs it in backward.
+      const bool kept_for_next = next_reads_in_place(net, plan, t, l);
+      const TiledTraits& traits = tiled_traits(s);
+      if (traits.pre_activation) {
+        const bool pointwise = has_pointwise(s);
         m.recompute = recompute && recomputed(net, plan, t, l);
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
-        m.z = !pointwise            ? MapStore::Y
-              : into_next_input     ? MapStore::NextInput
-              : next_reads_in_place ? MapStore::Own
-                                    : MapStore::Transient;
+        m.z = !pointwise                          ? MapStore::Y
+              : output_into_next_input(plan, t, l) ? MapStore::NextInput
+              : kept_for_next                      ? MapStore::Own
+                                                   : MapStore::Transient;
+      } else {
+        m.z = kept_for_next ? MapStore::Own : MapStore::Transient;
+      }
+      if (traits.backward_reads_winners) m.argmax_bytes = m.y_floats;  // one byte per cell
+      if (traits.weights) {
         m.weights_on_delta = weights_on_delta_box(net, plan, t, l);
         // backward-weights on the owned box reads it and its window: crops when the input buffer is larger
         const Box src_box = window_in(x.own, s.window(), s.in.h, s.in.w);
         if (!m.weights_on_delta && !(x.in == src_box))
           sp.crop_floats = std::max(sp.crop_floats, size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], src_box)));
-        // A part runs on its own input crop into its own output, then moves into y.
-        m.parts = overlap_parts(net, plan, t, l, far);
+      }
+      m.parts = overlap_parts(net, plan, t, l, far);
+      // Unless the op works in place on a part, a part runs on its own input crop into its
+      // own output, then moves into y.
+      if (!traits.parts_in_place)
         for (const Box& part : m.parts)
           sp.stage_floats =
               std::max(sp.stage_floats,
                        size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], window_in(part, s.window(), s.in.h, s.in.w)) +
                               tensor_floats(batch, s.out.c, sp.out_cb[i], part)));
-      } else {
-        // Max-pool backward needs only the winners.
-        m.z = next_reads_in_place ? MapStore::Own : MapStore::Transient;
-        m.argmax_bytes = m.y_floats;
-        m.parts = overlap_parts(net, plan, t, l, far);  // in place: no staging
-      }
     }
     plan_backward(net, plan, sp, tp, t, batch, need_input_delta, local_tiles);
     // Transient forward outputs live in the larger delta buffer, or in the other one

@@ -84,6 +84,9 @@ bool input_aliases(const Plan& plan, int t, int l);
 // At a group start l + 1 the next input is a buffer of its own that the halo exchange
 // completes: layer l's batch-norm/activation write straight into it (no copy of own cells).
 bool output_into_next_input(const Plan& plan, int t, int l);
+// Layer l + 1 reads layer l's output of tile t in place (input_aliases) and needs it in
+// backward: that output is kept from forward to backward.
+bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l);
 // With recomputation on, convolution l of tile t keeps no output for backward: its z is
 // transient (y shares its buffer, batch-norm/activation in place), and no neighbour's values
 // complete y after forward (then it is kept).

@@ -2,6 +2,7 @@
 
 #include "engine/memory_plan.hpp"
 #include "layers/conv.hpp"
+#include "tiling/tiled_traits.hpp"
 
 namespace tt {
 
@@ -37,9 +38,9 @@ bool features_in_group(const Plan& plan, int end) {
 Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOptions& opt) {
   Schedule s;
   const int first = plan.first, last = plan.last;
-  auto conv = [&](int l) { return net.layers[size_t(l)].type == LayerType::Conv; };
+  auto weights = [&](int l) { return tiled_traits(net.layers[size_t(l)]).weights; };
   auto fetch = [&](std::vector<Step>& v, int l, int uses, int charge) {
-    if (opt.sharded && conv(l)) v.push_back({StepKind::FetchWeights, l, charge, false, false, false, uses});
+    if (opt.sharded && weights(l)) v.push_back({StepKind::FetchWeights, l, charge, false, false, false, uses});
   };
 
   std::vector<Step>& f = s.forward;
@@ -49,7 +50,7 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
     if (halo) f.push_back({StepKind::PostHalo, l, l});
     fetch(f, l, WeightCache::kForward, l);
     f.push_back({StepKind::Forward, l, l, halo});
-    if (conv_pointwise(net.layers[size_t(l)])) f.push_back({StepKind::Pointwise, l, l});
+    if (has_pointwise(net.layers[size_t(l)])) f.push_back({StepKind::Pointwise, l, l});
   }
 
   std::vector<Step>& b = s.backward;
@@ -64,13 +65,13 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
   for (int l = last - 1; l >= first; --l) {
     const bool input_delta = l > first || opt.need_input_delta;
     if (l + 1 == plan.group_end(l) && features_in_group(plan, l)) b.push_back({StepKind::ExchangeFeatures, l, l});
-    if (conv_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l))
+    if (has_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l))
       pointwise_backward(l, false, l);
     // Backward-data of every tile first: then the delta is free to be reshaped for
     // backward-weights, and (sharded) the staged weights are free to hold its output.
     if (input_delta) fetch(b, l, WeightCache::kBackwardData, l);
     b.push_back({StepKind::Backward, l, l, false, false, input_delta});
-    if (opt.sharded && conv(l)) b.push_back({StepKind::ReduceGrad, l, l});
+    if (opt.sharded && weights(l)) b.push_back({StepKind::ReduceGrad, l, l});
     if (l > first && pointwise_before_exchange(net, plan, l - 1)) pointwise_backward(l - 1, true, l);
     if (l > first && plan.group_start(l)) b.push_back({StepKind::BackwardHalo, l, l});
   }

@@ -9,6 +9,7 @@
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
 #include "layers/pointwise.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -320,7 +321,7 @@ void Segment::backward_layer(int l, bool want_delta_in) {
   }
   double t1 = now_s();
   lt.bwd_data += t1 - t0;
-  if (op.has_weights()) {
+  if (tiled_traits(s).weights) {
     const ParamSlice& ps = params_.slices[s.index];
     weights_->begin_grad(l);
     for (int t : local_) {

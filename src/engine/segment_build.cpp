@@ -5,6 +5,7 @@
 #include "engine/segment.hpp"
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -53,14 +54,14 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     st->spec = &s;
     st->in_cb = mem_.in_cb[size_t(l - first)];
     st->out_cb = mem_.out_cb[size_t(l - first)];
-    if (s.type == LayerType::Conv) {
-      st->pointwise = conv_pointwise(s);
+    const TiledTraits& traits = tiled_traits(s);
+    st->pointwise = has_pointwise(s);
+    if (traits.weights)
       st->weights = std::make_unique<WeightCache>(ctx,
                                                   memory::desc({s.out.c, s.in.c, s.window().size, s.window().size},
                                                                memory::data_type::f32, memory::format_tag::oihw),
                                                   shards != nullptr);
-      st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device);
-    }
+    if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device);
     layers_.push_back(std::move(st));
   }
   out_cb_ = mem_.out_cb.empty() ? in_cb : mem_.out_cb.back();
@@ -93,7 +94,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const int i = l - first;
       const LayerMemory& m = mp.layers[i];
       const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
-      if (s.type == LayerType::Conv)
+      if (tiled_traits(s).pre_activation)
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
       if (m.z == MapStore::Y)
         ts->z[i] = ts->y[i];
@@ -108,15 +109,15 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       if (mp.layers[l - first].in == MapStore::PrevOutput) ts->in[l - first] = ts->z[l - 1 - first];
     tiles_.push_back(std::move(ts));
   }
-  // A max-pool right after a convolution reads the convolution's y through its
-  // batch-norm and activation when nothing else reads z: the pool's input is z itself
-  // (no crop, no halo), and y holds every cell the pool reads.
+  // A layer that can (a max-pool) reads the y of a convolution before it through the
+  // convolution's batch-norm and activation when nothing else reads z: its input is z
+  // itself (no crop, no halo), and y holds every cell it reads.
   act_in_pool_.assign(size_t(last - first), 0);
   for (int l = first; l + 1 < last; ++l) {
     const LayerState& L = *layers_[l - first];
     const int i = l - first;
-    bool fuse = L.spec->type == LayerType::Conv && L.pointwise && vector_act(L.spec->conv().act) &&
-                net.layers[l + 1].type == LayerType::MaxPool && plan_.fwd_halo[size_t(i + 1)].empty();
+    bool fuse = L.pointwise && vector_act(L.spec->activation()) && tiled_traits(net.layers[l + 1]).reads_pre_activation &&
+                plan_.fwd_halo[size_t(i + 1)].empty();
     for (int t : local_)
       fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
              contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in);

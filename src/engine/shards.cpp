@@ -3,9 +3,15 @@
 #include <algorithm>
 #include <climits>
 
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
+
+namespace {
+// Only tiled layers' weights are sharded (the rest are whole on every process).
+bool shards_weights(const LayerSpec& s) { return s.spatial() && tiled_traits(s).weights; }
+}  // namespace
 
 ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size) {
   ShardPlan sp;
@@ -13,13 +19,13 @@ ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int la
   sp.layers.resize(net.layers.size());
   int64_t total = 0;
   for (int l = first; l < last; ++l)
-    if (net.layers[l].type == LayerType::Conv) total += p.slices[l].n_weights;
+    if (shards_weights(net.layers[l])) total += p.slices[l].n_weights;
   // Process r owns [r·total/size, (r+1)·total/size) of the concatenation.
   auto bound = [&](int r) { return total * r / size; };
   int64_t v = 0;  // the layer's start in the concatenation
   std::vector<ShardPlan::Range> sharded;
   for (int l = first; l < last; ++l) {
-    if (net.layers[l].type != LayerType::Conv) continue;
+    if (!shards_weights(net.layers[l])) continue;
     const ParamSlice& ps = p.slices[l];
     if (ps.n_weights > INT_MAX) fail("layer ", l, " has more weights than one MPI message can carry");
     ShardPlan::Layer& L = sp.layers[l];

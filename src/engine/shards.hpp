@@ -38,7 +38,7 @@ struct ShardPlan {
   }
 };
 
-// Shards the weights of the convolutions in layers [first, last) over `size` processes.
+// Shards the weights of the tiled layers in [first, last) that have weights over `size` processes.
 ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size);
 
 }  // namespace tt

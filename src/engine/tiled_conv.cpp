@@ -64,7 +64,6 @@ class TiledConv final : public TiledOp {
     }
   }
 
-  bool has_weights() const override { return true; }
   ConvKernel* weights_kernel(int t) const { return bwd_weights_[size_t(t)]; }
 
   // The whole forward box, or one of its overlap parts, which runs on a dense crop of its

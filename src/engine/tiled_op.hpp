@@ -59,7 +59,6 @@ class TiledOp {
   // add_once: each element gets the tile's whole sum in one addition (Segment::tile_grads).
   virtual void backward_weights(int /*t*/, const TensorView& /*delta*/, const TensorView& /*in*/, float* /*grad_w*/,
                                 float* /*grad_b*/, bool /*add_once*/) {}
-  virtual bool has_weights() const { return false; }
   // Posts the forward values backward reads outside a tile's forward box (ExchangeFeatures):
   // y_of(t) is tile t's y; tags from tag0 on, one per piece.
   virtual void post_features(const std::vector<Piece>& pieces, int tag0, const TileLinks& links,

@@ -10,6 +10,7 @@
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
 #include "tiling/plan.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -223,11 +224,11 @@ struct Replay {
     }
   }
 
-  bool bn_sync(const LayerSpec& s) const { return s.type == LayerType::Conv && s.batch_normalize() && P > 1; }
+  bool bn_sync(const LayerSpec& s) const { return s.batch_normalize() && P > 1; }
   int64_t conv_weights() const {
     int64_t n = 0;
     for (int l = 0; l < cut; ++l)
-      if (net.layers[size_t(l)].type == LayerType::Conv) n += net.layers[size_t(l)].weight_count();
+      if (tiled_traits(net.layers[size_t(l)]).weights) n += net.layers[size_t(l)].weight_count();
     return n;
   }
   // --low-memory moves layer l's weights in chunks of whole output channels, about 1 MB
@@ -237,7 +238,7 @@ struct Replay {
   std::vector<std::vector<double>> chunk_parts(int l) const {
     int64_t total = 0, v = 0;
     for (int k = 0; k < cut; ++k)
-      if (net.layers[size_t(k)].type == LayerType::Conv) {
+      if (tiled_traits(net.layers[size_t(k)]).weights) {
         if (k < l) v += net.layers[size_t(k)].weight_count();
         total += net.layers[size_t(k)].weight_count();
       }
@@ -314,7 +315,7 @@ struct Replay {
         for (int r = 0; r < P; ++r)
           for (int t : local[size_t(r)]) {
             if (st.input_delta) run(r, comp(r, l, lm(r, l).bwd_data, cells(t, l, &TileLayer::delta)), &RankPrediction::bwd_s);
-            if (net.layers[size_t(l)].type == LayerType::Conv)
+            if (tiled_traits(net.layers[size_t(l)]).weights)
               run(r, comp(r, l, lm(r, l).bwd_weights, cells(t, l, weights_on_delta_box(net, plan, t, l) ? &TileLayer::delta : &TileLayer::own)),
                   &RankPrediction::bwd_s);
           }
@@ -409,7 +410,7 @@ struct Replay {
     std::vector<Message> m;
     for (int l = end;; --l) {
       const LayerSpec& s = net.layers[size_t(l)];
-      const double scale = s.type == LayerType::MaxPool ? 0.25 : 1;
+      const double scale = tiled_traits(s).feature_bytes / sizeof(float);
       for (const Piece& pc : plan.feature_halo[size_t(l)])
         m.push_back({pc.from, pc.to, scale * map_bytes(s.out.c, layout().out_cb[size_t(l)], pc.box)});
       if (plan.group_start(l)) break;

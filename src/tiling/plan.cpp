@@ -4,6 +4,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -30,17 +31,13 @@ BackwardFeatures parse_backward_features(const std::string& s) {
   fail("--backward-features: '", s, "' is neither recompute nor exchange");
 }
 
-bool conv_pointwise(const LayerSpec& s) {
-  return s.type == LayerType::Conv && (s.batch_normalize() || s.conv().act != Act::Linear);
-}
-
 bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
-  return l + 1 < plan.last && plan.group_start(l + 1) && conv_pointwise(net.layers[size_t(l)]);
+  return l + 1 < plan.last && plan.group_start(l + 1) && has_pointwise(net.layers[size_t(l)]);
 }
 
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l) {
-  if (net.layers[size_t(l)].type == LayerType::MaxPool) return true;
-  return conv_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l);
+  if (tiled_traits(net.layers[size_t(l)]).backward_reads_winners) return true;
+  return has_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l);
 }
 
 std::vector<int> parse_groups(const std::string& spec, int first, int last) {
@@ -234,15 +231,16 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         x.delta = hull(touching_out(need_in, ls.window(), ls.out.h, ls.out.w), x.own);
         need_in = x.delta;
       }
-      // Forward boxes grow from the group's end towards its start. A convolution that
-      // ends a group (before the segment's last layer) computes only its owned cells:
-      // backward exchanges its delta after batch-norm/activation (dL/d pre-activation),
-      // so no tile needs its forward values outside the owned box.
+      // Forward boxes grow from the group's end towards its start. A layer with a
+      // pre-activation output (a convolution) that ends a group (before the segment's last
+      // layer) computes only its owned cells: backward exchanges its delta after
+      // batch-norm/activation (dL/d pre-activation), so no tile needs its forward values
+      // outside the owned box.
       Box need_out{};
       for (int l = e - 1; l >= s; --l) {
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
-        const bool exchanged_after_pointwise = l == e - 1 && e < last && ls.type == LayerType::Conv;
+        const bool exchanged_after_pointwise = l == e - 1 && e < last && tiled_traits(ls).pre_activation;
         const bool for_backward = !exchanged_after_pointwise && opt.features == BackwardFeatures::Recompute;
         x.fwd = hull(hull(need_out, for_backward ? x.delta : Box{}), x.own);
         x.in = window_in(x.fwd, ls.window(), ls.in.h, ls.in.w);
@@ -289,7 +287,7 @@ PlanStats plan_stats(const NetSpec& net, const Plan& p) {
       const TileLayer& x = p.at(t, l);
       st.flops_tiled += per_cell * x.fwd.area();
       // forward output (+ pre-activation copy for convs, on the held box) and the delta at the output
-      const double y = ls.type == LayerType::Conv ? x.held.area() : 0;
+      const double y = tiled_traits(ls).pre_activation ? x.held.area() : 0;
       st.tile_bytes[t] += 4.0 * ls.out.c * (x.fwd.area() + y + x.delta.area());
     }
     const int i = l - p.first;
@@ -298,7 +296,7 @@ PlanStats plan_stats(const NetSpec& net, const Plan& p) {
     for (const Piece& pc : p.bwd_halo[i])
       if (pc.from != pc.to) st.halo_bytes_bwd += 4.0 * ls.in.c * pc.box.area();
     for (const Piece& pc : p.feature_halo[i])
-      st.halo_bytes_features += (ls.type == LayerType::MaxPool ? 1.0 : 4.0) * ls.out.c * pc.box.area();
+      st.halo_bytes_features += tiled_traits(ls).feature_bytes * ls.out.c * pc.box.area();
   }
   return st;
 }

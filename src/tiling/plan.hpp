@@ -90,8 +90,6 @@ constexpr int64_t kMaxTiles = 1 << 16;
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
                const TilingOptions& opt = {});
 
-// A convolution followed by batch-norm and/or a non-linear activation.
-bool conv_pointwise(const LayerSpec& s);
 // Layer l's batch-norm/activation backward runs on owned cells before the halo exchange:
 // a convolution ending a group before the segment's last layer computes only its owned
 // cells in forward, and the exchange then carries dL/d(pre-activation).

@@ -1,0 +1,40 @@
+#include "tiling/tiled_traits.hpp"
+
+#include "util/error.hpp"
+
+namespace tt {
+
+namespace {
+constexpr TiledTraits kConv{.weights = true,
+                            .pre_activation = true,
+                            .blocked_output = true,
+                            .backward_reads_input = true,
+                            .backward_reads_winners = false,
+                            .backward_scatters = false,
+                            .parts_in_place = false,
+                            .reads_pre_activation = false,
+                            .feature_bytes = 4};
+constexpr TiledTraits kMaxPool{.weights = false,
+                               .pre_activation = false,
+                               .blocked_output = false,
+                               .backward_reads_input = false,
+                               .backward_reads_winners = true,
+                               .backward_scatters = true,
+                               .parts_in_place = true,
+                               .reads_pre_activation = true,
+                               .feature_bytes = 1};
+}  // namespace
+
+const TiledTraits& tiled_traits(const LayerSpec& s) {
+  switch (s.type) {
+    case LayerType::Conv: return kConv;
+    case LayerType::MaxPool: return kMaxPool;
+    default: fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " does not run tiled");
+  }
+}
+
+bool has_pointwise(const LayerSpec& s) {
+  return tiled_traits(s).pre_activation && (s.batch_normalize() || s.activation() != Act::Linear);
+}
+
+}  // namespace tt
