@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
@@ -76,6 +77,35 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
     EXPECT_FALSE(uses.empty());
     for (const KernelUse& u : uses)
       EXPECT_FALSE(is_reference_impl(u.impl)) << "layer " << u.layer << " " << conv_pass_name(u.pass) << ": " << u.impl;
+  }
+}
+
+// The table `info` prints (planned_kernels, computed from the net without building
+// anything) is what a one-tile trainer really builds, pass by pass, on every shipped cfg.
+TEST(KernelTable, TheTableIsWhatTheTrainerBuilds) {
+  const DnnlContext ctx;
+  for (const std::string& cfg : shipped_cfgs()) {
+    SCOPED_TRACE(cfg);
+    NetSpec net = load_net(cfg);
+    if (net.height > 64) resize_net(net, 64, 64);
+    net.batch = 2;
+    net.subdivisions = 1;
+    Params params(net);
+    init_params(params, net, 1);
+    TrainOptions o;
+    o.need_input_delta = true;
+    LocalComm comm;
+    Trainer tr(net, params, o, comm);
+    auto key = [](const KernelUse& u) { return std::tuple(u.layer, int(u.pass), u.impl); };
+    auto sorted = [&](std::vector<KernelUse> v) {
+      std::sort(v.begin(), v.end(), [&](const KernelUse& a, const KernelUse& b) { return key(a) < key(b); });
+      return v;
+    };
+    const std::vector<KernelUse> built = sorted(tr.kernel_uses()), planned = sorted(planned_kernels(net, ctx, -1, true));
+    ASSERT_EQ(built.size(), planned.size());
+    for (size_t k = 0; k < built.size(); ++k)
+      EXPECT_EQ(key(built[k]), key(planned[k])) << "layer " << built[k].layer << " " << conv_pass_name(built[k].pass)
+                                                << ": built " << built[k].impl << ", table " << planned[k].impl;
   }
 }
 
