@@ -1,6 +1,7 @@
 // The names of a net's parts and what a NetSpec answers about itself. Reading a .cfg is
 // cfg_parse.cpp, resolving and checking its shapes net_shapes.cpp.
 #include "model/net_spec.hpp"
+#include "model/op_kind.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,35 +10,7 @@
 
 namespace tt {
 
-const char* layer_type_name(LayerType t) {
-  switch (t) {
-    case LayerType::Conv:
-      return "convolutional";
-    case LayerType::MaxPool:
-      return "maxpool";
-    case LayerType::AvgPool:
-      return "avgpool";
-    case LayerType::Connected:
-      return "connected";
-    case LayerType::Softmax:
-      return "softmax";
-    case LayerType::Dropout:
-      return "dropout";
-    case LayerType::Cost:
-      return "cost";
-    case LayerType::Route:
-      return "route";
-    case LayerType::Reorg:
-      return "reorg";
-    case LayerType::Upsample:
-      return "upsample";
-    case LayerType::Region:
-      return "region";
-    case LayerType::Yolo:
-      return "yolo";
-  }
-  return "?";
-}
+const char* layer_type_name(LayerType t) { return op_kind(t).name; }
 
 const char* act_name(Act a) {
   switch (a) {
@@ -93,22 +66,7 @@ int64_t LayerSpec::param_count() const {
   return weight_count() + out.c * (batch_normalize() ? 2 : 1);
 }
 
-double LayerSpec::forward_flops() const {
-  switch (type) {
-    case LayerType::Conv:
-      return 2.0 * out.size() * in.c * window().size * window().size;
-    case LayerType::Connected:
-      return 2.0 * double(connected().outputs) * in.size();
-    case LayerType::MaxPool:
-      return double(out.size()) * window().size * window().size;
-    case LayerType::Route:
-    case LayerType::Reorg:
-    case LayerType::Upsample:
-      return 0;
-    default:
-      return double(in.size());
-  }
-}
+double LayerSpec::forward_flops() const { return op_kind(type).flops(*this); }
 
 float NetSpec::rate_at(int64_t batch_num) const {
   if (batch_num < burn_in) return learning_rate * std::pow(float(batch_num) / burn_in, power);

@@ -1,5 +1,8 @@
 // [avgpool]: the mean of each channel over the whole map.
 #include "layers/dense.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
@@ -22,5 +25,12 @@ class AvgPoolOp final : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_avgpool_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<AvgPoolOp>(s); }
+
+namespace {
+void avgpool_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = {l.in.c, 1, 1}; }
+}  // namespace
+
+extern const OpKind kAvgPoolKind{LayerType::AvgPool, "avgpool", "avg", parse_no_options, avgpool_shape,
+                                 flops_per_input};
 
 }  // namespace tt

@@ -2,6 +2,9 @@
 #include <cmath>
 
 #include "layers/dense.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
@@ -48,5 +51,25 @@ class ConnectedOp final : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_connected_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<ConnectedOp>(s); }
+
+namespace {
+void parse_connected(CfgReader& r, LayerSpec& l) {
+  ConnectedParams& fc = l.params.emplace<ConnectedParams>();
+  fc.outputs = r.integer("output", 1);
+  r.positive("output", fc.outputs);
+  r.at_most("output", fc.outputs, net_detail::kMaxChannels, "channels a device can hold");
+  fc.act = r.act("activation");
+  if (r.integer("batch_normalize", 0))
+    fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");
+  r.reject_unused({});
+}
+
+void connected_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = {l.connected().outputs, 1, 1}; }
+
+double connected_flops(const LayerSpec& l) { return 2.0 * double(l.connected().outputs) * double(l.in.size()); }
+}  // namespace
+
+extern const OpKind kConnectedKind{LayerType::Connected, "connected", "conn", parse_connected, connected_shape,
+                                   connected_flops};
 
 }  // namespace tt

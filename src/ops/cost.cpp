@@ -1,6 +1,9 @@
 // [cost]: the sum of squared errors against the truth (Darknet's SSE cost layer); its
 // output is its input, and as the net's last layer its delta is output - truth.
 #include "layers/dense.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 #include <algorithm>
@@ -23,5 +26,15 @@ class CostOp final : public PassThroughLoss {
 }  // namespace
 
 std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<CostOp>(s); }
+
+namespace {
+void parse_cost(CfgReader& r, LayerSpec&) {
+  const std::string t = r.str("type", "sse");
+  if (t != "sse") fail(r.where(r.line_of("type")), ": cost type '", t, "' is not supported (sse)");
+  r.reject_unused({"scale", "ratio", "noobject_scale", "thresh"});
+}
+}  // namespace
+
+extern const OpKind kCostKind{LayerType::Cost, "cost", nullptr, parse_cost, same_shape, flops_per_input};
 
 }  // namespace tt

@@ -4,6 +4,9 @@
 #include <algorithm>
 
 #include "layers/dense.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
@@ -32,5 +35,17 @@ class DropoutOp final : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_dropout_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<DropoutOp>(s); }
+
+namespace {
+void parse_dropout(CfgReader& r, LayerSpec& l) {
+  DropoutParams& d = l.params.emplace<DropoutParams>();
+  d.probability = float(r.num("probability", 0.5));
+  if (!(d.probability >= 0 && d.probability < 1))
+    fail(r.where(r.line_of("probability")), ": dropout probability must be in [0, 1)");
+  r.reject_unused({});
+}
+}  // namespace
+
+extern const OpKind kDropoutKind{LayerType::Dropout, "dropout", nullptr, parse_dropout, same_shape, flops_per_input};
 
 }  // namespace tt

@@ -1,13 +1,17 @@
-// Which op runs each layer type: one line per op.
+// Which op types there are: one line per type, its kind (cfg section, options, shape,
+// FLOPs: model/op_kind.hpp) and, for a type that runs after the cut, its op.
 #include <algorithm>
 #include <iterator>
 
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 #include "util/error.hpp"
 
 namespace tt {
 
 using OpFactory = std::unique_ptr<Op> (*)(const NetSpec&, const LayerSpec&);
+extern const OpKind kConvKind, kMaxPoolKind, kRouteKind, kReorgKind, kUpsampleKind, kRegionKind, kYoloKind,
+    kAvgPoolKind, kConnectedKind, kDropoutKind, kSoftmaxKind, kCostKind;
 std::unique_ptr<Op> make_route_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_reorg_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_upsample_op(const NetSpec&, const LayerSpec&);
@@ -21,30 +25,53 @@ std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec&);
 namespace {
 
 struct Registration {
-  LayerType type;
-  OpFactory make;
+  const OpKind* kind;
+  OpFactory make;  // null: the type runs only tiled (engine/segment.hpp)
 };
 
-constexpr Registration kOps[] = {
-    {LayerType::Route, make_route_op},       {LayerType::Reorg, make_reorg_op},
-    {LayerType::Upsample, make_upsample_op}, {LayerType::Region, make_detector_op},
-    {LayerType::Yolo, make_detector_op},     {LayerType::AvgPool, make_avgpool_op},
-    {LayerType::Connected, make_connected_op}, {LayerType::Dropout, make_dropout_op},
-    {LayerType::Softmax, make_softmax_op},   {LayerType::Cost, make_cost_op},
+const Registration kOps[] = {
+    {&kConvKind, nullptr},
+    {&kMaxPoolKind, nullptr},
+    {&kRouteKind, make_route_op},
+    {&kReorgKind, make_reorg_op},
+    {&kUpsampleKind, make_upsample_op},
+    {&kRegionKind, make_detector_op},
+    {&kYoloKind, make_detector_op},
+    {&kAvgPoolKind, make_avgpool_op},
+    {&kConnectedKind, make_connected_op},
+    {&kDropoutKind, make_dropout_op},
+    {&kSoftmaxKind, make_softmax_op},
+    {&kCostKind, make_cost_op},
 };
 
 const Registration* find(LayerType t) {
-  const auto it = std::find_if(std::begin(kOps), std::end(kOps), [t](const Registration& r) { return r.type == t; });
+  const auto it =
+      std::find_if(std::begin(kOps), std::end(kOps), [t](const Registration& r) { return r.kind->type == t; });
   return it == std::end(kOps) ? nullptr : it;
 }
 
 }  // namespace
 
-bool has_op(LayerType t) { return find(t) != nullptr; }
+const OpKind* find_op_kind(const std::string& section) {
+  for (const Registration& r : kOps)
+    if (section == r.kind->name || (r.kind->alias && section == r.kind->alias)) return r.kind;
+  return nullptr;
+}
+
+const OpKind& op_kind(LayerType t) {
+  const Registration* r = find(t);
+  if (!r) fail("internal: layer type ", int(t), " has no kind");
+  return *r->kind;
+}
+
+bool has_op(LayerType t) {
+  const Registration* r = find(t);
+  return r && r->make;
+}
 
 std::unique_ptr<Op> make_op(const NetSpec& net, const LayerSpec& s) {
   const Registration* r = find(s.type);
-  if (!r) fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " has no op (it runs in a tiled segment)");
+  if (!r || !r->make) fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " has no op (it runs in a tiled segment)");
   return r->make(net, s);
 }
 

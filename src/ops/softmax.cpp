@@ -2,6 +2,9 @@
 // loss. As in Darknet the delta passes through unchanged: the loss's delta p - truth
 // already is the gradient of softmax + cross-entropy with respect to the logits.
 #include "layers/dense.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
@@ -22,5 +25,15 @@ class SoftmaxOp final : public PassThroughLoss {
 }  // namespace
 
 std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<SoftmaxOp>(s); }
+
+namespace {
+void parse_softmax(CfgReader& r, LayerSpec&) {
+  if (r.integer("groups", 1) != 1)
+    fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
+  r.reject_unused({"temperature", "spatial", "noloss"});
+}
+}  // namespace
+
+extern const OpKind kSoftmaxKind{LayerType::Softmax, "softmax", "soft", parse_softmax, same_shape, flops_per_input};
 
 }  // namespace tt

@@ -1,5 +1,8 @@
 // [upsample]: nearest-neighbour by `stride`, times `scale` (Darknet's upsample_cpu).
 #include "layers/reshape_ops.hpp"
+#include "model/cfg_reader.hpp"
+#include "model/net_limits.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
@@ -20,5 +23,32 @@ class UpsampleOp final : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_upsample_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<UpsampleOp>(s); }
+
+namespace {
+void parse_upsample(CfgReader& r, LayerSpec& l) {
+  UpsampleParams& u = l.params.emplace<UpsampleParams>();
+  u.stride = r.integer("stride", 2);
+  if (u.stride == 0) fail(r.where(r.line_of("stride")), ": upsample stride 0");
+  r.at_most("stride", std::abs(int64_t(u.stride)), net_detail::kMaxDim, "the largest map's side");
+  u.reverse = u.stride < 0;  // Darknet: a negative stride downsamples (sums)
+  u.stride = std::abs(u.stride);
+  u.scale = float(r.num("scale", 1));
+  r.reject_unused({});
+}
+
+void upsample_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
+  const Shape& cur = l.in;
+  const UpsampleParams& u = l.upsample();
+  if (u.reverse) {
+    if (cur.h % u.stride != 0 || cur.w % u.stride != 0)
+      fail(check.where(), ": a ", cur.h, "x", cur.w, " map does not downsample by ", u.stride);
+    l.out = {cur.c, cur.h / u.stride, cur.w / u.stride};
+  } else {
+    l.out = check.checked(cur.c, int64_t(cur.h) * u.stride, int64_t(cur.w) * u.stride);
+  }
+}
+}  // namespace
+
+extern const OpKind kUpsampleKind{LayerType::Upsample, "upsample", nullptr, parse_upsample, upsample_shape, no_flops};
 
 }  // namespace tt
