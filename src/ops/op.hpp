@@ -4,9 +4,10 @@
 // deltas), says what it keeps from forward for backward, and what it costs. The executor
 // (engine/tail.hpp) holds every buffer and never asks which type of layer it runs.
 //
-// Adding a layer type: write its op in its own file here, add one line to registry.cpp,
-// and add it to the contract test's table (tests/test_ops.cpp), which checks its gradients
-// numerically and that backward adds.
+// Adding a layer type: write its op and its kind (model/op_kind.hpp: section, options,
+// shape, FLOPs) in its own file here, add one line to registry.cpp and its LayerType, and
+// add it to the contract test's table (tests/test_ops.cpp), which checks its gradients
+// numerically and that backward adds (docs/layout.md).
 #pragma once
 #include <cstdint>
 #include <memory>
