@@ -54,10 +54,11 @@ TEST(TiledTraits, EveryTiledTypeHasTraitsAndOtherTypesAreRefusedByName) {
 TEST(TiledTraits, MemoryPlanAndScheduleFollowTheTraits) {
   const NetSpec net = small_net();
   const int cut = net.first_untileable(), block = 8;
-  for (const std::string& groups : {"none", "all", "0,2"})
+  for (const char* groups : {"none", "all", "0,2"})
     for (auto [rows, cols] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 1}})
       for (bool recompute : {false, true}) {
-        SCOPED_TRACE(groups + " " + std::to_string(rows) + "x" + std::to_string(cols) + (recompute ? " recompute" : ""));
+        SCOPED_TRACE(std::string(groups) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                     (recompute ? " recompute" : ""));
         const Plan plan = make_plan(net, rows, cols, 0, cut, parse_groups(groups, 0, cut));
         std::vector<int> local;
         for (int t = 0; t < plan.tiles_count(); ++t) local.push_back(t);
@@ -73,16 +74,21 @@ TEST(TiledTraits, MemoryPlanAndScheduleFollowTheTraits) {
             const LayerMemory& m = mem.tiles[size_t(t)].layers[i];
             EXPECT_EQ(m.y != MapStore::None, tr.pre_activation) << "layer " << l << " tile " << t;
             EXPECT_EQ(m.argmax_bytes > 0, tr.backward_reads_winners) << "layer " << l << " tile " << t;
-            if (!tr.pre_activation) EXPECT_FALSE(m.recompute) << "layer " << l << " tile " << t;
+            if (!tr.pre_activation) {
+              EXPECT_FALSE(m.recompute) << "layer " << l << " tile " << t;
+            }
           }
         }
-        const Schedule sched = compile_schedule(net, plan, {.sharded = true, .recompute = recompute, .need_input_delta = true});
+        const Schedule sched =
+            compile_schedule(net, plan, {.sharded = true, .recompute = recompute, .need_input_delta = true});
         for (const auto* steps : {&sched.forward, &sched.backward})
           for (const Step& st : *steps) {
-            if (st.kind == StepKind::FetchWeights || st.kind == StepKind::ReduceGrad)
+            if (st.kind == StepKind::FetchWeights || st.kind == StepKind::ReduceGrad) {
               EXPECT_TRUE(tiled_traits(net.layers[size_t(st.layer)]).weights) << describe(st, net);
-            if (st.kind == StepKind::Pointwise || st.kind == StepKind::PointwiseBackward)
+            }
+            if (st.kind == StepKind::Pointwise || st.kind == StepKind::PointwiseBackward) {
               EXPECT_TRUE(has_pointwise(net.layers[size_t(st.layer)])) << describe(st, net);
+            }
           }
         for (int l = 0; l < cut; ++l) {
           int reduces = 0;

@@ -96,8 +96,8 @@ bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l) {
 
 bool recomputed(const NetSpec& net, const Plan& plan, int t, int l) {
   if (!tiled_traits(net.layers[size_t(l)]).pre_activation) return false;
-  const bool z_transient =
-      has_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) && !next_reads_in_place(net, plan, t, l);
+  const bool z_transient = has_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) &&
+                           !next_reads_in_place(net, plan, t, l);
   const TileLayer& x = plan.at(t, l);
   return z_transient && x.held == x.fwd;
 }
@@ -191,7 +191,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         const bool pointwise = has_pointwise(s);
         m.recompute = recompute && recomputed(net, plan, t, l);
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
-        m.z = !pointwise                          ? MapStore::Y
+        m.z = !pointwise                           ? MapStore::Y
               : output_into_next_input(plan, t, l) ? MapStore::NextInput
               : kept_for_next                      ? MapStore::Own
                                                    : MapStore::Transient;

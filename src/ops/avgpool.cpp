@@ -19,7 +19,9 @@ class AvgPoolOp final : public Op {
     avgpool_backward(t.dout, t.scratch, st.batch, spec.in.c, spec.in.h * spec.in.w);
     add_delta(t.din[0], t.scratch, st.batch * spec.in.size());
   }
-  OpCost cost() const override { return {double(spec.in.size()), float_bytes(double(spec.in.size() + spec.out.size()))}; }
+  OpCost cost() const override {
+    return {double(spec.in.size()), float_bytes(double(spec.in.size() + spec.out.size()))};
+  }
 };
 
 }  // namespace
@@ -30,7 +32,7 @@ namespace {
 void avgpool_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = {l.in.c, 1, 1}; }
 }  // namespace
 
-extern const OpKind kAvgPoolKind{LayerType::AvgPool, "avgpool", "avg", parse_no_options, avgpool_shape,
-                                 flops_per_input};
+extern const OpKind kAvgPoolKind{LayerType::AvgPool, "avgpool",     "avg",
+                                 parse_no_options,   avgpool_shape, flops_per_input};
 
 }  // namespace tt

@@ -17,7 +17,8 @@ class DetectorOp final : public Op {
   }
   bool is_loss(bool) const override { return true; }
   double loss(const OpStep& st, const OpTensors& t, const LossArgs& a, DetectorLoss* parts) const override {
-    const DetectorLoss d = detector_delta(spec, DetectorArgs{a.net_w, a.net_h, a.seen}, t.out, a.truth, st.batch, t.dout);
+    const DetectorLoss d =
+        detector_delta(spec, DetectorArgs{a.net_w, a.net_h, a.seen}, t.out, a.truth, st.batch, t.dout);
     if (parts) *parts += d;
     return d.cost;
   }

@@ -71,7 +71,8 @@ bool has_op(LayerType t) {
 
 std::unique_ptr<Op> make_op(const NetSpec& net, const LayerSpec& s) {
   const Registration* r = find(s.type);
-  if (!r || !r->make) fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " has no op (it runs in a tiled segment)");
+  if (!r || !r->make)
+    fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " has no op (it runs in a tiled segment)");
   return r->make(net, s);
 }
 

@@ -31,7 +31,8 @@ void parse_conv(CfgReader& r, LayerSpec& l) {
   c.batch_normalize = r.integer("batch_normalize", 0) != 0;
   c.act = r.act("activation");
   if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": grouped convolution is not supported");
-  if (r.integer("binary", 0) || r.integer("xnor", 0)) fail(r.where(r.line()), ": binary/xnor convolution is not supported");
+  if (r.integer("binary", 0) || r.integer("xnor", 0))
+    fail(r.where(r.line()), ": binary/xnor convolution is not supported");
   r.reject_unused({"flipped", "dot"});
 }
 

@@ -17,7 +17,9 @@ class UpsampleOp final : public Op {
   void backward(const OpStep& st, const OpTensors& t) const override {
     upsample_backward(spec, t.dout, t.din[0], st.batch);
   }
-  OpCost cost() const override { return {double(spec.out.size()), float_bytes(double(spec.in.size() + spec.out.size()))}; }
+  OpCost cost() const override {
+    return {double(spec.out.size()), float_bytes(double(spec.in.size() + spec.out.size()))};
+  }
 };
 
 }  // namespace

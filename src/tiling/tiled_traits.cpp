@@ -27,9 +27,12 @@ constexpr TiledTraits kMaxPool{.weights = false,
 
 const TiledTraits& tiled_traits(const LayerSpec& s) {
   switch (s.type) {
-    case LayerType::Conv: return kConv;
-    case LayerType::MaxPool: return kMaxPool;
-    default: fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " does not run tiled");
+    case LayerType::Conv:
+      return kConv;
+    case LayerType::MaxPool:
+      return kMaxPool;
+    default:
+      fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " does not run tiled");
   }
 }
 
