@@ -31,6 +31,16 @@ std::vector<std::string> shipped_cfgs() {
   return v;
 }
 
+// A shipped cfg at a small odd size (the detectors' 416x416 would take long), batch 2 in one
+// micro-batch: for building trainers.
+NetSpec small_batch_of(const std::string& cfg) {
+  NetSpec net = load_net(cfg);
+  if (net.height > 64) resize_net(net, 61, 67);
+  net.batch = 2;
+  net.subdivisions = 1;
+  return net;
+}
+
 TEST(KernelTable, NoReferenceKernelInShippedCfgs) {
   const DnnlContext ctx;
   std::printf("cpu %s, channel block %d, own kernels %s\n", cpu_isa_name().c_str(), ctx.config.block,
@@ -52,10 +62,7 @@ TEST(KernelTable, NoReferenceKernelInShippedCfgs) {
 TEST(KernelTable, NoReferenceKernelInTiles) {
   for (const std::string& cfg : shipped_cfgs()) {
     SCOPED_TRACE(cfg);
-    NetSpec net = load_net(cfg);
-    if (net.height > 64) resize_net(net, 61, 67);
-    net.batch = 2;
-    net.subdivisions = 1;
+    NetSpec net = small_batch_of(cfg);
     Params params(net);
     init_params(params, net, 1);
     TrainOptions o;
@@ -86,10 +93,7 @@ TEST(KernelTable, TheTableIsWhatTheTrainerBuilds) {
   const DnnlContext ctx;
   for (const std::string& cfg : shipped_cfgs()) {
     SCOPED_TRACE(cfg);
-    NetSpec net = load_net(cfg);
-    if (net.height > 64) resize_net(net, 64, 64);
-    net.batch = 2;
-    net.subdivisions = 1;
+    NetSpec net = small_batch_of(cfg);
     Params params(net);
     init_params(params, net, 1);
     TrainOptions o;

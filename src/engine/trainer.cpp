@@ -297,10 +297,10 @@ void Trainer::update() {
   // On this process's parts of [begin, end); false if a weight came out inf or NaN.
   auto sgd = [&](int64_t begin, int64_t end, float wd) {
     bool ok = true;
-    for (const auto& [lo, hi] : sync_->updated())
-      if (std::max(begin, lo) < std::min(end, hi))
-        ok &= ctx_.device.sgd(w, v, g, std::max(begin, lo), std::min(end, hi),
-                              {.rate = lr, .momentum = m, .decay = wd, .batch = B});
+    for (const auto& [lo, hi] : sync_->updated()) {
+      const int64_t b = std::max(begin, lo), e = std::min(end, hi);
+      if (b < e) ok &= ctx_.device.sgd(w, v, g, b, e, {.rate = lr, .momentum = m, .decay = wd, .batch = B});
+    }
     return ok;
   };
   for (const auto& l : net_.layers) {

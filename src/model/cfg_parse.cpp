@@ -62,23 +62,15 @@ LayerSpec parse_layer(CfgSection& s, int index, const std::string& file) {
 
 void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
   CfgReader r(file, s);
-  net.batch = r.integer("batch", 1);
-  r.positive("batch", net.batch);
-  r.at_most("batch", net.batch, kMaxBatch, "pictures per batch");
+  net.batch = r.count("batch", 1, kMaxBatch, "pictures per batch");
   net.subdivisions = r.integer("subdivisions", 1);
   r.positive("subdivisions", net.subdivisions);
   if (net.batch % net.subdivisions != 0)
     fail(r.where(r.line_of("subdivisions")), ": batch ", net.batch, " is not divisible by subdivisions ",
          net.subdivisions);
-  net.width = r.integer("width", 0, true);
-  r.positive("width", net.width);
-  r.at_most("width", net.width, kMaxDim, "the largest map's side a device can hold");
-  net.height = r.integer("height", 0, true);
-  r.positive("height", net.height);
-  r.at_most("height", net.height, kMaxDim, "the largest map's side a device can hold");
-  net.channels = r.integer("channels", 0, true);
-  r.positive("channels", net.channels);
-  r.at_most("channels", net.channels, kMaxChannels, "channels a device can hold");
+  net.width = r.count("width", 0, kMaxDim, "the largest map's side a device can hold", true);
+  net.height = r.count("height", 0, kMaxDim, "the largest map's side a device can hold", true);
+  net.channels = r.count("channels", 0, kMaxChannels, "channels a device can hold", true);
   if (int64_t(net.width) * net.height * net.channels > kMaxElements)
     fail(r.where(r.line_of("channels")), ": an input of ", net.channels, "x", net.height, "x", net.width,
          " is larger than a device can hold (at most ", kMaxElements, " values per picture)");

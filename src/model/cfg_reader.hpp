@@ -61,6 +61,15 @@ class CfgReader {
     return int(v);
   }
 
+  // A whole number k > 0 and at most hi (what a device can hold, or the engine): integer(),
+  // positive() and at_most() in one.
+  int count(const std::string& k, int def, int64_t hi, const char* what, bool required = false) {
+    const int v = integer(k, def, required);
+    positive(k, v);
+    at_most(k, v, hi, what);
+    return v;
+  }
+
   // Throws naming the key's line when v > hi (what a device can hold, or the engine).
   void at_most(const std::string& k, int64_t v, int64_t hi, const char* what) const {
     if (v > hi) fail(where(line_of(k)), ": '", k, "' = ", v, " is larger than ", hi, " (", what, ")");

@@ -1,7 +1,5 @@
 // [avgpool]: the mean of each channel over the whole map.
 #include "layers/dense.hpp"
-#include "model/cfg_reader.hpp"
-#include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 

@@ -55,9 +55,7 @@ std::unique_ptr<Op> make_connected_op(const NetSpec&, const LayerSpec& s) { retu
 namespace {
 void parse_connected(CfgReader& r, LayerSpec& l) {
   ConnectedParams& fc = l.params.emplace<ConnectedParams>();
-  fc.outputs = r.integer("output", 1);
-  r.positive("output", fc.outputs);
-  r.at_most("output", fc.outputs, net_detail::kMaxChannels, "channels a device can hold");
+  fc.outputs = r.count("output", 1, net_detail::kMaxChannels, "channels a device can hold");
   fc.act = r.act("activation");
   if (r.integer("batch_normalize", 0))
     fail(r.where(r.line_of("batch_normalize")), ": batch_normalize on [connected] is not supported");

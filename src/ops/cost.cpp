@@ -2,7 +2,6 @@
 // output is its input, and as the net's last layer its delta is output - truth.
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
-#include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 

@@ -39,12 +39,8 @@ namespace {
 void parse_detector(CfgReader& r, LayerSpec& l, bool yolo) {
   using net_detail::num_text;
   DetectorSpec& d = l.params.emplace<DetectorSpec>();
-  d.classes = r.integer("classes", 20);
-  r.positive("classes", d.classes);
-  r.at_most("classes", d.classes, net_detail::kMaxChannels, "channels a device can hold");
-  d.num = r.integer("num", 1);
-  r.positive("num", d.num);
-  r.at_most("num", d.num, net_detail::kMaxDim, "anchors a layer can have");
+  d.classes = r.count("classes", 20, net_detail::kMaxChannels, "channels a device can hold");
+  d.num = r.count("num", 1, net_detail::kMaxDim, "anchors a layer can have");
   d.jitter = float(r.num("jitter", 0.2));
   if (!(d.jitter >= 0 && d.jitter < 1)) fail(r.where(r.line_of("jitter")), ": jitter must be in [0, 1)");
   d.random = r.integer("random", 0) != 0;

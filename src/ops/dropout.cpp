@@ -5,7 +5,6 @@
 
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
-#include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 

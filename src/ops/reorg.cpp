@@ -25,9 +25,7 @@ std::unique_ptr<Op> make_reorg_op(const NetSpec&, const LayerSpec& s) { return s
 namespace {
 void parse_reorg(CfgReader& r, LayerSpec& l) {
   ReorgParams& g = l.params.emplace<ReorgParams>();
-  g.stride = r.integer("stride", 1);
-  r.positive("stride", g.stride);
-  r.at_most("stride", g.stride, net_detail::kMaxDim, "the largest map's side");
+  g.stride = r.count("stride", 1, net_detail::kMaxDim, "the largest map's side");
   g.reverse = r.integer("reverse", 0) != 0;
   if (r.integer("flatten", 0) || r.integer("extra", 0))
     fail(r.where(r.line()), ": [reorg] with flatten= or extra= is not supported");

@@ -3,7 +3,6 @@
 // already is the gradient of softmax + cross-entropy with respect to the logits.
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
-#include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 

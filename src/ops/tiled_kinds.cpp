@@ -12,15 +12,9 @@ using net_detail::kMaxDim;
 
 void parse_conv(CfgReader& r, LayerSpec& l) {
   ConvParams& c = l.params.emplace<ConvParams>();
-  c.filters = r.integer("filters", 1);
-  r.positive("filters", c.filters);
-  r.at_most("filters", c.filters, kMaxChannels, "channels a device can hold");
-  c.win.size = r.integer("size", 1);
-  r.positive("size", c.win.size);
-  r.at_most("size", c.win.size, kMaxDim, "a window a device can hold");
-  c.win.stride = r.integer("stride", 1);
-  r.positive("stride", c.win.stride);
-  r.at_most("stride", c.win.stride, kMaxDim, "the largest map's side");
+  c.filters = r.count("filters", 1, kMaxChannels, "channels a device can hold");
+  c.win.size = r.count("size", 1, kMaxDim, "a window a device can hold");
+  c.win.stride = r.count("stride", 1, kMaxDim, "the largest map's side");
   int padding = r.integer("padding", 0);
   if (r.integer("pad", 0)) padding = c.win.size / 2;
   if (padding < 0 || padding >= c.win.size)
@@ -42,9 +36,7 @@ void parse_maxpool(CfgReader& r, LayerSpec& l) {
   r.positive("size", p.win.size);
   if (p.win.size > 15)  // the engine records winners as a byte position in the window
     fail(r.where(r.line_of("size")), ": maxpool size ", p.win.size, " is larger than the supported 15");
-  p.win.stride = r.integer("stride", 1);
-  r.positive("stride", p.win.stride);
-  r.at_most("stride", p.win.stride, kMaxDim, "the largest map's side");
+  p.win.stride = r.count("stride", 1, kMaxDim, "the largest map's side");
   p.pad_total = r.integer("padding", p.win.size - 1);
   if (p.pad_total < 0 || p.pad_total / 2 >= p.win.size)
     fail(r.where(r.line_of("padding")), ": impossible maxpool padding ", p.pad_total, " for size ", p.win.size);

@@ -5,20 +5,10 @@
 namespace tt {
 
 namespace {
-constexpr TiledTraits kConv{.weights = true,
-                            .pre_activation = true,
-                            .blocked_output = true,
-                            .backward_reads_input = true,
-                            .backward_reads_winners = false,
-                            .backward_scatters = false,
-                            .parts_in_place = false,
-                            .reads_pre_activation = false,
-                            .feature_bytes = 4};
-constexpr TiledTraits kMaxPool{.weights = false,
-                               .pre_activation = false,
-                               .blocked_output = false,
-                               .backward_reads_input = false,
-                               .backward_reads_winners = true,
+// Only what differs from TiledTraits' defaults.
+constexpr TiledTraits kConv{
+    .weights = true, .pre_activation = true, .blocked_output = true, .backward_reads_input = true};
+constexpr TiledTraits kMaxPool{.backward_reads_winners = true,
                                .backward_scatters = true,
                                .parts_in_place = true,
                                .reads_pre_activation = true,
