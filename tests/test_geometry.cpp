@@ -245,11 +245,11 @@ void check_plan(const NetSpec& net, const Plan& p) {
       const LayerSpec& s = net.layers[l];
       const TileLayer& x = p.at(t, l);
       SCOPED_TRACE("tile " + std::to_string(t) + " layer " + std::to_string(l) + ": own " + x.own.str() + " fwd " +
-                   x.fwd.str() + " in " + x.in.str() + " delta " + x.delta.str() + " delta_in " + x.delta_in.str());
+                   x.fwd.str() + " in " + x.in[0].str() + " delta " + x.delta.str() + " delta_in " + x.delta_in[0].str());
       EXPECT_TRUE(inside(x.fwd, out_map(s)));
       EXPECT_TRUE(inside(x.delta, out_map(s)));
-      EXPECT_TRUE(inside(x.in, in_map(s)));
-      EXPECT_TRUE(inside(x.delta_in, in_map(s)));
+      EXPECT_TRUE(inside(x.in[0], in_map(s)));
+      EXPECT_TRUE(inside(x.delta_in[0], in_map(s)));
       EXPECT_TRUE(contains(x.fwd, x.own)) << "fwd must hold own";
       // Backward reads forward values on the delta box, except at a convolution that ends
       // a group before the last tiled layer: its delta is exchanged after batch-norm and
@@ -264,19 +264,19 @@ void check_plan(const NetSpec& net, const Plan& p) {
       else if (p.features == BackwardFeatures::Recompute)
         EXPECT_TRUE(contains(x.fwd, x.delta)) << "fwd must hold delta (backward reads forward values there)";
       else  // exchange: forward computes what the group's next layer reads, no more
-        EXPECT_EQ(x.fwd, l + 1 < p.group_end(l) ? hull(x.own, p.at(t, l + 1).in) : x.own);
+        EXPECT_EQ(x.fwd, l + 1 < p.group_end(l) ? hull(x.own, p.at(t, l + 1).in[0]) : x.own);
       EXPECT_EQ(x.held, reads ? hull(x.fwd, x.delta) : x.fwd);
       EXPECT_TRUE(contains(x.delta, x.own)) << "delta must hold own (weight gradients)";
-      EXPECT_EQ(x.in, window_in(x.fwd, s.window(), s.in.h, s.in.w)) << "in must be window_in(fwd)";
-      EXPECT_TRUE(contains(x.delta, touching_out(x.delta_in, s.window(), s.out.h, s.out.w)))
+      EXPECT_EQ(x.in[0], window_in(x.fwd, s.window(), s.in.h, s.in.w)) << "in must be window_in(fwd)";
+      EXPECT_TRUE(contains(x.delta, touching_out(x.delta_in[0], s.window(), s.out.h, s.out.w)))
           << "delta must hold every output touching delta_in";
       const Box own_in = l == p.first ? p.own_input[t] : p.at(t, l - 1).own;
       if (p.group_start(l)) {
-        EXPECT_EQ(x.delta_in, own_in) << "at a group start the input delta is produced on the owned input cells";
+        EXPECT_EQ(x.delta_in[0], own_in) << "at a group start the input delta is produced on the owned input cells";
       } else {
         const TileLayer& prev = p.at(t, l - 1);
-        EXPECT_TRUE(contains(prev.fwd, x.in)) << "inside a group, in must lie in the previous fwd " << prev.fwd.str();
-        EXPECT_EQ(x.delta_in, prev.delta) << "inside a group, delta_in is the previous layer's delta";
+        EXPECT_TRUE(contains(prev.fwd, x.in[0])) << "inside a group, in must lie in the previous fwd " << prev.fwd.str();
+        EXPECT_EQ(x.delta_in[0], prev.delta) << "inside a group, delta_in is the previous layer's delta";
       }
     }
 
@@ -312,7 +312,7 @@ void check_plan(const NetSpec& net, const Plan& p) {
   ASSERT_EQ(int(p.fwd_halo.size()), p.last - p.first);
   ASSERT_EQ(int(p.bwd_halo.size()), p.last - p.first);
   for (int l = p.first; l < p.last; ++l) {
-    const int i = l - p.first;
+    const int i = p.edge(l);  // a chain: the edge into l
     if (l == p.first || !p.group_start(l)) {
       EXPECT_TRUE(p.fwd_halo[i].empty()) << "fwd_halo at layer " << l << ", not a group start after the first";
       EXPECT_TRUE(p.bwd_halo[i].empty()) << "bwd_halo at layer " << l << ", not a group start after the first";
@@ -332,11 +332,11 @@ void check_plan(const NetSpec& net, const Plan& p) {
         if (pc.to != to) continue;
         EXPECT_TRUE(contains(p.at(pc.from, l - 1).own, pc.box))
             << "bwd_halo piece " << pc.box.str() << " at layer " << l << " not owned by its source tile " << pc.from;
-        EXPECT_TRUE(contains(p.at(pc.from, l).delta_in, pc.box))
+        EXPECT_TRUE(contains(p.at(pc.from, l).delta_in[0], pc.box))
             << "bwd_halo piece " << pc.box.str() << " at layer " << l << " not produced by its source tile " << pc.from;
         bwd.push_back(pc.box);
       }
-      expect_exact_cover(fwd, p.at(to, l).in,
+      expect_exact_cover(fwd, p.at(to, l).in[0],
                          "fwd_halo into tile " + std::to_string(to) + " at layer " + std::to_string(l));
       expect_exact_cover(bwd, p.at(to, l - 1).delta,
                          "bwd_halo into tile " + std::to_string(to) + " at layer " + std::to_string(l));

@@ -132,19 +132,19 @@ TEST(HaloIndex, EveryHaloCellHoldsItsGlobalIndex) {
         for (int t = 0; t < T; ++t) {
           fsrc.emplace_back(n, C, src_cb, p.at(t, s - 1).fwd);
           fill_index(fsrc.back(), p.at(t, s - 1).own, H, W);
-          fdst.emplace_back(n, C, dst_cb, p.at(t, s).in);
+          fdst.emplace_back(n, C, dst_cb, p.at(t, s).in[0]);
           // Backward: a tile's input delta of layer s lives on delta_in (its owned
           // cells of layer s-1); it fills the neighbours' delta boxes of layer s-1.
-          bsrc.emplace_back(n, C, src_cb, p.at(t, s).delta_in);
+          bsrc.emplace_back(n, C, src_cb, p.at(t, s).delta_in[0]);
           fill_index(bsrc.back(), p.at(t, s - 1).own, H, W);
           bdst.emplace_back(n, C, dst_cb, p.at(t, s - 1).delta);
         }
-        for (const Piece& pc : p.fwd_halo[s]) copy_region(fsrc[pc.from].view, fdst[pc.to].view, pc.box);
-        for (const Piece& pc : p.bwd_halo[s]) copy_region(bsrc[pc.from].view, bdst[pc.to].view, pc.box);
+        for (const Piece& pc : p.fwd_halo[size_t(p.edge(s))]) copy_region(fsrc[pc.from].view, fdst[pc.to].view, pc.box);
+        for (const Piece& pc : p.bwd_halo[size_t(p.edge(s))]) copy_region(bsrc[pc.from].view, bdst[pc.to].view, pc.box);
         for (int t = 0; t < T; ++t) {
           std::string what;
           long wrong = count_wrong(fdst[t], H, W, what);
-          ASSERT_EQ(wrong, 0) << "forward halo at layer " << s << ", tile " << t << ", in box " << p.at(t, s).in.str()
+          ASSERT_EQ(wrong, 0) << "forward halo at layer " << s << ", tile " << t << ", in box " << p.at(t, s).in[0].str()
                               << ": " << what;
           wrong = count_wrong(bdst[t], H, W, what);
           ASSERT_EQ(wrong, 0) << "backward halo at layer " << s << ", tile " << t << ", delta box "
@@ -173,7 +173,7 @@ TEST(HaloIndex, ScatterAndGatherRoundTrip) {
     fill_index(whole_in, whole_in.view.box, in.h, in.w);
     Buf whole_out(2, out.c, 1, full_box(out.h, out.w));
     for (int t = 0; t < p.tiles_count(); ++t) {
-      Buf tile_in(2, in.c, 16, p.at(t, 0).in);
+      Buf tile_in(2, in.c, 16, p.at(t, 0).in[0]);
       copy_region(whole_in.view, tile_in.view, tile_in.view.box);
       std::string what;
       EXPECT_EQ(count_wrong(tile_in, in.h, in.w, what), 0) << "tile " << t << ": " << what;

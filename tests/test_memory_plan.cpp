@@ -100,7 +100,7 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
     const LayerSpec& s = net.layers[size_t(l)];
     const size_t i = size_t(l - plan.first);
     if (s.type != LayerType::Conv || !has_pointwise(s) || !vector_act(s.conv().act) ||
-        net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[i + 1].empty())
+        net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[size_t(plan.edge(l + 1))].empty())
       continue;
     bool fused = true, unwritten = false;
     for (int t : local) {
@@ -108,7 +108,7 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
       const TileLayer& x = plan.at(t, l);
       const Box y = m.y == MapStore::Own ? x.held : x.fwd;
       fused =
-          fused && mp.tiles[size_t(t)].layers[i + 1].in == MapStore::PrevOutput && contains(y, plan.at(t, l + 1).in);
+          fused && mp.tiles[size_t(t)].layers[i + 1].in == MapStore::PrevOutput && contains(y, plan.at(t, l + 1).in[0]);
       unwritten = unwritten || (m.z == MapStore::Transient && m.y == MapStore::Own && x.held == x.fwd);
     }
     if (fused && unwritten) return true;

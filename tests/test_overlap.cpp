@@ -65,10 +65,10 @@ TEST(Overlap, PartsCoverTheForwardBoxAndTheInteriorNeedsNoHalo) {
                 ASSERT_EQ(count[size_t(y * s.out.w + xx)], contains(x.fwd, Box{y, y + 1, xx, xx + 1}) ? 1 : 0)
                     << "cell (" << y << "," << xx << ")";
             EXPECT_TRUE(
-                contains(intersect(plan.at(t, l - 1).own, x.in), window_in(parts[0], s.window(), s.in.h, s.in.w)))
+                contains(intersect(plan.at(t, l - 1).own, x.in[0]), window_in(parts[0], s.window(), s.in.h, s.in.w)))
                 << "the interior " << parts[0].str() << " reads beyond the tile's own cells";
             // The interior is as large as it can be: one more row or column would need a halo.
-            const Box mine = intersect(plan.at(t, l - 1).own, x.in);
+            const Box mine = intersect(plan.at(t, l - 1).own, x.in[0]);
             for (const Box& grown : {Box{parts[0].y0 - 1, parts[0].y1, parts[0].x0, parts[0].x1},
                                      Box{parts[0].y0, parts[0].y1 + 1, parts[0].x0, parts[0].x1},
                                      Box{parts[0].y0, parts[0].y1, parts[0].x0 - 1, parts[0].x1},

@@ -58,7 +58,7 @@ TEST_F(Pictures, PlanDrawShowsTilesAndHalos) {
   }
   // The second panel: layer 4's input (104 x 104). Tile 0 reads 4 columns of tile 1's cells
   // (the plan's numbers): its stripes are there, and not deep inside tile 1.
-  const Box& reads = p.at(0, 4).in;
+  const Box& reads = p.at(0, 4).in[0];
   const Box& own0 = p.at(0, 3).own;
   ASSERT_EQ(reads.x1 - own0.x1, 4);
   int stripes_near = 0, stripes_far = 0;

@@ -151,7 +151,7 @@ TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
       for (int t = 0; t < plan.tiles_count(); ++t) cells += double(plan.at(t, l).fwd.area());
       for (int pass = 0; pass < 2; ++pass) {
         const int map_layer = l - 1;  // both halos at group start l are cells of layer l-1's output
-        for (const Piece& pc : (pass == 0 ? plan.fwd_halo : plan.bwd_halo)[size_t(l)]) {
+        for (const Piece& pc : (pass == 0 ? plan.fwd_halo : plan.bwd_halo)[size_t(plan.edge(l))]) {
           if (pc.from / cs.k == pc.to / cs.k) continue;  // same rank: a copy
           const int ch = net.layers[size_t(map_layer)].out.c;
           bytes += 4. * ((ch + 7) / 8 * 8) * pc.box.area();

@@ -219,6 +219,20 @@ int cmd_info(const RunOptions& o) {
 
 namespace {
 // plan's note of what a tile holds for backward with --backward-features exchange.
+// The input boxes forward reads: one box, or for a node with several inputs each box
+// followed by the layer it reads ("[0,8)x[0,8)<3").
+std::string reads_str(const Plan& p, int l, const TileLayer& x) {
+  if (x.in.size() == 1) return x.in[0].str();
+  std::string s;
+  for (int e : p.node_edges[size_t(l - p.first)]) {
+    if (!s.empty()) s += ' ';
+    s += x.in[size_t(p.edges[size_t(e)].slot)].str();
+    s += '<';
+    s += std::to_string(p.edges[size_t(e)].from);
+  }
+  return s;
+}
+
 std::string held_note(const TileLayer& x) {
   std::string s = " ";
   s += x.held.str();
@@ -290,24 +304,39 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
       nlohmann::json layers = nlohmann::json::array();
       for (int l = 0; l < cut; ++l) {
         const TileLayer& x = p.at(ti, l);
+        nlohmann::json inputs = nlohmann::json::array();
+        for (int e : p.node_edges[size_t(l)])
+          inputs.push_back({{"from", p.edges[size_t(e)].from},
+                            {"in", x.in[size_t(p.edges[size_t(e)].slot)].str()},
+                            {"delta_in", x.delta_in[size_t(p.edges[size_t(e)].slot)].str()}});
         layers.push_back({{"layer", l},
                           {"own", x.own.str()},
                           {"fwd", x.fwd.str()},
-                          {"in", x.in.str()},
+                          {"inputs", inputs},
                           {"delta", x.delta.str()},
-                          {"delta_in", x.delta_in.str()},
                           {"held", x.held.str()}});
       }
       tiles.push_back({{"tile", ti}, {"bytes", st.tile_bytes[ti]}, {"layers", layers}});
     }
     j["tiles"] = tiles;
     nlohmann::json halos = nlohmann::json::array();
-    for (int l = 0; l < cut; ++l)
-      for (const auto& [kind, pieces] : {std::pair{"forward", &p.fwd_halo}, std::pair{"backward", &p.bwd_halo},
-                                         std::pair{"features", &p.feature_halo}})
-        for (const Piece& pc : (*pieces)[l])
+    // Forward and backward pieces per edge (the map of layer `of`, read by `layer`);
+    // feature pieces per layer (its own map).
+    for (size_t e = 0; e < p.edges.size(); ++e)
+      for (const auto& [kind, pieces] : {std::pair{"forward", &p.fwd_halo}, std::pair{"backward", &p.bwd_halo}})
+        for (const Piece& pc : (*pieces)[e])
           if (pc.from != pc.to)
-            halos.push_back({{"layer", l}, {"pass", kind}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
+            halos.push_back({{"layer", p.edges[e].to},
+                             {"of", p.edges[e].from},
+                             {"pass", kind},
+                             {"from", pc.from},
+                             {"to", pc.to},
+                             {"box", pc.box.str()}});
+    for (int l = 0; l < cut; ++l)
+      for (const Piece& pc : p.feature_halo[size_t(l)])
+        if (pc.from != pc.to)
+          halos.push_back(
+              {{"layer", l}, {"of", l}, {"pass", "features"}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
     j["halos"] = halos;
     if (pred) j["prediction"] = prediction_to_json(*pred);
     if (po.schedule) j["schedule"] = schedule_json(net, schedule_of(t, net, p));
@@ -330,11 +359,14 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     for (int l = 0; l < cut; ++l) {
       const TileLayer& x = p.at(ti, l);
       std::printf("  %3d%s %-26s %-26s %-26s %-26s%s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
-                  x.fwd.str().c_str(), x.in.str().c_str(), x.delta.str().c_str(), exchange ? held_note(x).c_str() : "");
+                  x.fwd.str().c_str(), reads_str(p, l, x).c_str(), x.delta.str().c_str(),
+                  exchange ? held_note(x).c_str() : "");
     }
-    // The halo this tile exchanges at each group start (cells of the map named).
-    for (int l = 1; l < cut; ++l) {
-      if (!p.group_start(l)) continue;
+    // The halo this tile exchanges on each edge that crosses a group boundary (cells of the
+    // map named).
+    for (size_t e = 0; e < p.edges.size(); ++e) {
+      if (!p.crosses_groups(int(e))) continue;
+      const int l = p.edges[e].to, from = p.edges[e].from;
       std::string recv_f, send_f, recv_b, send_b;
       auto add = [](std::string& to, int tile, const Box& b) {
         to += ' ';  // in steps: GCC 12 warns (-Wrestrict, falsely) about one concatenation
@@ -344,18 +376,19 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
           to += std::to_string(tile);
         }
       };
-      for (const Piece& pc : p.fwd_halo[l]) {
+      for (const Piece& pc : p.fwd_halo[e]) {
         if (pc.from == pc.to) continue;
         if (pc.to == ti) add(recv_f, pc.from, pc.box);
         if (pc.from == ti) add(send_f, pc.to, pc.box);
       }
-      for (const Piece& pc : p.bwd_halo[l]) {
+      for (const Piece& pc : p.bwd_halo[e]) {
         if (pc.from == pc.to) continue;
         if (pc.to == ti) add(recv_b, pc.from, pc.box);
         if (pc.from == ti) add(send_b, pc.to, pc.box);
       }
-      std::printf("  layer %d input: receives%s, sends%s; backward, delta of layer %d: receives%s, sends%s\n", l,
-                  recv_f.empty() ? " nothing" : recv_f.c_str(), send_f.empty() ? " nothing" : send_f.c_str(), l - 1,
+      const std::string which = p.node_edges[size_t(l)].size() > 1 ? " from layer " + std::to_string(from) : "";
+      std::printf("  layer %d input%s: receives%s, sends%s; backward, delta of layer %d: receives%s, sends%s\n", l,
+                  which.c_str(), recv_f.empty() ? " nothing" : recv_f.c_str(), send_f.empty() ? " nothing" : send_f.c_str(), from,
                   recv_b.empty() ? " nothing" : recv_b.c_str(), send_b.empty() ? " nothing" : send_b.c_str());
     }
   }

@@ -22,21 +22,21 @@ bool input_aliases(const Plan& plan, int t, int l) {
   if (l == plan.first) return false;
   const TileLayer& x = plan.at(t, l);
   const TileLayer& prev = plan.at(t, l - 1);
-  return prev.fwd == x.in && (!plan.group_start(l) || contains(prev.own, x.in));
+  return prev.fwd == x.in[0] && (!plan.group_start(l) || contains(prev.own, x.in[0]));
 }
 
 // When the layer's input buffer is exactly what the delta box reads, no crops are needed.
 bool weights_on_delta_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const TileLayer& x = plan.at(t, l);
   const LayerSpec& s = net.layers[l];
-  return x.in == window_in(x.delta, s.window(), s.in.h, s.in.w);  // the input buffer always holds box `in`
+  return x.in[0] == window_in(x.delta, s.window(), s.in.h, s.in.w);  // the input buffer always holds box `in`
 }
 
 bool bwd_exchange_local(const Plan& plan, int l, const std::vector<int>& local_tiles) {
-  for (const Piece& pc : plan.bwd_halo[l - plan.first])
+  for (const Piece& pc : plan.bwd_halo[size_t(plan.edge(l))])
     if (pc.from != pc.to) return false;
   for (int t : local_tiles)
-    if (!(plan.at(t, l).delta_in == plan.at(t, l - 1).delta)) return false;
+    if (!(plan.at(t, l).delta_in[0] == plan.at(t, l - 1).delta)) return false;
   return true;
 }
 
@@ -45,7 +45,7 @@ Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
   const LayerSpec& s = net.layers[l];
   const Box reach = window_in(x.delta, s.window(), s.in.h, s.in.w);
   if (tiled_traits(s).backward_scatters) return reach;
-  const Box need = intersect(reach, x.delta_in);
+  const Box need = intersect(reach, x.delta_in[0]);
   // Each delta row and column must still reach into the box, or the kernel would see a
   // window made of padding only (a geometry oneDNN rejects).
   const Box u = window_in_unclamped(x.delta, s.window());
@@ -60,20 +60,20 @@ Box bwd_data_box(const NetSpec& net, const Plan& plan, int t, int l) {
 // read next: by the halo exchange at a group start or the gather at the segment's input.
 bool keep_in_box(const Plan& plan, int t, int l, const Box& in, const std::vector<int>& local_tiles) {
   const TileLayer& x = plan.at(t, l);
-  if (in == x.delta_in) return true;
-  if (!contains(in, x.delta_in)) return false;
+  if (in == x.delta_in[0]) return true;
+  if (!contains(in, x.delta_in[0])) return false;
   return l == plan.first || (plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles));
 }
 
 std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far) {
   if (l == plan.first || !plan.group_start(l) || far.empty()) return {};
   bool awaited = false;
-  for (const Piece& pc : plan.fwd_halo[size_t(l - plan.first)])
+  for (const Piece& pc : plan.fwd_halo[size_t(plan.edge(l))])
     awaited |= pc.to == t && pc.from != t && far[size_t(pc.from)];
   if (!awaited) return {};
   const LayerSpec& s = net.layers[size_t(l)];
   const TileLayer& x = plan.at(t, l);
-  const Box mine = intersect(plan.at(t, l - 1).own, x.in);
+  const Box mine = intersect(plan.at(t, l - 1).own, x.in[0]);
   const Box in = intersect(x.fwd, outputs_within(mine, s.window(), s.in.h, s.in.w, s.out.h, s.out.w));
   if (in.empty()) return {};
   std::vector<Box> parts{in};
@@ -86,7 +86,7 @@ std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int 
 
 bool output_into_next_input(const Plan& plan, int t, int l) {
   return l + 1 < plan.last && !input_aliases(plan, t, l + 1) && plan.group_start(l + 1) &&
-         contains(plan.at(t, l + 1).in, plan.at(t, l).fwd);
+         contains(plan.at(t, l + 1).in[0], plan.at(t, l).fwd);
 }
 
 bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l) {
@@ -141,7 +141,7 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     const bool exchanged = l > first && plan.group_start(l) && !bwd_exchange_local(plan, l, local_tiles);
     if (exchanged && tiled_traits(net.layers[size_t(l)]).backward_scatters) {
       st.into_halo = true;
-      st.in_box = x.delta_in;
+      st.in_box = x.delta_in[0];
       at = st.in = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
       if (pointwise_before_exchange(net, plan, l - 1)) recomputed_y(l - 1, 1 - at);
       continue;
@@ -152,7 +152,7 @@ void plan_backward(const NetSpec& net, const Plan& plan, const SegmentMemoryPlan
     if (st.keep_in_box)
       at = st.in;
     else
-      use(at, floats(l, true, x.delta_in));
+      use(at, floats(l, true, x.delta_in[0]));
     if (l > first && pointwise_before_exchange(net, plan, l - 1)) recomputed_y(l - 1, 1 - at);
     if (exchanged) at = st.halo = use(1 - at, floats(l - 1, false, plan.at(t, l - 1).delta));
   }
@@ -180,7 +180,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       const TileLayer& x = plan.at(t, l);
       const size_t i = size_t(l - first);
       LayerMemory& m = tp.layers[i];
-      m.in_floats = size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], x.in));
+      m.in_floats = size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], x.in[0]));
       m.out_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.fwd));
       m.y_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.held));
       m.in = input_aliases(plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
@@ -203,7 +203,7 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         m.weights_on_delta = weights_on_delta_box(net, plan, t, l);
         // backward-weights on the owned box reads it and its window: crops when the input buffer is larger
         const Box src_box = window_in(x.own, s.window(), s.in.h, s.in.w);
-        if (!m.weights_on_delta && !(x.in == src_box))
+        if (!m.weights_on_delta && !(x.in[0] == src_box))
           sp.crop_floats = std::max(sp.crop_floats, size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], src_box)));
       }
       m.parts = overlap_parts(net, plan, t, l, far);

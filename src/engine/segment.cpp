@@ -127,11 +127,11 @@ void Segment::execute(const Step& st) {
   switch (st.kind) {
     case StepKind::ScatterInput:
       scatter(
-          *input_, [&](int t) { return plan_.at(t, first).in; }, [&](int t) { return input_of(t, first); });
+          *input_, [&](int t) { return plan_.at(t, first).in[0]; }, [&](int t) { return input_of(t, first); });
       return;
     case StepKind::PostHalo:
       links_.post(
-          plan_.fwd_halo[size_t(l - first)], [&](int t) { return tiles_[t]->z[size_t(l - 1 - first)]; },
+          plan_.fwd_halo[size_t(plan_.edge(l))], [&](int t) { return tiles_[t]->z[size_t(l - 1 - first)]; },
           [&](int t) { return input_of(t, l); });
       return;
     case StepKind::FetchWeights:
@@ -177,7 +177,7 @@ void Segment::forward_layer(int l, bool halo_in_flight) {
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      ctx_.device.copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in);         // crop of the previous output
+      ctx_.device.copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in[0]);         // crop of the previous output
     if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
   }
   double waited = 0;
@@ -289,7 +289,7 @@ void Segment::backward_halo(int l) {
                       plan_.at(t, l - 1).delta};
   };
   links_.post(
-      plan_.bwd_halo[size_t(l - plan_.first)], [&](int t) { return tiles_[t]->cur; }, halo_of);
+      plan_.bwd_halo[size_t(plan_.edge(l))], [&](int t) { return tiles_[t]->cur; }, halo_of);
   comm_.wait_all();
   for (int t : local_) tiles_[t]->cur = halo_of(t);
 }
@@ -343,9 +343,9 @@ void Segment::backward_layer(int l, bool want_delta_in) {
     } else if (st.keep_in_box) {
       ts.cur = din;
     } else {
-      TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in};
+      TensorView dst{ts.data(st.out), batch_, s.in.c, L.in_cb, x.delta_in[0]};
       ctx_.device.zero(dst);
-      ctx_.device.copy_region(din, dst, intersect(st.in_box, x.delta_in));
+      ctx_.device.copy_region(din, dst, intersect(st.in_box, x.delta_in[0]));
       ts.cur = dst;
     }
   }

@@ -30,6 +30,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
+  // The plan is per edge; the engine still runs chains (each node reads the one before).
+  for (int l = first + 1; l < last; ++l)
+    if (plan_.node_edges[size_t(l - first)].size() != 1 || plan_.edges[size_t(plan_.edge(l))].from != l - 1)
+      fail("internal: tiled layer ", l, " does not read only layer ", l - 1, "; the engine runs tiled chains");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
   mem_ =
@@ -86,7 +90,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     };
     for (int l = first; l < last; ++l)
       if (mp.layers[l - first].in == MapStore::Own)
-        ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in);
+        ts->in[l - first] = make(net.layers[l].in.c, layers_[l - first]->in_cb, plan_.at(t, l).in[0]);
     for (int l = first; l < last; ++l) {
       LayerState& L = *layers_[l - first];
       const LayerSpec& s = *L.spec;
@@ -117,10 +121,10 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const LayerState& L = *layers_[l - first];
     const int i = l - first;
     bool fuse = L.pointwise && vector_act(L.spec->activation()) &&
-                tiled_traits(net.layers[l + 1]).reads_pre_activation && plan_.fwd_halo[size_t(i + 1)].empty();
+                tiled_traits(net.layers[l + 1]).reads_pre_activation && plan_.fwd_halo[size_t(plan_.edge(l + 1))].empty();
     for (int t : local_)
       fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
-             contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in);
+             contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in[0]);
     act_in_pool_[size_t(i)] = fuse;
   }
   crop_src_ = Buffer(mem_.crop_floats, ctx.device);

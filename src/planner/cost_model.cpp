@@ -298,7 +298,7 @@ struct Replay {
   void price(const Step& st) {
     const int l = st.layer;
     switch (st.kind) {
-      case StepKind::ScatterInput: return scatter_map(0, false, &TileLayer::in);
+      case StepKind::ScatterInput: return scatter_input();
       case StepKind::PostHalo: return;  // priced with the forward that waits for it
       case StepKind::FetchWeights: return fetch_weights(l);
       case StepKind::Forward: return forward_layer(l, st.halo_in_flight);
@@ -322,24 +322,30 @@ struct Replay {
         return;
       case StepKind::ReduceGrad: return reduce_scatter_chunks(l);
       case StepKind::BackwardHalo:
-        return exchange(plan.bwd_halo[size_t(l)], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
+        return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
                         &RankPrediction::halo_s);
       case StepKind::GatherInputDelta: fail("internal: the cost model prices no input delta");
     }
   }
   double cells(int t, int l, Box TileLayer::*box) const { return double(batch) * (plan.at(t, l).*box).area(); }
 
-  // Every tile's `box` of layer l's output map (or of the first layer's input, ScatterInput)
-  // between the root and its rank.
+  // Every tile's `box` of layer l's output map between the root and its rank.
   void scatter_map(int l, bool to_root, Box TileLayer::*box) {
     if (P == 1) return;
     std::vector<double> bytes(size_t(P), 0);
-    const bool input = box == &TileLayer::in;
     const LayerSpec& s = net.layers[size_t(l)];
     for (int t = 0; t < T; ++t)
-      bytes[size_t(tile_rank[size_t(t)])] += input ? map_bytes(s.in.c, layout().in_cb[size_t(l)], plan.at(t, l).*box)
-                                                   : map_bytes(s.out.c, layout().out_cb[size_t(l)], plan.at(t, l).*box);
+      bytes[size_t(tile_rank[size_t(t)])] += map_bytes(s.out.c, layout().out_cb[size_t(l)], plan.at(t, l).*box);
     root_transfer(bytes, to_root);
+  }
+
+  // Every tile's input box of the first layer, from the root to its rank.
+  void scatter_input() {
+    if (P == 1) return;
+    std::vector<double> bytes(size_t(P), 0);
+    for (int t = 0; t < T; ++t)
+      bytes[size_t(tile_rank[size_t(t)])] += map_bytes(net.layers[0].in.c, layout().in_cb[0], plan.at(t, 0).in[0]);
+    root_transfer(bytes, false);
   }
 
   // Layer l's convolution or max-pool on every tile; with its input's halo in flight, the
@@ -354,7 +360,7 @@ struct Replay {
       for (int r = 0; r < P; ++r)
         for (int t : local[size_t(r)])
           if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
-      exchange(plan.fwd_halo[size_t(l)], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
+      exchange(plan.fwd_halo[size_t(plan.edge(l))], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
     }
     for (int r = 0; r < P; ++r)
       for (int t : local[size_t(r)]) {

@@ -31,8 +31,29 @@ BackwardFeatures parse_backward_features(const std::string& s) {
   fail("--backward-features: '", s, "' is neither recompute nor exchange");
 }
 
+int Plan::group_of(int l) const {
+  int g = 0;
+  while (g + 1 < int(group_starts.size()) && group_starts[size_t(g + 1)] <= l) ++g;
+  return g;
+}
+
+bool Plan::crosses_groups(int e) const {
+  const PlanEdge& pe = edges[size_t(e)];
+  return pe.from != kSegmentInput && group_of(pe.from) != group_of(pe.to);
+}
+
+namespace {
+// Whether every consumer of node l inside the segment is in a later group (and there is one).
+bool read_only_by_later_groups(const Plan& plan, int l) {
+  const auto& readers = plan.consumers[size_t(l - plan.first)];
+  for (int e : readers)
+    if (!plan.crosses_groups(e)) return false;
+  return !readers.empty();
+}
+}  // namespace
+
 bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
-  return l + 1 < plan.last && plan.group_start(l + 1) && has_pointwise(net.layers[size_t(l)]);
+  return has_pointwise(net.layers[size_t(l)]) && read_only_by_later_groups(plan, l);
 }
 
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l) {
@@ -83,37 +104,55 @@ int resolve_cut(const NetSpec& net, int requested) {
 }
 
 namespace {
-// Owned intervals of one axis for every layer's output: balanced at the last layer's
-// output, then mapped back through the strides so that tiles stay aligned.
-std::vector<std::vector<int>> split_axis(const NetSpec& net, int first, int last, int parts, bool rows,
-                                         const std::vector<double>& weights, int& in_len, std::vector<int>& in_bounds) {
-  std::vector<std::vector<int>> bounds(last - first);
-  auto len_out = [&](int l) { return rows ? net.layers[l].out.h : net.layers[l].out.w; };
-  auto len_in = [&](int l) { return rows ? net.layers[l].in.h : net.layers[l].in.w; };
-  const int n = len_out(last - 1);
-  std::vector<int> b(parts + 1);
+// Boundaries of `parts` intervals over a length n, proportional to `weights` (even if none).
+std::vector<int> balanced(int n, int parts, const std::vector<double>& weights) {
+  std::vector<int> b(size_t(parts) + 1);
   if (weights.empty()) {
-    for (int i = 0; i <= parts; ++i) b[i] = int((long(i) * n) / parts);
-  } else {
-    double total = 0, run = 0;
-    for (double w : weights) total += w;
-    for (int i = 0; i <= parts; ++i) {
-      b[i] = int(std::lround(n * run / total));
-      if (i < parts) run += weights[size_t(i)];
+    for (int i = 0; i <= parts; ++i) b[size_t(i)] = int((long(i) * n) / parts);
+    return b;
+  }
+  double total = 0, run = 0;
+  for (double w : weights) total += w;
+  for (int i = 0; i <= parts; ++i) {
+    b[size_t(i)] = int(std::lround(n * run / total));
+    if (i < parts) run += weights[size_t(i)];
+  }
+  b[size_t(parts)] = n;
+  return b;
+}
+
+// The boundaries of a node's output mapped back through its window's stride to the map it
+// reads (of length m): boundary b at the output is b·stride at the input.
+std::vector<int> project(const std::vector<int>& b, int stride, int m) {
+  const size_t parts = b.size() - 1;
+  std::vector<int> prev(b.size());
+  prev[0] = 0;
+  prev[parts] = m;
+  for (size_t i = 1; i < parts; ++i) prev[i] = std::min(b[i] * stride, m);
+  return prev;
+}
+
+int map_len(const Shape& s, bool rows) { return rows ? s.h : s.w; }
+
+// Owned intervals of one axis for every node's output: balanced at the outputs no tiled
+// node reads (the last node's), then mapped back through the strides along each node's
+// first consumer, so that tiles stay aligned; and the segment's input's, from node first.
+std::vector<std::vector<int>> split_axis(const NetSpec& net, const Plan& p, int parts, bool rows,
+                                         const std::vector<double>& weights, std::vector<int>& in_bounds) {
+  std::vector<std::vector<int>> bounds(size_t(p.last - p.first));
+  for (int l = p.last - 1; l >= p.first; --l) {
+    const auto& readers = p.consumers[size_t(l - p.first)];
+    const Shape& out = net.layers[size_t(l)].out;
+    if (readers.empty()) {
+      bounds[size_t(l - p.first)] = balanced(map_len(out, rows), parts, weights);
+    } else {
+      const int c = p.edges[size_t(readers[0])].to;
+      bounds[size_t(l - p.first)] =
+          project(bounds[size_t(c - p.first)], net.layers[size_t(c)].window().stride, map_len(out, rows));
     }
-    b[parts] = n;
   }
-  for (int l = last - 1; l >= first; --l) {
-    bounds[l - first] = b;
-    const int s = net.layers[l].window().stride, m = len_in(l);
-    std::vector<int> prev(parts + 1);
-    prev[0] = 0;
-    prev[parts] = m;
-    for (int i = 1; i < parts; ++i) prev[i] = std::min(b[i] * s, m);
-    b = prev;
-  }
-  in_len = len_in(first);
-  in_bounds = b;
+  const LayerSpec& head = net.layers[size_t(p.first)];
+  in_bounds = project(bounds[0], head.window().stride, map_len(head.in, rows));
   return bounds;
 }
 
@@ -164,6 +203,42 @@ Box trim(Box b, const Box& f) {
 }
 }  // namespace
 
+namespace {
+// The graph of the tiled nodes: their input edges and who reads each output.
+void link_nodes(const NetSpec& net, Plan& p) {
+  const int L = p.last - p.first;
+  p.node_edges.assign(size_t(L), {});
+  p.consumers.assign(size_t(L), {});
+  const std::vector<int>& head_inputs = net.inputs_of(p.first);
+  const int segment_input = head_inputs.empty() ? -1 : head_inputs[0];
+  if (head_inputs.size() > 1) fail("layer ", p.first, " reads ", head_inputs.size(), " maps: a segment starts at one");
+  for (int l = p.first; l < p.last; ++l) {
+    const std::vector<int>& inputs = net.inputs_of(l);
+    for (size_t k = 0; k < std::max<size_t>(inputs.size(), 1); ++k) {
+      const int from = inputs.empty() ? -1 : inputs[k];
+      PlanEdge e{from, l, int(k)};
+      if (from < p.first) {
+        if (l != p.first || from != segment_input)
+          fail("layer ", l, " reads ", from < 0 ? std::string("the net's input") : "layer " + std::to_string(from),
+               ", outside the tiled layers [", p.first, ", ", p.last, ")");
+        e.from = kSegmentInput;
+      } else if (from >= l) {
+        fail("internal: layer ", l, " reads layer ", from, ", not an earlier one");
+      }
+      const int id = int(p.edges.size());
+      p.edges.push_back(e);
+      p.node_edges[size_t(l - p.first)].push_back(id);
+      if (e.from != kSegmentInput) p.consumers[size_t(e.from - p.first)].push_back(id);
+    }
+  }
+}
+
+// The map edge e reads.
+const Shape& edge_map(const NetSpec& net, const Plan& p, const PlanEdge& e) {
+  return e.from == kSegmentInput ? net.layers[size_t(p.first)].in : net.layers[size_t(e.from)].out;
+}
+}  // namespace
+
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
                const TilingOptions& opt) {
   const TileSplit& split = opt.split;
@@ -183,6 +258,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   p.features = opt.features;
   p.group_starts = group_starts;
   if (p.group_starts.empty() || p.group_starts[0] != first) fail("the first group must start at layer ", first);
+  link_nodes(net, p);
 
   // The split starts at the last tiled layer: more rows (columns) than its map has leave a
   // tile empty. Said before anything is sized by the grid (--grid 2000000000x1 must not
@@ -193,18 +269,18 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
       fail("grid ", rows, "x", cols, " leaves tile ", axis, "s empty at layer ", last - 1, " (", axis, " length ", len,
            " split ", parts, " ways, ", net.path, "): use a smaller grid or a larger input");
   if (int64_t(rows) * cols > kMaxTiles) fail("grid ", rows, "x", cols, " has more than ", kMaxTiles, " tiles");
-  int in_h, in_w;
   std::vector<int> in_rb, in_cb;
-  auto rb = split_axis(net, first, last, rows, true, split.rows, in_h, in_rb);
-  auto cb = split_axis(net, first, last, cols, false, split.cols, in_w, in_cb);
+  auto rb = split_axis(net, p, rows, true, split.rows, in_rb);
+  auto cb = split_axis(net, p, cols, false, split.cols, in_cb);
   // The split starts at the last tiled layer and is projected back, so an empty tile
   // appears there first: check from the last layer back to the input to name the cause.
   for (int l = last - 1; l >= first; --l) {
     check_nonempty(net, rb[l - first], rows, net.layers[l].out.h, "row", l, rows, cols);
     check_nonempty(net, cb[l - first], cols, net.layers[l].out.w, "column", l, rows, cols);
   }
-  check_nonempty(net, in_rb, rows, in_h, "row", -1, rows, cols);
-  check_nonempty(net, in_cb, cols, in_w, "column", -1, rows, cols);
+  const Shape& in_map = net.layers[size_t(first)].in;
+  check_nonempty(net, in_rb, rows, in_map.h, "row", -1, rows, cols);
+  check_nonempty(net, in_cb, cols, in_map.w, "column", -1, rows, cols);
 
   const int T = rows * cols, L = last - first;
   p.tiles.assign(T, std::vector<TileLayer>(L));
@@ -212,46 +288,60 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   for (int t = 0; t < T; ++t) {
     const int r = t / cols, c = t % cols;
     p.own_input[t] = {in_rb[r], in_rb[r + 1], in_cb[c], in_cb[c + 1]};
-    for (int l = first; l < last; ++l)
-      p.tiles[t][l - first].own = {rb[l - first][r], rb[l - first][r + 1], cb[l - first][c], cb[l - first][c + 1]};
+    for (int l = first; l < last; ++l) {
+      TileLayer& x = p.tiles[t][l - first];
+      x.own = {rb[l - first][r], rb[l - first][r + 1], cb[l - first][c], cb[l - first][c + 1]};
+      x.in.resize(p.node_edges[size_t(l - first)].size());
+      x.delta_in.resize(x.in.size());
+    }
   }
 
   std::vector<int> starts = p.group_starts;
   starts.push_back(last);
   for (int t = 0; t < T; ++t) {
     auto& tl = p.tiles[t];
+    auto own_of = [&](int from) { return from == kSegmentInput ? p.own_input[t] : tl[from - first].own; };
     for (size_t g = 0; g + 1 < starts.size(); ++g) {
       const int s = starts[g], e = starts[g + 1];
-      // Backward boxes grow from the owned input cells at the group's start.
-      Box need_in = s == first ? p.own_input[t] : tl[s - 1 - first].own;
+      // Backward boxes grow from the owned cells of what the group reads from before it.
       for (int l = s; l < e; ++l) {
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
-        x.delta_in = need_in;
-        x.delta = hull(touching_out(need_in, ls.window(), ls.out.h, ls.out.w), x.own);
-        need_in = x.delta;
+        x.delta = x.own;
+        for (int id : p.node_edges[size_t(l - first)]) {
+          const PlanEdge& pe = p.edges[size_t(id)];
+          const Box need = pe.from >= s ? tl[pe.from - first].delta : own_of(pe.from);
+          x.delta_in[size_t(pe.slot)] = need;
+          x.delta = hull(x.delta, touching_out(need, ls.window(), ls.out.h, ls.out.w));
+        }
       }
       // Forward boxes grow from the group's end towards its start. A layer with a
-      // pre-activation output (a convolution) that ends a group (before the segment's last
-      // layer) computes only its owned cells: backward exchanges its delta after
-      // batch-norm/activation (dL/d pre-activation), so no tile needs its forward values
-      // outside the owned box.
-      Box need_out{};
+      // pre-activation output (a convolution) that only later groups read computes only
+      // its owned cells: backward exchanges its delta after batch-norm/activation
+      // (dL/d pre-activation), so no tile needs its forward values outside the owned box.
       for (int l = e - 1; l >= s; --l) {
         const LayerSpec& ls = net.layers[l];
         TileLayer& x = tl[l - first];
-        const bool exchanged_after_pointwise = l == e - 1 && e < last && tiled_traits(ls).pre_activation;
+        Box need_out{};
+        for (int id : p.consumers[size_t(l - first)]) {
+          const PlanEdge& pe = p.edges[size_t(id)];
+          if (pe.to < e) need_out = hull(need_out, tl[pe.to - first].in[size_t(pe.slot)]);
+        }
+        const bool exchanged_after_pointwise = tiled_traits(ls).pre_activation && read_only_by_later_groups(p, l);
         const bool for_backward = !exchanged_after_pointwise && opt.features == BackwardFeatures::Recompute;
         x.fwd = hull(hull(need_out, for_backward ? x.delta : Box{}), x.own);
-        x.in = window_in(x.fwd, ls.window(), ls.in.h, ls.in.w);
+        for (int id : p.node_edges[size_t(l - first)]) {
+          const PlanEdge& pe = p.edges[size_t(id)];
+          const Shape& m = edge_map(net, p, pe);
+          x.in[size_t(pe.slot)] = window_in(x.fwd, ls.window(), m.h, m.w);
+        }
         x.held = backward_reads_features(net, p, l) ? hull(x.fwd, x.delta) : x.fwd;
-        need_out = x.in;
       }
     }
   }
 
-  p.fwd_halo.assign(L, {});
-  p.bwd_halo.assign(L, {});
+  p.fwd_halo.assign(p.edges.size(), {});
+  p.bwd_halo.assign(p.edges.size(), {});
   p.feature_halo.assign(L, {});
   for (int l = first; l < last; ++l)
     for (int to = 0; to < T; ++to) {
@@ -263,14 +353,16 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         if (!b.empty() && !contains(x.fwd, b)) p.feature_halo[l - first].push_back({from, to, b});
       }
     }
-  for (int s : p.group_starts) {
-    if (s == first) continue;
+  for (size_t id = 0; id < p.edges.size(); ++id) {
+    if (!p.crosses_groups(int(id))) continue;
+    const PlanEdge& pe = p.edges[id];
     for (int to = 0; to < T; ++to)
       for (int from = 0; from < T; ++from) {
-        Box f = intersect(p.tiles[from][s - 1 - first].own, p.tiles[to][s - first].in);
-        if (!f.empty()) p.fwd_halo[s - first].push_back({from, to, f});
-        Box b = intersect(p.tiles[from][s - 1 - first].own, p.tiles[to][s - 1 - first].delta);
-        if (!b.empty()) p.bwd_halo[s - first].push_back({from, to, b});
+        const Box& owned = p.tiles[from][pe.from - first].own;
+        Box f = intersect(owned, p.tiles[to][pe.to - first].in[size_t(pe.slot)]);
+        if (!f.empty()) p.fwd_halo[id].push_back({from, to, f});
+        Box b = intersect(owned, p.tiles[to][pe.from - first].delta);
+        if (!b.empty()) p.bwd_halo[id].push_back({from, to, b});
       }
   }
   return p;
@@ -290,13 +382,16 @@ PlanStats plan_stats(const NetSpec& net, const Plan& p) {
       const double y = tiled_traits(ls).pre_activation ? x.held.area() : 0;
       st.tile_bytes[t] += 4.0 * ls.out.c * (x.fwd.area() + y + x.delta.area());
     }
-    const int i = l - p.first;
-    for (const Piece& pc : p.fwd_halo[i])
-      if (pc.from != pc.to) st.halo_bytes_fwd += 4.0 * ls.in.c * pc.box.area();
-    for (const Piece& pc : p.bwd_halo[i])
-      if (pc.from != pc.to) st.halo_bytes_bwd += 4.0 * ls.in.c * pc.box.area();
-    for (const Piece& pc : p.feature_halo[i])
+    for (const Piece& pc : p.feature_halo[size_t(l - p.first)])
       st.halo_bytes_features += tiled_traits(ls).feature_bytes * ls.out.c * pc.box.area();
+  }
+  for (size_t id = 0; id < p.edges.size(); ++id) {
+    if (!p.crosses_groups(int(id))) continue;
+    const int channels = net.layers[size_t(p.edges[id].from)].out.c;
+    for (const Piece& pc : p.fwd_halo[id])
+      if (pc.from != pc.to) st.halo_bytes_fwd += 4.0 * channels * pc.box.area();
+    for (const Piece& pc : p.bwd_halo[id])
+      if (pc.from != pc.to) st.halo_bytes_bwd += 4.0 * channels * pc.box.area();
   }
   return st;
 }

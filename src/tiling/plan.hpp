@@ -1,21 +1,25 @@
-// The partition of a run of spatial layers [first, last) over an R x C grid of tiles:
-// for every tile and layer its owned, forward, input and delta boxes, and the halo
-// pieces exchanged at group boundaries. Pure geometry; see docs/tiling.md.
+// The partition of the tiled nodes [first, last) of the network graph over an R x C grid of
+// tiles: for every tile and node its owned, forward and delta boxes, for every tile and
+// input edge the boxes it reads and produces deltas on, and per edge the halo pieces
+// exchanged where the edge crosses a group boundary. Pure geometry; see docs/tiling.md.
 //
-// Per tile t and layer l (boxes of layer l's output map unless said otherwise):
+// Per tile t and node l (boxes of l's output map unless said otherwise):
 //   own      cells t owns: weight gradients and batch-norm sums count only these
 //   delta    cells where t needs dL/d(output) in backward (grows towards a group's end)
-//   fwd      cells t computes in forward = own ∪ delta ∪ what layer l+1 reads
+//   fwd      cells t computes in forward = own ∪ delta ∪ what l's consumers in its group read
 //            (computing the delta region too makes every forward value backward needs local),
-//            except for a convolution ending a group before the segment's last layer: there
+//            except for a convolution whose consumers are all in later groups: there
 //            fwd = own, and backward exchanges the delta after batch-norm/activation instead.
-//            With BackwardFeatures::Exchange (the paper's way): own ∪ what layer l+1 reads
+//            With BackwardFeatures::Exchange (the paper's way): own ∪ what the consumers read
 //   held     cells of the forward values backward reads (the convolution output y before
 //            batch-norm/activation, or the max-pool winners) = fwd ∪ those backward reads:
 //            fwd when recomputing; with Exchange, the cells outside fwd come from their owners
-//   in       input cells forward reads = window_in(fwd) (layer l's input map)
-//   delta_in input cells where t produces dL/d(input): delta of l-1 inside a group, own
-//            input cells at a group's start (they are then exchanged)
+// Per tile t, node l and input edge k (boxes of the map that edge reads):
+//   in[k]       input cells forward reads = window_in(fwd)
+//   delta_in[k] input cells where t produces dL/d(input): the producer's delta when it is in
+//               l's group, its own cells otherwise (they are then exchanged)
+// A value read by several nodes (a fork) needs its forward boxes to cover what each reads,
+// and its delta is the sum of what each consumer produces on it.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,7 +30,18 @@
 namespace tt {
 
 struct TileLayer {
-  Box own, fwd, in, delta, delta_in, held;
+  Box own, fwd, delta, held;
+  std::vector<Box> in, delta_in;  // per input edge, in the node's input order
+};
+
+// The map a node reads: another tiled node's output, or the segment's input (the net's
+// input, or the output of the node before `first`), which only node `first` reads.
+constexpr int kSegmentInput = -1;
+
+// An input edge of a tiled node: node `to` reads, as its input number `slot`, the output of
+// node `from` (or kSegmentInput).
+struct PlanEdge {
+  int from = kSegmentInput, to = 0, slot = 0;
 };
 
 // Cells `box` of a map go from tile `from` (its owned cells) to tile `to`.
@@ -47,21 +62,29 @@ BackwardFeatures parse_backward_features(const std::string& s);  // throws namin
 struct Plan {
   int rows = 1, cols = 1;
   BackwardFeatures features = BackwardFeatures::Recompute;
-  int first = 0, last = 0;                    // layers [first, last)
+  int first = 0, last = 0;                    // nodes [first, last), in topological order
   std::vector<int> group_starts;              // ascending, group_starts[0] == first
-  std::vector<std::vector<TileLayer>> tiles;  // [tile][layer - first]
-  std::vector<Box> own_input;                 // per tile: owned cells of layer first's input map
-  // Per layer l (index l - first), non-empty only at group starts after the first:
-  std::vector<std::vector<Piece>> fwd_halo;  // layer l's input map, to fill `in`
-  std::vector<std::vector<Piece>> bwd_halo;  // layer l-1's output delta, to fill `delta`
-  // Per layer l, with Exchange: layer l's y (or max-pool winners), to fill `held` outside
-  // `fwd`; exchanged at the start of the backward of l's group.
+  std::vector<std::vector<TileLayer>> tiles;  // [tile][node - first]
+  std::vector<Box> own_input;                 // per tile: owned cells of the segment's input map
+  std::vector<PlanEdge> edges;                // the tiled nodes' input edges, by node then slot
+  std::vector<std::vector<int>> node_edges;   // [node - first]: its input edges, in slot order
+  std::vector<std::vector<int>> consumers;    // [node - first]: the edges reading its output
+  // Per edge, non-empty only where the edge crosses a group boundary:
+  std::vector<std::vector<Piece>> fwd_halo;  // the producer's output, to fill the reader's `in`
+  std::vector<std::vector<Piece>> bwd_halo;  // the reader's input delta on the producer's
+                                             // owned cells, to fill the producer's `delta`
+  // Per node l, with Exchange: l's y (or max-pool winners), to fill `held` outside `fwd`;
+  // exchanged at the start of the backward of l's group.
   std::vector<std::vector<Piece>> feature_halo;
 
   int tiles_count() const { return rows * cols; }
   bool group_start(int l) const;
-  int group_end(int l) const;  // the first layer after l's group
+  int group_end(int l) const;  // the first node after l's group
+  int group_of(int l) const;   // index into group_starts
   const TileLayer& at(int tile, int l) const { return tiles[tile][l - first]; }
+  int edge(int l, int slot = 0) const { return node_edges[size_t(l - first)][size_t(slot)]; }
+  // Whether edge e carries a value from one group into a later one (halos travel there).
+  bool crosses_groups(int e) const;
 };
 
 // Parses "none" (a group per layer), "all" (one group) or "0,4,8" (absolute layer
@@ -86,13 +109,14 @@ struct TilingOptions {
 // The most tiles a grid may have: far beyond any cluster, far below what would overflow.
 constexpr int64_t kMaxTiles = 1 << 16;
 
-// Throws when a tile would be empty, a layer in range is not spatial, etc.
+// Throws when a tile would be empty, a node in range is not spatial or reads a map from
+// before the segment other than the segment's input, etc.
 Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, const std::vector<int>& group_starts,
                const TilingOptions& opt = {});
 
-// Layer l's batch-norm/activation backward runs on owned cells before the halo exchange:
-// a convolution ending a group before the segment's last layer computes only its owned
-// cells in forward, and the exchange then carries dL/d(pre-activation).
+// Node l's batch-norm/activation backward runs on owned cells before the halo exchange:
+// a convolution whose consumers are all in later groups computes only its owned cells in
+// forward, and the exchange then carries dL/d(pre-activation).
 bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
 // Backward reads layer l's forward values on its delta box: max-pool winners, or y of a
 // convolution with batch-norm/activation whose backward does not run before the exchange.

@@ -81,7 +81,7 @@ std::vector<Panel> panels_of(const NetSpec& net, const Plan& p) {
     pn.w = ls.in.w;
     for (int t = 0; t < T; ++t) {
       pn.own.push_back(s == p.first ? p.own_input[size_t(t)] : p.at(t, s - 1).own);
-      pn.reads.push_back(p.at(t, s).in);
+      pn.reads.push_back(p.at(t, s).in[0]);
     }
     pn.lines[0] = s == p.first ? cat("the input: ", cells(pn.h, pn.w)) : cat("input of ", s, ": ", cells(pn.h, pn.w));
     pn.lines[1] = cat("group ", g, ": layers ", s, e - 1 > s ? cat("-", e - 1) : "");
