@@ -388,8 +388,9 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
       }
       const std::string which = p.node_edges[size_t(l)].size() > 1 ? " from layer " + std::to_string(from) : "";
       std::printf("  layer %d input%s: receives%s, sends%s; backward, delta of layer %d: receives%s, sends%s\n", l,
-                  which.c_str(), recv_f.empty() ? " nothing" : recv_f.c_str(), send_f.empty() ? " nothing" : send_f.c_str(), from,
-                  recv_b.empty() ? " nothing" : recv_b.c_str(), send_b.empty() ? " nothing" : send_b.c_str());
+                  which.c_str(), recv_f.empty() ? " nothing" : recv_f.c_str(),
+                  send_f.empty() ? " nothing" : send_f.c_str(), from, recv_b.empty() ? " nothing" : recv_b.c_str(),
+                  send_b.empty() ? " nothing" : send_b.c_str());
     }
   }
   std::printf("(box@t = cells from or to tile t)\n");

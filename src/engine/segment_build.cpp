@@ -121,7 +121,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const LayerState& L = *layers_[l - first];
     const int i = l - first;
     bool fuse = L.pointwise && vector_act(L.spec->activation()) &&
-                tiled_traits(net.layers[l + 1]).reads_pre_activation && plan_.fwd_halo[size_t(plan_.edge(l + 1))].empty();
+                tiled_traits(net.layers[l + 1]).reads_pre_activation &&
+                plan_.fwd_halo[size_t(plan_.edge(l + 1))].empty();
     for (int t : local_)
       fuse = fuse && mem_.tiles[t].layers[size_t(i + 1)].in == MapStore::PrevOutput &&
              contains(tiles_[t]->y[i].box, plan_.at(t, l + 1).in[0]);

@@ -60,7 +60,8 @@ struct Replay {
                      p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, {p.split, p.features});
     T = plan.tiles_count();
     schedule = compile_schedule(net, plan, {.sharded = p.low_memory, .recompute = p.low_memory});
-    if (p.tiles_per_rank < 1 || T % p.tiles_per_rank) fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
+    if (p.tiles_per_rank < 1 || T % p.tiles_per_rank)
+      fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
     P = T / p.tiles_per_rank;
     tile_rank = tile_ranks(T, p.tiles_per_rank, P);
     const int D = int(cm.spec.devices.size());
@@ -187,7 +188,8 @@ struct Replay {
       if (busy > 0) run(r, busy, &RankPrediction::fwd_s);
       if (lat[size_t(r)] == 0) continue;
       const int d = rank_dev[size_t(r)];
-      const double done = ready[size_t(r)] + lat[size_t(r)] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[size_t(r)];
+      const double done =
+          ready[size_t(r)] + lat[size_t(r)] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[size_t(r)];
       if (done <= clock[size_t(r)]) continue;
       acc[size_t(r)].*bucket += done - clock[size_t(r)];
       clock[size_t(r)] = done;
@@ -250,7 +252,8 @@ struct Replay {
       const int64_t begin = v + o0 * row, end = v + std::min(oc, o0 + step) * row;
       std::vector<double> mine(static_cast<size_t>(P), 0.);
       for (int r = 0; r < P; ++r)
-        mine[size_t(r)] = double(std::max<int64_t>(0, std::min(end, total * (r + 1) / P) - std::max(begin, total * r / P)));
+        mine[size_t(r)] =
+            double(std::max<int64_t>(0, std::min(end, total * (r + 1) / P) - std::max(begin, total * r / P)));
       parts.push_back(std::move(mine));
     }
     return parts;
@@ -298,33 +301,46 @@ struct Replay {
   void price(const Step& st) {
     const int l = st.layer;
     switch (st.kind) {
-      case StepKind::ScatterInput: return scatter_input();
-      case StepKind::PostHalo: return;  // priced with the forward that waits for it
-      case StepKind::FetchWeights: return fetch_weights(l);
-      case StepKind::Forward: return forward_layer(l, st.halo_in_flight);
+      case StepKind::ScatterInput:
+        return scatter_input();
+      case StepKind::PostHalo:
+        return;  // priced with the forward that waits for it
+      case StepKind::FetchWeights:
+        return fetch_weights(l);
+      case StepKind::Forward:
+        return forward_layer(l, st.halo_in_flight);
       case StepKind::Pointwise: {
         std::vector<double> pw(size_t(P), 0);
         for (int r = 0; r < P; ++r)
-          for (int t : local[size_t(r)]) pw[size_t(r)] += comp(r, l, lm(r, l).fwd_pointwise, cells(t, l, &TileLayer::fwd));
+          for (int t : local[size_t(r)])
+            pw[size_t(r)] += comp(r, l, lm(r, l).fwd_pointwise, cells(t, l, &TileLayer::fwd));
         return pointwise(pw, bn_sync(net.layers[size_t(l)]), net.layers[size_t(l)].out.c, &RankPrediction::fwd_s);
       }
-      case StepKind::ScatterDelta: return scatter_map(cut - 1, false, &TileLayer::delta);
-      case StepKind::ExchangeFeatures: return exchange_features(l);
-      case StepKind::PointwiseBackward: return pointwise_backward(l, st.owned_only);
+      case StepKind::ScatterDelta:
+        return scatter_map(cut - 1, false, &TileLayer::delta);
+      case StepKind::ExchangeFeatures:
+        return exchange_features(l);
+      case StepKind::PointwiseBackward:
+        return pointwise_backward(l, st.owned_only);
       case StepKind::Backward:
         for (int r = 0; r < P; ++r)
           for (int t : local[size_t(r)]) {
-            if (st.input_delta) run(r, comp(r, l, lm(r, l).bwd_data, cells(t, l, &TileLayer::delta)), &RankPrediction::bwd_s);
+            if (st.input_delta)
+              run(r, comp(r, l, lm(r, l).bwd_data, cells(t, l, &TileLayer::delta)), &RankPrediction::bwd_s);
             if (tiled_traits(net.layers[size_t(l)]).weights)
-              run(r, comp(r, l, lm(r, l).bwd_weights, cells(t, l, weights_on_delta_box(net, plan, t, l) ? &TileLayer::delta : &TileLayer::own)),
+              run(r,
+                  comp(r, l, lm(r, l).bwd_weights,
+                       cells(t, l, weights_on_delta_box(net, plan, t, l) ? &TileLayer::delta : &TileLayer::own)),
                   &RankPrediction::bwd_s);
           }
         return;
-      case StepKind::ReduceGrad: return reduce_scatter_chunks(l);
+      case StepKind::ReduceGrad:
+        return reduce_scatter_chunks(l);
       case StepKind::BackwardHalo:
-        return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c, layout().out_cb[size_t(l - 1)],
-                        &RankPrediction::halo_s);
-      case StepKind::GatherInputDelta: fail("internal: the cost model prices no input delta");
+        return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c,
+                        layout().out_cb[size_t(l - 1)], &RankPrediction::halo_s);
+      case StepKind::GatherInputDelta:
+        fail("internal: the cost model prices no input delta");
     }
   }
   double cells(int t, int l, Box TileLayer::*box) const { return double(batch) * (plan.at(t, l).*box).area(); }
@@ -359,13 +375,16 @@ struct Replay {
       std::vector<double> interior(size_t(P), 0);
       for (int r = 0; r < P; ++r)
         for (int t : local[size_t(r)])
-          if (!parts(r, t).empty()) interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
-      exchange(plan.fwd_halo[size_t(plan.edge(l))], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s, interior);
+          if (!parts(r, t).empty())
+            interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
+      exchange(plan.fwd_halo[size_t(plan.edge(l))], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s,
+               interior);
     }
     for (int r = 0; r < P; ++r)
       for (int t : local[size_t(r)]) {
         out.cells_computed += plan.at(t, l).fwd.area();
-        if (parts(r, t).empty() || !halo_in_flight) run(r, comp(r, l, lm(r, l).fwd, cells(t, l, &TileLayer::fwd)), &RankPrediction::fwd_s);
+        if (parts(r, t).empty() || !halo_in_flight)
+          run(r, comp(r, l, lm(r, l).fwd, cells(t, l, &TileLayer::fwd)), &RankPrediction::fwd_s);
         for (size_t k = 1; halo_in_flight && k < parts(r, t).size(); ++k)
           run(r, comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[k].area()), &RankPrediction::fwd_s);
       }
@@ -505,8 +524,10 @@ struct Replay {
       if (r == 0) {  // the input, the whole maps at the cut, the untiled tail and the head
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
         extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
-        a.maps_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
-        a.deltas_mb += map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        a.maps_mb +=
+            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
+        a.deltas_mb +=
+            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
         // The tail (engine/tail.hpp): its runs' Segments and its plain buffers.
         const TailLayout t = plan_tail(net, cut, batch);
         for (auto [first, last] : t.runs) {
