@@ -239,10 +239,10 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
       const double dv = gradient_difference(gv.data() + part.at, gu.data() + part.at, size_t(part.n), part.scale);
       if (dt <= VerifyReport::kTolerance && dv <= VerifyReport::kTolerance) continue;
       std::printf("    layer %d %s %s: tiled %.3g, other kernel path %.3g (||untiled|| %.3g, bound %.3g)%s\n", l.index,
-                  layer_type_name(l.type), part.name, dt, dv, nu, part.scale,
+                  l.type_name(), part.name, dt, dv, nu, part.scale,
                   dt > 10 * dv ? "  <-- beyond the untiled engine's own rounding" : "");
       if (dt > VerifyReport::kTolerance) {
-        kinds.push_back(std::string(layer_type_name(l.type)) + " " + part.name);
+        kinds.push_back(std::string(l.type_name()) + " " + part.name);
         suspects += dt > 10 * dv;
       }
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "cli_runner.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -27,9 +28,9 @@ using cli::slurp;
 int64_t darknet_weights_bytes(const NetSpec& net) {
   int64_t floats = 0;
   for (const auto& l : net.layers) {
-    if (l.type == LayerType::Conv)
+    if (l.is(kConvKind))
       floats += int64_t(l.conv().filters) * (l.batch_normalize() ? 4 : 1) + l.weight_count();
-    if (l.type == LayerType::Connected) floats += l.connected().outputs + l.weight_count();
+    if (l.is(kConnectedKind)) floats += l.connected().outputs + l.weight_count();
   }
   return 20 + 4 * floats;
 }
@@ -307,7 +308,7 @@ TEST_F(Cli, InfoPrintsALinePerLayer) {
       if (!(ls >> index >> type)) continue;
       ASSERT_EQ(index, rows) << line;
       ASSERT_LT(size_t(index), net.layers.size());
-      EXPECT_EQ(type.rfind(layer_type_name(net.layers[size_t(index)].type), 0), 0u) << line;
+      EXPECT_EQ(type.rfind(net.layers[size_t(index)].type_name(), 0), 0u) << line;
       ++rows;
     }
     EXPECT_EQ(rows, int(net.layers.size())) << r.out;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -115,6 +116,22 @@ std::vector<Case> cases() {
                    "[yolo]\nmask=0,1\nanchors=4,5, 8,10, 14,12, 20,24\nnum=4\nclasses=2\n",
                false,
                {{1, 1}, {2, 2}}});
+  // Residual connections ([shortcut]) as Darknet adds them: maps of one size, a larger map
+  // sampled with a stride onto fewer channels, a smaller map onto every second cell.
+  c.push_back({"residual",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=16\nheight=16\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=linear\n"
+                   "[shortcut]\nfrom=-3\nactivation=leaky\n"
+                   "[convolutional]\nfilters=12\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+                   "[shortcut]\nfrom=-2\nactivation=linear\n"
+                   "[upsample]\nstride=2\n"
+                   "[shortcut]\nfrom=5\nactivation=logistic\n"
+                   "[convolutional]\nfilters=4\nsize=1\nactivation=linear\n"
+                   "[cost]\n",
+               false,
+               {{1, 1}, {2, 2}}});
   c.push_back({"avgpool_head",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=12\nheight=9\nchannels=3\n" + kTrainKeys +
                    "[convolutional]\nfilters=7\nsize=5\nstride=1\npad=1\nactivation=logistic\n"
@@ -187,7 +204,7 @@ void fill_batch(const NetSpec& net, int n, std::mt19937_64& rng, std::vector<flo
       for (int b = 0; b < 2; ++b)
         for (int i = 0; i < 5; ++i)
           truth[size_t(s * net.truth_size() + b * 5 + i)] = i < 4 ? u(rng) * (i < 2 ? 1 : .5f) : 1;
-  } else if (net.layers.back().type == LayerType::Softmax) {
+  } else if (net.layers.back().is(kSoftmaxKind)) {
     for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
   } else {
     for (auto& v : truth) v = 0.5f * d(rng);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "layers/box.hpp"
 #include "model/net_spec.hpp"
 #include "tiling/plan.hpp"
@@ -254,10 +255,10 @@ void check_plan(const NetSpec& net, const Plan& p) {
       // Backward reads forward values on the delta box, except at a convolution that ends
       // a group before the last tiled layer: its delta is exchanged after batch-norm and
       // activation, so forward computes exactly the owned cells there.
-      const bool group_end_conv = l + 1 < p.last && p.group_start(l + 1) && s.type == LayerType::Conv;
+      const bool group_end_conv = l + 1 < p.last && p.group_start(l + 1) && s.is(kConvKind);
       const bool reads =
-          s.type == LayerType::MaxPool ||
-          (s.type == LayerType::Conv && (s.batch_normalize() || s.conv().act != Act::Linear) && !group_end_conv);
+          s.is(kMaxPoolKind) ||
+          (s.is(kConvKind) && (s.batch_normalize() || s.conv().act != Act::Linear) && !group_end_conv);
       EXPECT_EQ(backward_reads_features(net, p, l), reads);
       if (group_end_conv)
         EXPECT_EQ(x.fwd, x.own) << "a group-ending convolution computes only its owned cells";

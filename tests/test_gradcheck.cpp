@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 
@@ -86,7 +87,7 @@ struct Problem {
   bool cross_entropy = false;
 
   Problem(const std::string& cfg, const TrainOptions& opt) : net(parse_net(cfg, "gradcheck.cfg")), params(net) {
-    cross_entropy = net.layers.back().type == LayerType::Softmax;
+    cross_entropy = net.layers.back().is(kSoftmaxKind);
     input.assign(size_t(net.micro_batch() * net.input().size()), 0.f);
     truth.assign(size_t(net.micro_batch() * net.output().size()), 0.f);
     tr = std::make_unique<Trainer>(net, params, opt, comm);
@@ -193,7 +194,7 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
         for (int64_t i = 0; i < s.n_out; ++i) p.params.values[size_t(s.scales + i)] = us(rng_);
     }
     p.tr->reload_weights();
-    if (p.net.layers[0].type == LayerType::MaxPool) {
+    if (p.net.layers[0].is(kMaxPoolKind)) {
       // distinct values 0.02 apart: no ±step can change a max-pool winner of the input
       std::vector<int> perm(p.input.size());
       std::iota(perm.begin(), perm.end(), 0);
@@ -217,9 +218,9 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
     // Probes: every relu/leaky activation, every max-pool.
     TrainOptions popt;  // untiled, no input delta: only values matter
     for (const auto& l : p.net.layers) {
-      const bool kink_act = (l.type == LayerType::Conv || l.type == LayerType::Connected) &&
+      const bool kink_act = (l.is(kConvKind) || l.is(kConnectedKind)) &&
                             (l.activation() == Act::Relu || l.activation() == Act::Leaky);
-      if (!kink_act && l.type != LayerType::MaxPool) continue;
+      if (!kink_act && !l.is(kMaxPoolKind)) continue;
       auto pr = std::make_unique<Probe>();
       pr->layer = l.index;
       if (kink_act) {

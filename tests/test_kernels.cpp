@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 
+#include "model/op_kind.hpp"
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
@@ -77,7 +78,7 @@ TEST(KernelTable, NoReferenceKernelInTiles) {
     Trainer tr(net, params, o, comm);
     const std::vector<KernelUse> uses = tr.kernel_uses();
     for (const LayerSpec& l : net.layers) {  // tiled or not, every convolution has its kernels
-      if (l.type != LayerType::Conv) continue;
+      if (!l.is(kConvKind)) continue;
       const bool found = std::any_of(uses.begin(), uses.end(), [&](const KernelUse& u) { return u.layer == l.index; });
       EXPECT_TRUE(found) << "layer " << l.index;
     }

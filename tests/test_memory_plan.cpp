@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "comm/comm.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/segment.hpp"
@@ -99,8 +100,8 @@ bool reserves_unwritten_output(const NetSpec& net, const Plan& plan, const Segme
   for (int l = plan.first; l + 1 < plan.last; ++l) {
     const LayerSpec& s = net.layers[size_t(l)];
     const size_t i = size_t(l - plan.first);
-    if (s.type != LayerType::Conv || !has_pointwise(s) || !vector_act(s.conv().act) ||
-        net.layers[size_t(l + 1)].type != LayerType::MaxPool || !plan.fwd_halo[size_t(plan.edge(l + 1))].empty())
+    if (!s.is(kConvKind) || !has_pointwise(s) || !vector_act(s.conv().act) ||
+        !net.layers[size_t(l + 1)].is(kMaxPoolKind) || !plan.fwd_halo[size_t(plan.edge(l + 1))].empty())
       continue;
     bool fused = true, unwritten = false;
     for (int t : local) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/net_spec.hpp"
+#include "model/op_kind.hpp"
 #include "ops/op.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
@@ -30,6 +31,15 @@ const OpCase kCases[] = {
     {"route",
      "[net]\nwidth=5\nheight=4\nchannels=3\n[maxpool]\nsize=1\nstride=1\n[convolutional]\nfilters=2\nsize=1\n"
      "activation=linear\n[route]\nlayers=-1,-2\n"},
+    {"shortcut",
+     "[net]\nwidth=5\nheight=4\nchannels=3\n[convolutional]\nfilters=3\nsize=1\nactivation=linear\n"
+     "[maxpool]\nsize=1\nstride=1\n[shortcut]\nfrom=-2\nactivation=leaky\n"},
+    {"shortcut_from_larger",  // resnet's first block: 4 channels onto 6, a 6x8 map onto a 3x4 one
+     "[net]\nwidth=8\nheight=6\nchannels=4\n[maxpool]\nsize=1\nstride=1\n[convolutional]\nfilters=6\nsize=1\n"
+     "stride=2\nactivation=linear\n[shortcut]\nfrom=0\nactivation=logistic\n"},
+    {"shortcut_from_smaller",
+     "[net]\nwidth=3\nheight=2\nchannels=5\n[maxpool]\nsize=1\nstride=1\n[upsample]\nstride=2\n[convolutional]\n"
+     "filters=4\nsize=1\nactivation=linear\n[shortcut]\nfrom=-3\n"},
     {"reorg", "[net]\nwidth=6\nheight=4\nchannels=4\n[reorg]\nstride=2\n"},
     {"reorg_reverse", "[net]\nwidth=3\nheight=2\nchannels=8\n[reorg]\nstride=2\nreverse=1\n"},
     {"upsample", "[net]\nwidth=3\nheight=2\nchannels=2\n[upsample]\nstride=2\n"},
@@ -58,7 +68,7 @@ class OpContract : public ::testing::TestWithParam<OpCase> {
     net = parse_net(GetParam().cfg, std::string(GetParam().name) + ".cfg");
     const int l = GetParam().layer < 0 ? int(net.layers.size()) - 1 : GetParam().layer;
     spec = &net.layers[size_t(l)];
-    ASSERT_TRUE(has_op(spec->type));
+    ASSERT_TRUE(has_op(*spec->kind));
     op = make_op(net, *spec);
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -241,7 +251,7 @@ TEST_P(OpLoss, WritesItsGradient) {
     return;
   }
   // The loss's gradient, numerically, per input value.
-  const double factor = spec->type == LayerType::Cost ? 2 : 1;
+  const double factor = spec->is(kCostKind) ? 2 : 1;
   std::vector<float>& x = in[0];
   for (size_t i = 0; i < x.size(); ++i) {
     const float keep = x[i], h = 1e-3f;
@@ -273,8 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpLoss, ::testing::ValuesIn(cases_where(is_loss_ca
 
 TEST(OpRegistry, TiledLayersHaveNoOp) {
   const NetSpec net = parse_net("[net]\nwidth=4\nheight=4\nchannels=1\n[maxpool]\nsize=2\nstride=2\n", "pool.cfg");
-  EXPECT_FALSE(has_op(LayerType::Conv));
-  EXPECT_FALSE(has_op(LayerType::MaxPool));
+  EXPECT_FALSE(has_op(kConvKind));
+  EXPECT_FALSE(has_op(kMaxPoolKind));
   EXPECT_THROW(make_op(net, net.layers[0]), Error);
 }
 

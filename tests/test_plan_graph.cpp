@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "layers/box.hpp"
 #include "model/net_spec.hpp"
 #include "tiling/plan.hpp"
@@ -71,7 +72,7 @@ NetSpec random_dag(std::mt19937& rng, int n, int h, int w) {
       static const int pools[3][2] = {{2, 2}, {2, 1}, {3, 2}};
       const auto& p = pools[rng() % 3];
       win = {p[0], p[1], (p[0] - 1) / 2};
-      s.type = LayerType::MaxPool;
+      s.kind = &kMaxPoolKind;
       s.params = MaxPoolParams{win, p[0] - 1};
       out_h = (in.h + p[0] - 1 - p[0]) / p[1] + 1;
       out_w = (in.w + p[0] - 1 - p[0]) / p[1] + 1;
@@ -86,7 +87,7 @@ NetSpec random_dag(std::mt19937& rng, int n, int h, int w) {
       c.act = rng() % 2 ? Act::Leaky : Act::Linear;
       c.win = win;
       c.pad_total = 2 * pad;
-      s.type = LayerType::Conv;
+      s.kind = &kConvKind;
       s.params = c;
       out_h = (in.h + 2 * pad - k) / stride + 1;
       out_w = (in.w + 2 * pad - k) / stride + 1;
@@ -101,7 +102,7 @@ NetSpec random_dag(std::mt19937& rng, int n, int h, int w) {
 std::string describe(const NetSpec& net) {
   std::ostringstream d;
   for (const LayerSpec& s : net.layers) {
-    d << s.index << ": " << (s.type == LayerType::Conv ? "conv " : "maxpool ") << s.window().size << "/"
+    d << s.index << ": " << (s.is(kConvKind) ? "conv " : "maxpool ") << s.window().size << "/"
       << s.window().stride << " pad " << s.window().pad << " " << s.out.h << "x" << s.out.w << " reads";
     if (s.inputs.empty()) d << " input";
     for (int i : s.inputs) d << " " << i;
@@ -229,7 +230,7 @@ void check_graph_plan(const NetSpec& net, const Plan& p) {
         read_here |= !p.crosses_groups(id);
       }
       const bool exchanged_after_pointwise =
-          s.type == LayerType::Conv && !read_here && !p.consumers[size_t(l - first)].empty();
+          s.is(kConvKind) && !read_here && !p.consumers[size_t(l - first)].empty();
       if (p.features == BackwardFeatures::Recompute && !exchanged_after_pointwise) need = hull(need, x.delta);
       EXPECT_EQ(x.fwd, need) << "forward computes more or less than is read";
     }
@@ -326,7 +327,7 @@ TEST(PlanGraph, ResidualBlockAcrossGroups) {
   for (int l = 0; l < 4; ++l) {
     LayerSpec s;
     s.index = l;
-    s.type = LayerType::Conv;
+    s.kind = &kConvKind;
     ConvParams c;
     c.filters = 4;
     c.batch_normalize = true;

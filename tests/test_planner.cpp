@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
 #include "model/params.hpp"
@@ -162,7 +163,7 @@ TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
       for (const Piece& pc : plan.feature_halo[size_t(l)]) {
         if (pc.from / cs.k == pc.to / cs.k) continue;
         const int ch = net.layers[size_t(l)].out.c;
-        bytes += (net.layers[size_t(l)].type == LayerType::MaxPool ? 1. : 4.) * ((ch + 7) / 8 * 8) * pc.box.area();
+        bytes += (net.layers[size_t(l)].is(kMaxPoolKind) ? 1. : 4.) * ((ch + 7) / 8 * 8) * pc.box.area();
         ++msgs;
       }
     }
@@ -329,7 +330,7 @@ TEST(PlannerCostModel, BatchNormSumsAreAnAllGatherOfEveryTile) {
   const ClusterModel cm = synthetic_cluster(net, 4, 1);  // 1 Mbit/s: bytes, not latency
   double bytes = 0;
   for (int l = 0; l < cut; ++l)
-    if (net.layers[size_t(l)].type == LayerType::Conv && net.layers[size_t(l)].batch_normalize())
+    if (net.layers[size_t(l)].is(kConvKind) && net.layers[size_t(l)].batch_normalize())
       bytes += 2 * 3 * 16. * net.layers[size_t(l)].out.c;  // forward and backward, 3 other tiles
   const double floor = bytes / cm.spec.link(0, 1).bytes_per_s();
   const Prediction p = predict(net, part(2, 2, "all", cut), cm);

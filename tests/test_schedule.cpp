@@ -10,6 +10,7 @@
 #include "engine/memory_plan.hpp"
 #include "engine/schedule.hpp"
 #include "layers/conv.hpp"
+#include "model/op_kind.hpp"
 #include "test_util.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
@@ -53,14 +54,16 @@ void check_forward(const NetSpec& net, const Plan& plan, const ScheduleOptions& 
   EXPECT_EQ(f.front().kind, StepKind::ScatterInput);
   int prev_end = 0;  // the last step of layer l - 1
   for (int l = plan.first; l < plan.last; ++l) {
-    const bool conv = net.layers[size_t(l)].type == LayerType::Conv;
+    const bool conv = net.layers[size_t(l)].is(kConvKind);
     const int fwd = find_step(f, StepKind::Forward, l);
     ASSERT_GT(fwd, prev_end) << "forward of layer " << l << " before layer " << l - 1 << " is done";
     const bool halo = l > plan.first && plan.group_start(l);
     EXPECT_EQ(f[size_t(fwd)].halo_in_flight, halo) << "layer " << l;
     const int post = find_step(f, StepKind::PostHalo, l);
     EXPECT_EQ(post >= 0, halo) << "layer " << l;
-    if (halo) EXPECT_TRUE(prev_end < post && post < fwd) << "the halo of layer " << l << "'s input posted at " << post;
+    if (halo) {
+      EXPECT_TRUE(prev_end < post && post < fwd) << "the halo of layer " << l << "'s input posted at " << post;
+    }
     const int fetch = find_step(f, StepKind::FetchWeights, l);
     EXPECT_EQ(fetch >= 0, opt.sharded && conv) << "layer " << l;
     if (fetch >= 0) {
@@ -81,7 +84,7 @@ void check_backward(const NetSpec& net, const Plan& plan, const ScheduleOptions&
   int prev_bwd = 0;  // Backward of layer l + 1
   for (int l = plan.last - 1; l >= plan.first; --l) {
     const LayerSpec& s = net.layers[size_t(l)];
-    const bool conv = s.type == LayerType::Conv;
+    const bool conv = s.is(kConvKind);
     const int bwd = find_step(b, StepKind::Backward, l);
     ASSERT_GT(bwd, prev_bwd) << "backward of layer " << l;
     EXPECT_EQ(b[size_t(bwd)].input_delta, l > plan.first || opt.need_input_delta) << "layer " << l;
@@ -93,15 +96,23 @@ void check_backward(const NetSpec& net, const Plan& plan, const ScheduleOptions&
       EXPECT_LT(pw, bwd) << "layer " << l;
       EXPECT_EQ(b[size_t(pw)].owned_only, pointwise_before_exchange(net, plan, l)) << "layer " << l;
       const int halo_after = find_step(b, StepKind::BackwardHalo, l + 1);
-      if (b[size_t(pw)].owned_only) EXPECT_TRUE(prev_bwd < pw && pw < halo_after) << "layer " << l;
-      else EXPECT_GT(pw, std::max(prev_bwd, halo_after)) << "layer " << l;
-      const int refetch = find_step(b, StepKind::FetchWeights, l, [](const Step& s) { return s.uses == WeightCache::kForward; });
+      if (b[size_t(pw)].owned_only) {
+        EXPECT_TRUE(prev_bwd < pw && pw < halo_after) << "layer " << l;
+      } else {
+        EXPECT_GT(pw, std::max(prev_bwd, halo_after)) << "layer " << l;
+      }
+      const int refetch =
+          find_step(b, StepKind::FetchWeights, l, [](const Step& s) { return s.uses == WeightCache::kForward; });
       EXPECT_EQ(refetch >= 0, opt.sharded && opt.recompute && recomputed_on_any_tile(net, plan, l)) << "layer " << l;
-      if (refetch >= 0) EXPECT_LT(refetch, pw);
+      if (refetch >= 0) {
+        EXPECT_LT(refetch, pw);
+      }
     }
     const int halo = find_step(b, StepKind::BackwardHalo, l);
     EXPECT_EQ(halo >= 0, l > plan.first && plan.group_start(l)) << "layer " << l;
-    if (halo >= 0) EXPECT_GT(halo, bwd);
+    if (halo >= 0) {
+      EXPECT_GT(halo, bwd);
+    }
     // Forward values exchanged before the group's backward reads them.
     if (l + 1 == plan.group_end(l)) {
       bool features = false;
@@ -111,14 +122,21 @@ void check_backward(const NetSpec& net, const Plan& plan, const ScheduleOptions&
       }
       const int ex = find_step(b, StepKind::ExchangeFeatures, l);
       EXPECT_EQ(ex >= 0, features) << "group ending at layer " << l;
-      if (ex >= 0) EXPECT_TRUE(prev_bwd < ex && (pw < 0 || ex < pw || b[size_t(pw)].owned_only) && ex < bwd);
+      if (ex >= 0) {
+        EXPECT_TRUE(prev_bwd < ex && (pw < 0 || ex < pw || b[size_t(pw)].owned_only) && ex < bwd);
+      }
     }
-    const int fetch = find_step(b, StepKind::FetchWeights, l, [](const Step& s) { return s.uses == WeightCache::kBackwardData; });
+    const int fetch =
+        find_step(b, StepKind::FetchWeights, l, [](const Step& s) { return s.uses == WeightCache::kBackwardData; });
     EXPECT_EQ(fetch >= 0, opt.sharded && conv && b[size_t(bwd)].input_delta) << "layer " << l;
-    if (fetch >= 0) EXPECT_TRUE(std::max(prev_bwd, pw) < fetch && fetch < bwd) << "layer " << l;
+    if (fetch >= 0) {
+      EXPECT_TRUE(std::max(prev_bwd, pw) < fetch && fetch < bwd) << "layer " << l;
+    }
     const int reduce = find_step(b, StepKind::ReduceGrad, l);
     EXPECT_EQ(reduce >= 0, opt.sharded && conv) << "layer " << l;
-    if (reduce >= 0) EXPECT_GT(reduce, bwd);
+    if (reduce >= 0) {
+      EXPECT_GT(reduce, bwd);
+    }
     prev_bwd = bwd;
   }
 }
@@ -143,8 +161,8 @@ TEST(Schedule, OrderRespectsEveryDependency) {
               continue;  // a grid too fine for the map
             }
             for (int variant = 0; variant < 8; ++variant) {
-              const ScheduleOptions opt{.sharded = bool(variant & 1), .recompute = bool(variant & 2),
-                                        .need_input_delta = bool(variant & 4)};
+              const ScheduleOptions opt{
+                  .sharded = bool(variant & 1), .recompute = bool(variant & 2), .need_input_delta = bool(variant & 4)};
               SCOPED_TRACE(std::string(c.path) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " groups " +
                            groups + " from " + std::to_string(first) + " " + backward_features_name(features) +
                            " variant " + std::to_string(variant));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "engine/shards.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -61,7 +62,7 @@ void check_plans(const NetSpec& net, const Params& p, int first, int last, int s
   int64_t total = 0, largest = 0;
   n_sharded = 0;
   for (int l = first; l < last; ++l)
-    if (net.layers[l].type == LayerType::Conv) {
+    if (net.layers[l].is(kConvKind)) {
       expect_sharded[size_t(l)] = 1;
       total += p.slices[l].n_weights;
       largest = std::max(largest, p.slices[l].n_weights);
@@ -211,7 +212,7 @@ TEST(ShardPlan, W1On24Processes) {
   const int cut = net.first_untileable();
   int64_t total = 0;
   for (int l = 0; l < cut; ++l)
-    if (net.layers[l].type == LayerType::Conv) total += p.slices[l].n_weights;
+    if (net.layers[l].is(kConvKind)) total += p.slices[l].n_weights;
   ASSERT_GT(total, 1000000);
   int64_t lo = total, hi = 0;
   for (int r = 0; r < 24; ++r) {

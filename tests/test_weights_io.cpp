@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "util/error.hpp"
 
@@ -240,7 +241,7 @@ TEST_F(WeightsIO, MajorOrMinorAbove1000MeansNarrowSeen) {
     if (!l.has_params()) continue;
     const ParamSlice& s = a.slices[l.index];
     for (int64_t k = 0; k < s.n_out; ++k) EXPECT_EQ(b.values[size_t(s.biases + k)], a.values[size_t(s.biases + k)]);
-    if (l.type != LayerType::Connected) {
+    if (!l.is(kConnectedKind)) {
       for (int64_t k = 0; k < s.n_weights; ++k)
         EXPECT_EQ(b.values[size_t(s.weights + k)], a.values[size_t(s.weights + k)]);
       continue;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -162,7 +163,7 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
 
   // Darknet's results: the last layer under test (the one before [cost], or the detector).
   const int L = int(net.layers.size());
-  const int probe = net.layers.back().type == LayerType::Cost ? L - 2 : L - 1;
+  const int probe = net.layers.back().is(kCostKind) ? L - 2 : L - 1;
   const std::vector<float> ref_out = tensor("output_" + std::to_string(probe) + ".bin");
   double ref_cost = 0;
   for (int l = 0; l < L; ++l)
@@ -170,7 +171,7 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
       ref_cost += tensor("cost_" + std::to_string(l) + ".bin")[0];
   std::vector<float> ref_din = tensor("input_delta.bin");
   const LayerSpec& last = net.layers.back();
-  if (last.type == LayerType::Region) {  // Darknet's GPU backward, through the identity max-pool
+  if (last.is(kRegionKind)) {  // Darknet's GPU backward, through the identity max-pool
     const std::vector<float> delta = tensor("loss_delta_" + std::to_string(L - 1) + ".bin");
     const std::vector<float> out = tensor("output_" + std::to_string(L - 1) + ".bin");
     const int wh = last.out.h * last.out.w, per_box = 5 + last.det().classes;

@@ -1,3 +1,4 @@
+#include "model/op_kind.hpp"
 #include "app/commands.hpp"
 
 #include <omp.h>
@@ -189,8 +190,8 @@ int cmd_info(const RunOptions& o) {
   for (const auto& l : net.layers) {
     char ks[16] = "";
     if (l.spatial()) std::snprintf(ks, sizeof ks, "%d/%d", l.window().size, l.window().stride);
-    const char* act = l.type == LayerType::Conv || l.type == LayerType::Connected ? act_name(l.activation()) : "";
-    std::string name = layer_type_name(l.type);
+    const char* act = l.is(kConvKind) || l.is(kConnectedKind) ? act_name(l.activation()) : "";
+    std::string name = l.type_name();
     if (l.batch_normalize()) name += "+bn";
     const double mb = 4.0 * net.batch * l.out.size() / 1048576.0;
     std::printf("%4d %-16s %-6s %-6s %-14s %-14s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,
@@ -501,7 +502,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
     std::fprintf(human, "\n");
     LayerTimes total;
     for (size_t l = 0; l < layer_mean[r].size(); ++l) {
-      std::fprintf(human, "%25zu %-14s", l, layer_type_name(net.layers[l].type));
+      std::fprintf(human, "%25zu %-14s", l, net.layers[l].type_name());
       for (const LayerPass& p : kLayerPasses) std::fprintf(human, " %13.3f", 1e3 * (layer_mean[r][l].*p.time));
       std::fprintf(human, "\n");
       total += layer_mean[r][l];
@@ -577,7 +578,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
       for (const auto& rank : layer_mean) {
         nlohmann::json rj = nlohmann::json::array();
         for (size_t l = 0; l < rank.size(); ++l) {
-          nlohmann::json e{{"layer", l}, {"type", layer_type_name(net.layers[l].type)}};
+          nlohmann::json e{{"layer", l}, {"type", net.layers[l].type_name()}};
           for (const LayerPass& p : kLayerPasses) e[std::string(p.name) + "_s"] = rank[l].*p.time;
           rj.push_back(e);
         }

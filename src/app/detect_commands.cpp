@@ -35,7 +35,7 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
 void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig& dc, const std::string& cfg) {
   for (const LayerSpec* l : heads)
     if (l->det().classes != dc.classes)
-      fail(cfg, ":", l->line, ": [", layer_type_name(l->type), "] has classes=", l->det().classes, " but ", dc.path,
+      fail(cfg, ":", l->line, ": [", l->type_name(), "] has classes=", l->det().classes, " but ", dc.path,
            ":", dc.classes_line, " has classes=", dc.classes);
 }
 

@@ -1,3 +1,4 @@
+#include "model/op_kind.hpp"
 #include "data/synthetic.hpp"
 
 #include <random>
@@ -26,7 +27,7 @@ void synthetic_batch(const NetSpec& net, int n, uint64_t seed, std::vector<float
         t[4] = float(rng() % uint64_t(classes));
       }
     }
-  } else if (net.layers.back().type == LayerType::Softmax) {
+  } else if (net.layers.back().is(kSoftmaxKind)) {
     const int64_t k = net.output().size();
     for (int s = 0; s < n; ++s) truth[size_t(s * k + int64_t(rng() % uint64_t(k)))] = 1.f;
   } else {

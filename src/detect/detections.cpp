@@ -2,6 +2,7 @@
 // float/double steps as the C source: float where Darknet computes in float, double where a C
 // double constant or exp() promotes. Compiled with -ffp-contract=off (no fused multiply-add)
 // so that no step is rounded differently.
+#include "model/op_kind.hpp"
 #include "detect/detections.hpp"
 
 #include <algorithm>
@@ -95,8 +96,8 @@ float box_iou(const BoxF& a, const BoxF& b) {
 }
 
 DetectionHead detection_head(const LayerSpec& l) {
-  if (!l.detector()) fail("layer ", l.index, " ([", layer_type_name(l.type), "]) is not a detection head");
-  const bool yolo = l.type == LayerType::Yolo;
+  if (!l.detector()) fail("layer ", l.index, " ([", l.type_name(), "]) is not a detection head");
+  const bool yolo = l.is(kYoloKind);
   return DetectionHead{.yolo = yolo,
                        .w = l.out.w,
                        .h = l.out.h,

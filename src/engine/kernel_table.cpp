@@ -10,7 +10,7 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
   int cb = 1;  // the input map is plain; every convolution writes the blocked layout
   const int n = net.micro_batch();
   for (const LayerSpec& s : net.layers) {
-    if (s.type != LayerType::Conv) continue;
+    if (!s.is(kConvKind)) continue;
     const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.window(), full_box(s.out.h, s.out.w), s.in.h, s.in.w,
                                  ctx.config.block, cb, !s.batch_normalize());
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {

@@ -147,7 +147,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   for (int l = first; l < last; ++l) {
     LayerState& L = *layers_[size_t(l - first)];
     const int i = l - first;
-    if (L.spec->type == LayerType::Conv) {
+    if (L.spec->is(kConvKind)) {
       L.op = make_tiled_conv(*op_env_, l, L.in_cb, L.out_cb, *L.weights);
       ConvKernel* single = local_.size() == 1 ? tiled_conv_weights_kernel(*L.op, local_[0]) : nullptr;
       convs.push_back({l, L.weights.get(), single});

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -16,16 +17,17 @@ struct Tail::Run {
 
 TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   const int L = int(net.layers.size());
-  std::set<int> routed;  // layers whose output a [route] reads
+  std::set<int> routed;  // layers whose output a layer other than the next one reads
   for (const LayerSpec& s : net.layers)
-    if (s.type == LayerType::Route) routed.insert(s.inputs.begin(), s.inputs.end());
+    for (int r : s.inputs)
+      if (r != s.index - 1) routed.insert(r);
   TailLayout t;
   t.out.assign(size_t(L - cut + 1), 0);
   t.saved.assign(t.out.size(), 0);
   t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
   for (int l = cut; l < L;) {
     const LayerSpec& s = net.layers[size_t(l)];
-    if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a route reads
+    if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a later one reads
       int e = l + 1;
       while (e < L && net.layers[size_t(e)].spatial() && !routed.count(e - 1)) ++e;
       t.runs.push_back({l, e});
@@ -61,8 +63,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
   for (const LayerSpec& s : net.layers)
     for (int r : net.inputs_of(s.index))
       if (net.layers[size_t(r)].detector())
-        fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [",
-             layer_type_name(net.layers[size_t(r)].type), "] layer ", r, ", which is a loss");
+        fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [", net.layers[size_t(r)].type_name(),
+             "] layer ", r, ", which is a loss");
   const TailLayout t = plan_tail(net, cut, opt.batch);
   run_of_.assign(size_t(L - cut), -1);
   for (auto [first, last] : t.runs) {
@@ -203,7 +205,7 @@ void Tail::forward_layer(int l, bool training, int64_t step) {
   const double t1 = now_s(), dt = t1 - t0;
   layer_times[size_t(l - cut_)].fwd += dt;
   times.fwd += dt;
-  if (opt_.trace && opt_.trace->on()) opt_.trace->add(layer_type_name(s.type), "forward", Lane::Compute, t0, t1, l);
+  if (opt_.trace && opt_.trace->on()) opt_.trace->add(s.type_name(), "forward", Lane::Compute, t0, t1, l);
 }
 
 double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, const TensorView& cut_delta) {
@@ -260,7 +262,7 @@ void Tail::backward_layer(int l, int64_t step) {
   }
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;
-  if (opt_.trace && opt_.trace->on()) opt_.trace->add(layer_type_name(s.type), "backward", Lane::Compute, t0, t1, l);
+  if (opt_.trace && opt_.trace->on()) opt_.trace->add(s.type_name(), "backward", Lane::Compute, t0, t1, l);
 }
 
 }  // namespace tt

@@ -58,7 +58,7 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
   if (need > limit)
     fail("this run needs at least ", int64_t(need), " MB on rank ", comm_.rank(), " (maps ", int64_t(maps + tail),
          " MB, parameters with gradients and momentum ", int64_t(weights), " MB; the largest map, layer ",
-         largest_layer, " [", layer_type_name(net_.layers[size_t(largest_layer)].type), "] of ",
+         largest_layer, " [", net_.layers[size_t(largest_layer)].type_name(), "] of ",
          net_.layers[size_t(largest_layer)].out.c, "x", net_.layers[size_t(largest_layer)].out.h, "x",
          net_.layers[size_t(largest_layer)].out.w, " for ", n_, " sample(s), alone ", int64_t(largest),
          " MB) but may use ", int64_t(limit),
@@ -309,7 +309,7 @@ void Trainer::update() {
     const bool ok = sgd(ps.biases, ps.biases + ps.n_out, 0.f) &
                     (ps.scales < 0 || sgd(ps.scales, ps.scales + ps.n_out, 0.f)) &
                     sgd(ps.weights, ps.weights + ps.n_weights, decay);
-    if (!ok) diverged("layer " + std::to_string(l.index) + " ([" + layer_type_name(l.type) + "])'s parameters");
+    if (!ok) diverged("layer " + std::to_string(l.index) + " ([" + l.type_name() + "])'s parameters");
     for (const auto* stats : {&params_.rolling_mean[size_t(l.index)], &params_.rolling_var[size_t(l.index)]})
       if (!std::all_of(stats->begin(), stats->end(), [](float x) { return std::isfinite(x); }))
         diverged("layer " + std::to_string(l.index) + "'s batch-norm running statistics");

@@ -1,3 +1,4 @@
+#include "model/op_kind.hpp"
 #include "layers/detector.hpp"
 
 #include <algorithm>
@@ -47,7 +48,7 @@ struct Geometry {
   Geometry(const LayerSpec& l)
       : w(l.out.w),
         h(l.out.h),
-        n(l.det().boxes_per_cell(l.type == LayerType::Yolo)),
+        n(l.det().boxes_per_cell(l.is(kYoloKind))),
         classes(l.det().classes),
         coords(l.det().coords),
         outputs(l.out.size()) {}
@@ -245,7 +246,7 @@ void detector_forward(const LayerSpec& l, const float* in, float* out, int batch
   const Geometry g(l);
   const int wh = g.w * g.h;
   std::copy_n(in, batch * g.outputs, out);
-  const bool yolo = l.type == LayerType::Yolo;
+  const bool yolo = l.is(kYoloKind);
   for (int b = 0; b < batch; ++b)
     for (int n = 0; n < g.n; ++n) {
       float* xy = out + g.entry(b, n, 0, 0);
@@ -265,7 +266,7 @@ DetectorLoss detector_delta(const LayerSpec& l, const DetectorArgs& a, const flo
   const int64_t total = batch * g.outputs;
   std::fill_n(delta, total, 0.f);
   std::vector<char> matched(size_t(total), 0);
-  DetectorLoss loss = l.type == LayerType::Yolo ? yolo_delta(l, a, out, truth, batch, delta, matched)
+  DetectorLoss loss = l.is(kYoloKind) ? yolo_delta(l, a, out, truth, batch, delta, matched)
                                                 : region_delta(l, a, out, truth, batch, delta, matched);
   const int wh = g.w * g.h;
   for (int64_t k = 0; k < total; ++k) {
@@ -289,7 +290,7 @@ void detector_backward(const LayerSpec& l, const float* out, const float* delta,
   const Geometry g(l);
   const int wh = g.w * g.h;
   const int64_t total = batch * g.outputs;
-  if (l.type == LayerType::Yolo) {
+  if (l.is(kYoloKind)) {
     for (int64_t k = 0; k < total; ++k) grad_in[k] -= delta[k];
     return;
   }

@@ -54,7 +54,7 @@ LayerSpec parse_layer(CfgSection& s, int index, const std::string& file) {
   if (s.name == "net" || s.name == "network") fail(file, ":", s.line, ": a second [", s.name, "] section");
   const OpKind* kind = find_op_kind(s.name);
   if (!kind) fail(file, ":", s.line, ": unknown section [", s.name, "]");
-  l.type = kind->type;
+  l.kind = kind;
   kind->parse(r, l);
   if (l.inputs.empty() && index > 0) l.inputs = {index - 1};  // a chain: the node before
   return l;
@@ -94,8 +94,26 @@ void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
     for (double v : r.list("scales")) net.scales.push_back(float(v));
     if (net.steps.empty() || net.steps.size() != net.scales.size())
       fail(r.where(r.line_of("steps")), ": policy=steps needs steps= and scales= lists of equal length");
+  } else if (policy == "step") {
+    net.policy = Policy::Step;
+    net.step = r.count("step", 1, 1000000000, "batches");
+    net.scale = float(r.num("scale", 1));
+  } else if (policy == "exp") {
+    net.policy = Policy::Exp;
+    net.gamma = float(r.num("gamma", 1));
+  } else if (policy == "sigmoid") {
+    net.policy = Policy::Sigmoid;
+    net.gamma = float(r.num("gamma", 1));
+    net.step = r.integer("step", 1);
+  } else if (policy == "poly") {
+    net.policy = Policy::Poly;
+    if (net.max_batches <= 0)
+      fail(r.where(r.line_of("policy")), ": policy=poly needs max_batches > 0 (the rate falls to 0 there)");
+  } else if (policy == "random") {
+    net.policy = Policy::Random;
   } else {
-    fail(r.where(r.line_of("policy")), ": unsupported policy '", policy, "' (constant, steps)");
+    fail(r.where(r.line_of("policy")), ": unsupported policy '", policy,
+         "' (constant, step, steps, exp, poly, random, sigmoid)");
   }
   net.hue = float(r.num("hue", 0));
   net.saturation = float(r.num("saturation", 1));
@@ -121,7 +139,7 @@ NetSpec parse_net(const std::string& text, const std::string& file) {
   for (size_t i = 1; i < sections.size(); ++i) net.layers.push_back(parse_layer(sections[i], int(i - 1), file));
   if (net.layers.empty()) fail(file, ": the net has no layers");
   for (const auto& l : net.layers)
-    if (l.type == LayerType::Cost && l.index + 1 != int(net.layers.size()))
+    if (l.is(kCostKind) && l.index + 1 != int(net.layers.size()))
       fail(file, ":", l.line, ": [cost] must be the last layer");
   resolve_shapes(net);
   return net;

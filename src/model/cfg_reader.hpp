@@ -122,9 +122,9 @@ class CfgReader {
       if (!s_.used.count(k) && !ignored.count(k)) fail(where(v.second), ": unknown key '", k, "' in [", s_.name, "]");
   }
 
-  // An activation key (Darknet's default: logistic).
-  Act act(const std::string& k) {
-    const std::string a = str(k, "logistic");
+  // An activation key (Darknet's default for most layers: logistic).
+  Act act(const std::string& k, const char* def = "logistic") {
+    const std::string a = str(k, def);
     if (a == "leaky") return Act::Leaky;
     if (a == "relu") return Act::Relu;
     if (a == "linear") return Act::Linear;

@@ -19,11 +19,11 @@ void resolve_shapes(NetSpec& net) {
     if (!l.inputs.empty()) cur = net.layers[size_t(l.inputs[0])].out;
     const ShapeCheck check(net, l);
     l.in = cur;
-    op_kind(l.type).shape(net, l, check);
+    l.kind->shape(net, l, check);
     // Weights: computed in floating point (filters x channels x size^2 can pass 2^63).
-    const double weights = l.type == LayerType::Conv
+    const double weights = l.is(kConvKind)
                                ? double(l.conv().filters) * l.in.c * l.window().size * l.window().size
-                           : l.type == LayerType::Connected ? double(l.connected().outputs) * double(l.in.size())
+                           : l.is(kConnectedKind) ? double(l.connected().outputs) * double(l.in.size())
                                                             : 0;
     if (weights > double(kMaxElements))
       fail(check.where(), ": ", num_text(weights), " weights, more than a device can hold (at most ", kMaxElements,

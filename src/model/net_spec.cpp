@@ -1,16 +1,21 @@
 // The names of a net's parts and what a NetSpec answers about itself. Reading a .cfg is
 // cfg_parse.cpp, resolving and checking its shapes net_shapes.cpp.
 #include "model/net_spec.hpp"
-#include "model/op_kind.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 
 namespace tt {
 
-const char* layer_type_name(LayerType t) { return op_kind(t).name; }
+const char* LayerSpec::type_name() const { return kind->name; }
+bool LayerSpec::batch_normalize() const { return is(kConvKind) && conv().batch_normalize; }
+bool LayerSpec::spatial() const { return is(kConvKind) || is(kMaxPoolKind); }
+bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind); }
+bool LayerSpec::detector() const { return is(kRegionKind) || is(kYoloKind); }
+bool LayerSpec::loss() const { return detector() || is(kCostKind) || is(kSoftmaxKind); }
 
 const char* act_name(Act a) {
   switch (a) {
@@ -26,38 +31,34 @@ const char* act_name(Act a) {
   return "?";
 }
 
-namespace {
-template <class P, class Params>
-auto& params_of(Params& params, const LayerSpec& l, const char* wanted) {
-  if (auto* p = std::get_if<P>(&params)) return *p;
-  fail("layer ", l.index, " is [", layer_type_name(l.type), "], asked for ", wanted, " parameters");
+void LayerSpec::wrong_params(const char* wanted) const {
+  fail("internal: layer ", index, " is [", type_name(), "], asked for ", wanted, " parameters");
 }
-}  // namespace
 
-#define TT_PARAMS(Name, Type, wanted)                                                    \
-  const Type& LayerSpec::Name() const { return params_of<Type>(params, *this, wanted); } \
-  Type& LayerSpec::Name() { return params_of<Type>(params, *this, wanted); }
-TT_PARAMS(conv, ConvParams, "convolution")
-TT_PARAMS(maxpool, MaxPoolParams, "max-pool")
-TT_PARAMS(connected, ConnectedParams, "connected")
-TT_PARAMS(dropout, DropoutParams, "dropout")
-TT_PARAMS(reorg, ReorgParams, "reorg")
-TT_PARAMS(upsample, UpsampleParams, "upsample")
-TT_PARAMS(det, DetectorSpec, "detector")
+#define TT_PARAMS(Name, Type)                                       \
+  const Type& LayerSpec::Name() const { return params_as<Type>(); } \
+  Type& LayerSpec::Name() { return params_as<Type>(); }
+TT_PARAMS(conv, ConvParams)
+TT_PARAMS(maxpool, MaxPoolParams)
+TT_PARAMS(connected, ConnectedParams)
+TT_PARAMS(dropout, DropoutParams)
+TT_PARAMS(reorg, ReorgParams)
+TT_PARAMS(upsample, UpsampleParams)
+TT_PARAMS(det, DetectorSpec)
 #undef TT_PARAMS
 
-const Window& LayerSpec::window() const { return type == LayerType::MaxPool ? maxpool().win : conv().win; }
-int LayerSpec::pad_total() const { return type == LayerType::MaxPool ? maxpool().pad_total : conv().pad_total; }
+const Window& LayerSpec::window() const { return is(kMaxPoolKind) ? maxpool().win : conv().win; }
+int LayerSpec::pad_total() const { return is(kMaxPoolKind) ? maxpool().pad_total : conv().pad_total; }
 
 Act LayerSpec::activation() const {
-  if (type == LayerType::Conv) return conv().act;
-  if (type == LayerType::Connected) return connected().act;
+  if (is(kConvKind)) return conv().act;
+  if (is(kConnectedKind)) return connected().act;
   return Act::Linear;
 }
 
 int64_t LayerSpec::weight_count() const {
-  if (type == LayerType::Conv) return int64_t(conv().filters) * in.c * window().size * window().size;
-  if (type == LayerType::Connected) return int64_t(connected().outputs) * in.size();
+  if (is(kConvKind)) return int64_t(conv().filters) * in.c * window().size * window().size;
+  if (is(kConnectedKind)) return int64_t(connected().outputs) * in.size();
   return 0;
 }
 
@@ -66,17 +67,46 @@ int64_t LayerSpec::param_count() const {
   return weight_count() + out.c * (batch_normalize() ? 2 : 1);
 }
 
-double LayerSpec::forward_flops() const { return op_kind(type).flops(*this); }
+double LayerSpec::forward_flops() const { return kind->flops(*this); }
 
+namespace {
+// A uniform number in [0, 1) drawn from the batch number (SplitMix64's finaliser).
+double uniform_of(int64_t batch_num) {
+  uint64_t z = uint64_t(batch_num) + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1.0p-53;
+}
+}  // namespace
+
+// As Darknet computes them: powers and exponentials in double, the rate a float.
 float NetSpec::rate_at(int64_t batch_num) const {
-  if (batch_num < burn_in) return learning_rate * std::pow(float(batch_num) / burn_in, power);
-  if (policy == Policy::Constant) return learning_rate;
-  float rate = learning_rate;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i] > batch_num) break;
-    rate *= scales[i];
+  const double b = double(batch_num), lr = learning_rate;
+  if (batch_num < burn_in) return float(lr * std::pow(float(b) / float(burn_in), double(power)));
+  switch (policy) {
+    case Policy::Constant:
+      return learning_rate;
+    case Policy::Step:
+      return float(lr * std::pow(double(scale), double(batch_num / step)));
+    case Policy::Steps: {
+      float rate = learning_rate;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (steps[i] > batch_num) break;
+        rate *= scales[i];
+      }
+      return rate;
+    }
+    case Policy::Exp:
+      return float(lr * std::pow(double(gamma), b));
+    case Policy::Poly:
+      return float(lr * std::pow(std::max(0.f, 1 - float(b) / float(max_batches)), double(power)));
+    case Policy::Random:
+      return float(lr * std::pow(uniform_of(batch_num), double(power)));
+    case Policy::Sigmoid:
+      return float(lr * (1. / (1. + std::exp(double(gamma) * (b - step)))));
   }
-  return rate;
+  return learning_rate;
 }
 
 int NetSpec::first_untileable() const {
@@ -88,9 +118,15 @@ int NetSpec::first_untileable() const {
 int NetSpec::max_cut() const {
   int cut = first_untileable();
   for (const auto& l : layers)
-    if (l.type == LayerType::Route)
-      for (int r : l.inputs) cut = std::min(cut, r + 1);
+    for (int r : l.inputs)
+      if (r != l.index - 1) cut = std::min(cut, r + 1);
   return cut;
+}
+
+int NetSpec::far_reader(int r) const {
+  for (const auto& l : layers)
+    if (l.index != r + 1 && std::find(l.inputs.begin(), l.inputs.end(), r) != l.inputs.end()) return l.index;
+  return -1;
 }
 
 bool NetSpec::detector() const {

@@ -2,31 +2,18 @@
 // LayerSpec per layer section, with input/output shapes resolved and validated. Pure
 // data; nothing here computes.
 #pragma once
+#include <any>
 #include <cstdint>
 #include <string>
-#include <variant>
+#include <typeinfo>
 #include <vector>
 
 namespace tt {
 
-enum class LayerType {
-  Conv,
-  MaxPool,
-  AvgPool,
-  Connected,
-  Softmax,
-  Dropout,
-  Cost,
-  Route,
-  Reorg,
-  Upsample,
-  Region,
-  Yolo
-};
 enum class Act { Linear, Leaky, Relu, Logistic };
-enum class Policy { Constant, Steps };
+// Darknet's learning-rate policies (network.c get_current_rate).
+enum class Policy { Constant, Step, Steps, Exp, Poly, Random, Sigmoid };
 
-const char* layer_type_name(LayerType t);
 const char* act_name(Act a);
 
 struct Shape {
@@ -84,22 +71,35 @@ struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples
   bool reverse = false;
   float scale = 1;
 };
-// [avgpool], [softmax], [cost] and [route] have no options beyond their input edges.
-using OpParams = std::variant<std::monostate, ConvParams, MaxPoolParams, ConnectedParams, DropoutParams, ReorgParams,
-                              UpsampleParams, DetectorSpec>;
+// [avgpool], [softmax], [cost] and [route] have no options beyond their input edges. A new
+// op type's parameter struct may live beside its op (LayerSpec::params_as).
 
 // A node of the network graph: its op type, the nodes whose outputs it reads (its input
 // edges, in order) and its op's parameters. A chain is a graph whose nodes read the one
-// before; a [route] reads the nodes it lists.
+// before; a [route] reads the nodes it lists, a [shortcut] the one before and its `from`.
+struct OpKind;  // model/op_kind.hpp: an op type's cfg section, options, shape and FLOPs
+extern const OpKind kConvKind;
+
 struct LayerSpec {
-  LayerType type = LayerType::Conv;
-  int index = 0;            // position among the layer sections, from 0
-  int line = 0;             // cfg line of the section header
-  std::vector<int> inputs;  // absolute indices of the nodes read; empty: the net's input
+  const OpKind* kind = &kConvKind;  // the op type
+  int index = 0;                    // position among the layer sections, from 0
+  int line = 0;                     // cfg line of the section header
+  std::vector<int> inputs;          // absolute indices of the nodes read; empty: the net's input
   Shape in, out;
-  OpParams params;  // the parser sets the type's struct; none (std::monostate) for the others
+  std::any params;  // the type's parameter struct, set by its kind's parse; empty for the others
 
   // The type's parameters; asking a node of another type is a programming error (throws).
+  template <class P>
+  const P& params_as() const {
+    if (const P* p = std::any_cast<P>(&params)) return *p;
+    wrong_params(typeid(P).name());
+  }
+  template <class P>
+  P& params_as() {
+    if (P* p = std::any_cast<P>(&params)) return *p;
+    wrong_params(typeid(P).name());
+  }
+  [[noreturn]] void wrong_params(const char* wanted) const;
   const ConvParams& conv() const;
   ConvParams& conv();
   const MaxPoolParams& maxpool() const;
@@ -118,14 +118,16 @@ struct LayerSpec {
   // its input and the padding over both sides of an axis.
   const Window& window() const;
   int pad_total() const;
-  bool batch_normalize() const { return type == LayerType::Conv && conv().batch_normalize; }
+  bool is(const OpKind& k) const { return kind == &k; }
+  const char* type_name() const;  // the cfg section name, e.g. "convolutional"
+  bool batch_normalize() const;
   // The activation a convolution or dense layer applies; linear for the others.
   Act activation() const;
 
-  bool spatial() const { return type == LayerType::Conv || type == LayerType::MaxPool; }
-  bool has_params() const { return type == LayerType::Conv || type == LayerType::Connected; }
-  bool detector() const { return type == LayerType::Region || type == LayerType::Yolo; }
-  bool loss() const { return detector() || type == LayerType::Cost || type == LayerType::Softmax; }
+  bool spatial() const;          // runs tiled: convolution, max-pool
+  bool has_params() const;       // convolution, dense
+  bool detector() const;         // [region], [yolo]
+  bool loss() const;             // a detector, [cost] or [softmax]
   int64_t weight_count() const;  // conv: filters*c*size*size, connected: outputs*inputs
   int64_t param_count() const;   // weights + biases (+ scales when batch-normalized)
   double forward_flops() const;  // multiply-adds counted as 2 FLOPs, per sample
@@ -140,8 +142,11 @@ struct NetSpec {
   Policy policy = Policy::Constant;
   std::vector<int> steps;
   std::vector<float> scales;
+  int step = 1;       // policy=step: the rate is scaled by `scale` every `step` batches
+  float scale = 1.f;  //   (sigmoid: `step` is the batch at the curve's middle)
+  float gamma = 1.f;  // policy=exp: the rate is scaled by gamma every batch; sigmoid: the slope
   int burn_in = 0;
-  float power = 4.f;
+  float power = 4.f;  // burn-in, poly and random: the exponent
   int max_batches = 0;
   // data augmentation of detection training ([net] hue, saturation, exposure; jitter of the
   // last detector layer)
@@ -153,13 +158,17 @@ struct NetSpec {
   Shape output() const { return layers.back().out; }
   int micro_batch() const { return batch / subdivisions; }
   // Learning rate for update number `batch_num` (0-based), Darknet's get_current_rate.
+  // policy=random draws its factor from the batch number (Darknet: from rand()), so a run
+  // and its resumed copy use the same rates; poly is 0 after max_batches.
   float rate_at(int64_t batch_num) const;
   // Index of the first layer that cannot be tiled (not conv/maxpool); layers.size() if none.
   int first_untileable() const;
   // The largest cut the net allows: no later than first_untileable(), and every layer whose
-  // output a [route] reads lies at or after the cut's last tiled layer (only the map at the
-  // cut is gathered whole).
+  // output a layer other than the next one reads ([route], [shortcut]) lies at or after the
+  // cut's last tiled layer (only the map at the cut is gathered whole).
   int max_cut() const;
+  // The first layer other than r + 1 that reads layer r's output; -1 if none.
+  int far_reader(int r) const;
   // Layers whose output layer l reads (its input edges).
   const std::vector<int>& inputs_of(int l) const { return layers[size_t(l)].inputs; }
   bool detector() const;  // ends in [region] / [yolo] losses (truth = boxes)

@@ -8,7 +8,7 @@ namespace tt {
 using namespace net_detail;
 
 std::string ShapeCheck::where() const {
-  return net_.path + ":" + std::to_string(l_.line) + ": [" + layer_type_name(l_.type) + "] (layer " +
+  return net_.path + ":" + std::to_string(l_.line) + ": [" + l_.type_name() + "] (layer " +
          std::to_string(l_.index) + ")";
 }
 

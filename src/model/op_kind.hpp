@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/net_spec.hpp"
 
@@ -28,7 +29,6 @@ class ShapeCheck {
 };
 
 struct OpKind {
-  LayerType type;
   const char* name;   // Darknet's section name, e.g. "convolutional"
   const char* alias;  // its short form ("conv"), or nullptr
   // Reads the section's options into l.params (an op that reads other layers than the one
@@ -41,9 +41,14 @@ struct OpKind {
   double (*flops)(const LayerSpec& l);
 };
 
+// The kinds other code asks a layer about (LayerSpec::is), each defined beside its op.
+extern const OpKind kConvKind, kMaxPoolKind, kConnectedKind, kSoftmaxKind, kCostKind, kRouteKind, kRegionKind,
+    kYoloKind;
+
 // The kind of a section name (or its alias); null when there is none.
 const OpKind* find_op_kind(const std::string& section);
-const OpKind& op_kind(LayerType t);
+// Every kind, in registry order.
+std::vector<const OpKind*> op_kinds();
 
 // For kinds that read no options.
 void parse_no_options(CfgReader& r, LayerSpec& l);

@@ -1,3 +1,4 @@
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 
 #include <cmath>
@@ -44,7 +45,7 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
     if (!l.has_params()) continue;
     const ParamSlice& s = p.slices[l.index];
     float* w = p.values.data() + s.weights;
-    if (l.type == LayerType::Conv) {
+    if (l.is(kConvKind)) {
       std::normal_distribution<float> d(0.f, std::sqrt(2.f / (l.window().size * l.window().size * l.in.c)));
       for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
     } else {
@@ -145,7 +146,7 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
     int64_t n;
     float* dst = array_of(p, l, what, n);
     in.read(reinterpret_cast<char*>(dst), n * 4);
-    if (transposed && l.type == LayerType::Connected && std::string(what) == "weights") {
+    if (transposed && l.is(kConnectedKind) && std::string(what) == "weights") {
       const int64_t outs = l.connected().outputs, ins = l.in.size();
       tmp.assign(dst, dst + n);
       for (int64_t o = 0; o < outs; ++o)
@@ -167,7 +168,7 @@ std::string non_finite_array(const Params& p, const NetSpec& net) {
     int64_t n;
     const float* v = array_of(const_cast<Params&>(p), l, what, n);
     if (found.empty() && !all_finite(v, n))
-      found = "layer " + std::to_string(l.index) + " ([" + layer_type_name(l.type) + "]) " + what;
+      found = "layer " + std::to_string(l.index) + " ([" + l.type_name() + "]) " + what;
   });
   return found;
 }

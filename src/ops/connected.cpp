@@ -67,7 +67,7 @@ void connected_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = 
 double connected_flops(const LayerSpec& l) { return 2.0 * double(l.connected().outputs) * double(l.in.size()); }
 }  // namespace
 
-extern const OpKind kConnectedKind{LayerType::Connected, "connected", "conn", parse_connected, connected_shape,
+extern const OpKind kConnectedKind{"connected", "conn", parse_connected, connected_shape,
                                    connected_flops};
 
 }  // namespace tt

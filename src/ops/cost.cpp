@@ -34,6 +34,6 @@ void parse_cost(CfgReader& r, LayerSpec&) {
 }
 }  // namespace
 
-extern const OpKind kCostKind{LayerType::Cost, "cost", nullptr, parse_cost, same_shape, flops_per_input};
+extern const OpKind kCostKind{"cost", nullptr, parse_cost, same_shape, flops_per_input};
 
 }  // namespace tt

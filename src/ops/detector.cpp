@@ -96,7 +96,7 @@ void parse_yolo(CfgReader& r, LayerSpec& l) { parse_detector(r, l, true); }
 void detector_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
   const DetectorSpec& d = l.det();
   const int64_t per_box = int64_t(d.coords) + 1 + d.classes;
-  const int64_t boxes = d.boxes_per_cell(l.type == LayerType::Yolo);
+  const int64_t boxes = d.boxes_per_cell(l.is(kYoloKind));
   if (l.in.c != boxes * per_box)
     fail(check.where(), ": its input has ", l.in.c, " channels but ", boxes, " boxes per cell x (", d.coords,
          " coords + 1 + ", d.classes, " classes) = ", boxes * per_box,
@@ -105,7 +105,7 @@ void detector_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
 }
 }  // namespace
 
-extern const OpKind kRegionKind{LayerType::Region, "region", nullptr, parse_region, detector_shape, flops_per_input};
-extern const OpKind kYoloKind{LayerType::Yolo, "yolo", nullptr, parse_yolo, detector_shape, flops_per_input};
+extern const OpKind kRegionKind{"region", nullptr, parse_region, detector_shape, flops_per_input};
+extern const OpKind kYoloKind{"yolo", nullptr, parse_yolo, detector_shape, flops_per_input};
 
 }  // namespace tt

@@ -45,6 +45,6 @@ void parse_dropout(CfgReader& r, LayerSpec& l) {
 }
 }  // namespace
 
-extern const OpKind kDropoutKind{LayerType::Dropout, "dropout", nullptr, parse_dropout, same_shape, flops_per_input};
+extern const OpKind kDropoutKind{"dropout", nullptr, parse_dropout, same_shape, flops_per_input};
 
 }  // namespace tt

@@ -5,8 +5,7 @@
 // (engine/tail.hpp) holds every buffer and never asks which type of layer it runs.
 //
 // Adding a layer type: write its op and its kind (model/op_kind.hpp: section, options,
-// shape, FLOPs) in its own file here, add one line to registry.cpp and its LayerType, and
-// add it to the contract test's table (tests/test_ops.cpp), which checks its gradients
+// shape, FLOPs) in its own file here, add one line to registry.cpp, and add it to the contract test's table (tests/test_ops.cpp), which checks its gradients
 // numerically and that backward adds (docs/layout.md).
 #pragma once
 #include <cstdint>
@@ -80,7 +79,7 @@ class Op {
 // max-pool: engine/segment.hpp).
 std::unique_ptr<Op> make_op(const NetSpec& net, const LayerSpec& s);
 // Whether make_op has an op for this type.
-bool has_op(LayerType t);
+bool has_op(const OpKind& k);
 
 // Bytes of a per-sample float count.
 inline double float_bytes(double floats) { return 4 * floats; }

@@ -10,8 +10,7 @@
 namespace tt {
 
 using OpFactory = std::unique_ptr<Op> (*)(const NetSpec&, const LayerSpec&);
-extern const OpKind kConvKind, kMaxPoolKind, kRouteKind, kReorgKind, kUpsampleKind, kRegionKind, kYoloKind,
-    kAvgPoolKind, kConnectedKind, kDropoutKind, kSoftmaxKind, kCostKind;
+extern const OpKind kReorgKind, kUpsampleKind, kAvgPoolKind, kDropoutKind, kShortcutKind;
 std::unique_ptr<Op> make_route_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_reorg_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_upsample_op(const NetSpec&, const LayerSpec&);
@@ -21,6 +20,7 @@ std::unique_ptr<Op> make_connected_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_dropout_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec&);
+std::unique_ptr<Op> make_shortcut_op(const NetSpec&, const LayerSpec&);
 
 namespace {
 
@@ -42,11 +42,11 @@ const Registration kOps[] = {
     {&kDropoutKind, make_dropout_op},
     {&kSoftmaxKind, make_softmax_op},
     {&kCostKind, make_cost_op},
+    {&kShortcutKind, make_shortcut_op},
 };
 
-const Registration* find(LayerType t) {
-  const auto it =
-      std::find_if(std::begin(kOps), std::end(kOps), [t](const Registration& r) { return r.kind->type == t; });
+const Registration* find(const OpKind* k) {
+  const auto it = std::find_if(std::begin(kOps), std::end(kOps), [k](const Registration& r) { return r.kind == k; });
   return it == std::end(kOps) ? nullptr : it;
 }
 
@@ -58,21 +58,21 @@ const OpKind* find_op_kind(const std::string& section) {
   return nullptr;
 }
 
-const OpKind& op_kind(LayerType t) {
-  const Registration* r = find(t);
-  if (!r) fail("internal: layer type ", int(t), " has no kind");
-  return *r->kind;
+std::vector<const OpKind*> op_kinds() {
+  std::vector<const OpKind*> kinds;
+  for (const Registration& r : kOps) kinds.push_back(r.kind);
+  return kinds;
 }
 
-bool has_op(LayerType t) {
-  const Registration* r = find(t);
+bool has_op(const OpKind& k) {
+  const Registration* r = find(&k);
   return r && r->make;
 }
 
 std::unique_ptr<Op> make_op(const NetSpec& net, const LayerSpec& s) {
-  const Registration* r = find(s.type);
+  const Registration* r = find(s.kind);
   if (!r || !r->make)
-    fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " has no op (it runs in a tiled segment)");
+    fail("internal: [", s.type_name(), "] layer ", s.index, " has no op (it runs in a tiled segment)");
   return r->make(net, s);
 }
 

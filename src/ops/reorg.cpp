@@ -47,6 +47,6 @@ void reorg_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
 }
 }  // namespace
 
-extern const OpKind kReorgKind{LayerType::Reorg, "reorg", nullptr, parse_reorg, reorg_shape, no_flops};
+extern const OpKind kReorgKind{"reorg", nullptr, parse_reorg, reorg_shape, no_flops};
 
 }  // namespace tt

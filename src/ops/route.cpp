@@ -62,6 +62,6 @@ void route_shape(const NetSpec& net, LayerSpec& l, const ShapeCheck& check) {
 }
 }  // namespace
 
-extern const OpKind kRouteKind{LayerType::Route, "route", nullptr, parse_route, route_shape, no_flops};
+extern const OpKind kRouteKind{"route", nullptr, parse_route, route_shape, no_flops};
 
 }  // namespace tt

@@ -33,6 +33,6 @@ void parse_softmax(CfgReader& r, LayerSpec&) {
 }
 }  // namespace
 
-extern const OpKind kSoftmaxKind{LayerType::Softmax, "softmax", "soft", parse_softmax, same_shape, flops_per_input};
+extern const OpKind kSoftmaxKind{"softmax", "soft", parse_softmax, same_shape, flops_per_input};
 
 }  // namespace tt

@@ -67,7 +67,7 @@ double maxpool_flops(const LayerSpec& l) { return double(l.out.size()) * l.windo
 
 }  // namespace
 
-extern const OpKind kConvKind{LayerType::Conv, "convolutional", "conv", parse_conv, conv_shape, conv_flops};
-extern const OpKind kMaxPoolKind{LayerType::MaxPool, "maxpool", "max", parse_maxpool, maxpool_shape, maxpool_flops};
+extern const OpKind kConvKind{"convolutional", "conv", parse_conv, conv_shape, conv_flops};
+extern const OpKind kMaxPoolKind{"maxpool", "max", parse_maxpool, maxpool_shape, maxpool_flops};
 
 }  // namespace tt

@@ -51,6 +51,6 @@ void upsample_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
 }
 }  // namespace
 
-extern const OpKind kUpsampleKind{LayerType::Upsample, "upsample", nullptr, parse_upsample, upsample_shape, no_flops};
+extern const OpKind kUpsampleKind{"upsample", nullptr, parse_upsample, upsample_shape, no_flops};
 
 }  // namespace tt

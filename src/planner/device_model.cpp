@@ -1,3 +1,4 @@
+#include "model/op_kind.hpp"
 #include "planner/device_model.hpp"
 
 #include <omp.h>
@@ -83,10 +84,10 @@ std::string net_signature(const NetSpec& net) {
   std::string s;
   for (const LayerSpec& l : net.layers) {
     if (!s.empty()) s += ' ';
-    s += layer_type_name(l.type);
+    s += l.type_name();
     // append, not chained +: GCC 12 warns falsely (-Wrestrict) on the chain
     if (l.spatial()) s.append(std::to_string(l.window().size)).append("/").append(std::to_string(l.window().stride));
-    if (l.type == LayerType::Conv)
+    if (l.is(kConvKind))
       s.append(":")
           .append(std::to_string(l.in.c))
           .append(">")
@@ -94,7 +95,7 @@ std::string net_signature(const NetSpec& net) {
           .append(l.batch_normalize() ? "+bn" : "")
           .append(",")
           .append(act_name(l.conv().act));
-    if (l.type == LayerType::Connected) s.append(">").append(std::to_string(l.connected().outputs));
+    if (l.is(kConnectedKind)) s.append(">").append(std::to_string(l.connected().outputs));
   }
   return s;
 }
@@ -202,7 +203,7 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
     full->reload_s = p.reload;
     double flops = 0, secs = 0;
     for (const LayerSpec& l : net.layers)
-      if (l.type == LayerType::Conv) {
+      if (l.is(kConvKind)) {
         flops += 3 * l.forward_flops() * net.batch;
         secs +=
             p.layers[size_t(l.index)].fwd + p.layers[size_t(l.index)].bwd_data + p.layers[size_t(l.index)].bwd_weights;

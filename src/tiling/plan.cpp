@@ -87,17 +87,18 @@ int resolve_cut(const NetSpec& net, int requested) {
   const int limit = net.max_cut();
   if (requested < -1) fail("--cut ", requested, ": a layer count (or -1, the default)");
   if (requested < 0) {
-    if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", layer_type_name(net.layers[0].type), "])");
+    if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", net.layers[0].type_name(), "])");
     return limit;
   }
   if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
   if (requested > limit && limit < net.first_untileable()) {
-    fail("--cut ", requested, ": a [route] reads the output of layer ", limit - 1,
-         ", which must then be whole on the root: the cut must be at most ", limit);
+    const LayerSpec& reader = net.layers[size_t(net.far_reader(limit - 1))];
+    fail("--cut ", requested, ": layer ", reader.index, " ([", reader.type_name(), "]) reads the output of layer ",
+         limit - 1, ", which must then be whole on the root: the cut must be at most ", limit);
   }
   if (requested > limit) {
     const LayerSpec& l = net.layers[limit];
-    fail("--cut ", requested, ": layer ", limit, " ([", layer_type_name(l.type), "] at ", net.path, ":", l.line,
+    fail("--cut ", requested, ": layer ", limit, " ([", l.type_name(), "] at ", net.path, ":", l.line,
          ") cannot be tiled; the cut must be at most ", limit);
   }
   return requested;
@@ -249,7 +250,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
   if (first < 0 || last > int(net.layers.size()) || first >= last)
     fail("empty tiled layer range [", first, ", ", last, ")");
   for (int l = first; l < last; ++l)
-    if (!net.layers[l].spatial()) fail("layer ", l, " ([", layer_type_name(net.layers[l].type), "]) cannot be tiled");
+    if (!net.layers[l].spatial()) fail("layer ", l, " ([", net.layers[l].type_name(), "]) cannot be tiled");
   Plan p;
   p.rows = rows;
   p.cols = cols;

@@ -53,7 +53,7 @@ std::string cat(const A&... parts) {
 }
 
 std::string layer_words(const LayerSpec& s) {
-  return cat(s.type == LayerType::Conv ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/",
+  return cat(s.is(kConvKind) ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/",
              s.window().stride);
 }
 

@@ -1,5 +1,6 @@
 #include "tiling/tiled_traits.hpp"
 
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -16,14 +17,9 @@ constexpr TiledTraits kMaxPool{.backward_reads_winners = true,
 }  // namespace
 
 const TiledTraits& tiled_traits(const LayerSpec& s) {
-  switch (s.type) {
-    case LayerType::Conv:
-      return kConv;
-    case LayerType::MaxPool:
-      return kMaxPool;
-    default:
-      fail("internal: [", layer_type_name(s.type), "] layer ", s.index, " does not run tiled");
-  }
+  if (s.is(kConvKind)) return kConv;
+  if (s.is(kMaxPoolKind)) return kMaxPool;
+  fail("internal: [", s.type_name(), "] layer ", s.index, " does not run tiled");
 }
 
 bool has_pointwise(const LayerSpec& s) {
