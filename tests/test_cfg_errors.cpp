@@ -450,6 +450,14 @@ TEST(CfgRate, RandomIsDrawnFromTheBatchNumber) {
   EXPECT_NEAR(mean, 1. / 3, 0.01) << "E[u^2] for u uniform on [0, 1)";
 }
 
+// Darknet's classifier cfgs have saturation=.75: a factor between .75 and 1/.75.
+TEST(CfgErrors, AugmentationRanges) {
+  const NetSpec net = parse_net(kNet + "saturation=.75\nexposure=.75\n[convolutional]\n" + kConvTail, "test.cfg");
+  EXPECT_FLOAT_EQ(net.saturation, 0.75f);
+  expect_error_at(kNet + "saturation=0\n[convolutional]\n" + kConvTail, "saturation=", {"saturation must be in"});
+  expect_error_at(kNet + "exposure=-2\n[convolutional]\n" + kConvTail, "exposure=", {"exposure must be in"});
+}
+
 TEST(CfgRate, PolicyErrors) {
   expect_error_at(kNet + "policy=poly\n[convolutional]\n" + kConvTail, "policy=", {"max_batches > 0"});
   expect_error_at(kNet + "policy=step\nstep=0\n[convolutional]\n" + kConvTail, "step=", {"'step'"});

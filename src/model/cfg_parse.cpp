@@ -119,8 +119,11 @@ void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
   net.saturation = float(r.num("saturation", 1));
   net.exposure = float(r.num("exposure", 1));
   if (!(net.hue >= 0 && net.hue <= 1)) fail(r.where(r.line_of("hue")), ": hue must be in [0, 1]");
-  if (!(net.saturation >= 1)) fail(r.where(r.line_of("saturation")), ": saturation must be >= 1 (a range 1/s..s)");
-  if (!(net.exposure >= 1)) fail(r.where(r.line_of("exposure")), ": exposure must be >= 1 (a range 1/e..e)");
+  // A factor between 1/s and s, as Darknet's rand_scale draws it (so .75 acts as 1.33).
+  if (!(net.saturation > 0 && net.saturation <= 1000))
+    fail(r.where(r.line_of("saturation")), ": saturation must be in (0, 1000] (a range 1/s..s)");
+  if (!(net.exposure > 0 && net.exposure <= 1000))
+    fail(r.where(r.line_of("exposure")), ": exposure must be in (0, 1000] (a range 1/e..e)");
   // Classifier augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
   r.reject_unused(
       {"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth", "inputs"});
