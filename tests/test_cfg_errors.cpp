@@ -216,11 +216,6 @@ TEST(CfgErrors, CostNotLast) {
   expect_error_at(cfg, "[cost]", {"[cost]", "last"});
 }
 
-TEST(CfgErrors, DuplicateKey) {
-  const std::string cfg = kNet + "[convolutional]\nfilters=4\nsize=3\nfilters=8\n" + kConvTail;
-  expect_error_at(cfg, "filters=8", {"filters", "twice"});
-}
-
 TEST(CfgErrors, BatchNotDivisibleBySubdivisions) {
   const std::string cfg =
       "[net]\nbatch=6\nsubdivisions=4\nwidth=8\nheight=8\nchannels=1\n[convolutional]\n" + kConvTail;
@@ -448,6 +443,23 @@ TEST(CfgRate, RandomIsDrawnFromTheBatchNumber) {
     mean += r / 0.01 / n;
   }
   EXPECT_NEAR(mean, 1. / 3, 0.01) << "E[u^2] for u uniform on [0, 1)";
+}
+
+// yolo9000.cfg has batch= and subdivisions= twice in [net]: Darknet takes the first of each.
+TEST(CfgErrors, KeyGivenTwiceTakesTheFirstWithAWarning) {
+  const NetSpec net = parse_net(
+      "[net]\nbatch=4\nsubdivisions=2\nbatch=64\nwidth=8\nheight=8\nchannels=3\n[convolutional]\nfilters=2\n"
+      "size=3\nfilters=5\n[cost]\n",
+      "twice.cfg");
+  EXPECT_EQ(net.batch, 4);
+  EXPECT_EQ(net.layers[0].conv().filters, 2);
+  ASSERT_EQ(net.warnings.size(), 2u);
+  EXPECT_NE(net.warnings[0].find("twice.cfg:4: key 'batch' given again in [net]"), std::string::npos)
+      << net.warnings[0];
+  EXPECT_NE(net.warnings[0].find("line 2 sets it to '4'"), std::string::npos) << net.warnings[0];
+  EXPECT_NE(net.warnings[1].find("twice.cfg:11: key 'filters' given again in [convolutional]"), std::string::npos)
+      << net.warnings[1];
+  EXPECT_TRUE(parse_net(kNet + "[convolutional]\n" + kConvTail, "test.cfg").warnings.empty());
 }
 
 // Darknet's classifier cfgs have saturation=.75: a factor between .75 and 1/.75.

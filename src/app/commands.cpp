@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -47,6 +48,9 @@ std::pair<int, int> parse_pair(const std::string& s, const char* what) {
 NetSpec load_run_net(const RunOptions& o) {
   omp_set_num_threads(o.threads);
   NetSpec net = load_net(o.cfg);
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");  // said by the first process only
+  if (!rank || std::string(rank) == "0")
+    for (const std::string& w : net.warnings) std::fprintf(stderr, "tiletrain: warning: %s\n", w.c_str());
   if (o.batch > 0) {
     net.batch = o.batch;
     net.subdivisions = 1;

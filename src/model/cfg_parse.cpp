@@ -21,7 +21,10 @@ using namespace net_detail;
 
 namespace {
 
-std::vector<CfgSection> split_sections(const std::string& text, const std::string& file) {
+// A key given twice in a section: Darknet's option_find takes the first and reports the
+// other as unused; so does this, with a warning.
+std::vector<CfgSection> split_sections(const std::string& text, const std::string& file,
+                                       std::vector<std::string>& warnings) {
   std::vector<CfgSection> out;
   std::istringstream in(text);
   std::string raw;
@@ -40,7 +43,12 @@ std::vector<CfgSection> split_sections(const std::string& text, const std::strin
     if (eq == std::string::npos) fail(file, ":", line, ": expected key=value, got '", s, "'");
     std::string k = cfg_trim(s.substr(0, eq)), v = cfg_trim(s.substr(eq + 1));
     if (k.empty()) fail(file, ":", line, ": missing key before '='");
-    if (out.back().kv.count(k)) fail(file, ":", line, ": key '", k, "' given twice in [", out.back().name, "]");
+    if (auto it = out.back().kv.find(k); it != out.back().kv.end()) {
+      warnings.push_back(file + ":" + std::to_string(line) + ": key '" + k + "' given again in [" + out.back().name +
+                         "]: ignored, as Darknet ignores it (line " + std::to_string(it->second.second) +
+                         " sets it to '" + it->second.first + "')");
+      continue;
+    }
     out.back().kv[k] = {v, line};
   }
   return out;
@@ -132,12 +140,14 @@ void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
 }  // namespace
 
 NetSpec parse_net(const std::string& text, const std::string& file) {
-  auto sections = split_sections(text, file);
+  std::vector<std::string> warnings;
+  auto sections = split_sections(text, file, warnings);
   if (sections.empty()) fail(file, ": no sections (is this a Darknet .cfg?)");
   if (sections[0].name != "net" && sections[0].name != "network")
     fail(file, ":", sections[0].line, ": the first section must be [net], got [", sections[0].name, "]");
   NetSpec net;
   net.path = file;
+  net.warnings = std::move(warnings);
   parse_net_section(sections[0], net, file);
   for (size_t i = 1; i < sections.size(); ++i) net.layers.push_back(parse_layer(sections[i], int(i - 1), file));
   if (net.layers.empty()) fail(file, ": the net has no layers");

@@ -153,6 +153,9 @@ struct NetSpec {
   float hue = 0, saturation = 1, exposure = 1;
 
   std::vector<LayerSpec> layers;
+  // What the cfg says that Darknet takes but a user should know (a key given twice): the
+  // command that loads the net says each once.
+  std::vector<std::string> warnings;
 
   Shape input() const { return {channels, height, width}; }
   Shape output() const { return layers.back().out; }
