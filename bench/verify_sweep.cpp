@@ -2,14 +2,13 @@
 // one process. Random small nets of convolutions (with or without batch-norm; kernel sizes
 // 1-7, strides 1-3, paddings 0 to size-1) and max-pools (sizes 1-5, strides 1 to size,
 // paddings 0 to size-1, so that no window lies wholly in the padding: its -FLT_MAX is
-// beyond the float64 reference that judges failures), random input sizes and channels, batches 1-4 (some in two subdivisions), SSE
-// or softmax heads, random grids up to 4x4 (some with uneven row/column weights), groupings,
-// cuts, batch-norm sync/frozen, backward features recompute/exchange, halo overlap on/auto.
-// Each configuration is drawn from its own seed (--seed + index), so the sweep is
-// reproducible and any one configuration can be rerun alone (--seed S --count 1), or through
-// the CLI with the cfg --dump writes and the command it prints. Draws that cannot run (an
-// input too small for the stack, a grid that empties a tile) are redrawn and counted apart.
-// The draws it shares with tests/test_tiled_equivalence.cpp are in tests/random_net.hpp.
+// beyond the float64 reference that judges failures), random input sizes and channels, batches 1-4 (some in two
+// subdivisions), SSE or softmax heads, random grids up to 4x4 (some with uneven row/column weights), groupings, cuts,
+// batch-norm sync/frozen, backward features recompute/exchange, halo overlap on/auto. Each configuration is drawn from
+// its own seed (--seed + index), so the sweep is reproducible and any one configuration can be rerun alone (--seed S
+// --count 1), or through the CLI with the cfg --dump writes and the command it prints. Draws that cannot run (an input
+// too small for the stack, a grid that empties a tile) are redrawn and counted apart. The draws it shares with
+// tests/test_tiled_equivalence.cpp are in tests/random_net.hpp.
 //
 //   build/verify_sweep [--count 500] [--seed 1] [--steps 2] [--kernels auto] [--dump DIR] [--quiet]
 //
@@ -85,8 +84,9 @@ Config generate(uint64_t seed) {
       const int size = ks[pick(5)], stride = pick(3) == 0 ? 2 + pick(4) / 3 : 1;
       const int filters = pick(6) == 0 ? 16 + pick(8) : 1 + pick(12);
       const bool bn = pick(2);
-      s << "\n[convolutional]\n" << (bn ? "batch_normalize=1\n" : "") << "filters=" << filters << "\nsize=" << size
-        << "\nstride=" << stride << "\n";
+      s << "\n[convolutional]\n"
+        << (bn ? "batch_normalize=1\n" : "") << "filters=" << filters << "\nsize=" << size << "\nstride=" << stride
+        << "\n";
       sum << " conv" << size << "/" << stride;
       switch (pick(3)) {
         case 0:
@@ -219,8 +219,8 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
     untiled.forward_backward(input.data(), truth.data());
     other.forward_backward(input.data(), truth.data());
   }
-  const std::vector<float> gt(tiled.grad().begin(), tiled.grad().end()), gu(untiled.grad().begin(), untiled.grad().end()),
-      gv(other.grad().begin(), other.grad().end());
+  const std::vector<float> gt(tiled.grad().begin(), tiled.grad().end()),
+      gu(untiled.grad().begin(), untiled.grad().end()), gv(other.grad().begin(), other.grad().end());
   const std::vector<GradScale> scales = untiled.take_grad_scales();
   auto norm = [](const float* b, int64_t n) {
     double s = 0;
@@ -228,8 +228,9 @@ int diagnose(const NetSpec& net, const Config& c, KernelPath kernels, std::vecto
     return std::sqrt(s);
   };
   int suspects = 0;
-  std::printf("  diagnosis, first step (||tiled - untiled|| over verify's scale, max(||untiled||, the sum-of-magnitudes "
-              "bound); the untiled run on the other kernel path, likewise):\n");
+  std::printf(
+      "  diagnosis, first step (||tiled - untiled|| over verify's scale, max(||untiled||, the sum-of-magnitudes "
+      "bound); the untiled run on the other kernel path, likewise):\n");
   for (const LayerSpec& l : net.layers) {
     if (!l.has_params()) continue;
     for (const ScaledTensor& part : scaled_tensors(p0.slices[size_t(l.index)], scales[size_t(l.index)])) {
@@ -286,10 +287,11 @@ int main(int argc, char** argv) {
       return usage();
   }
   const KernelPath path = parse_kernel_path(kernels);
-  std::printf("verify_sweep: %d configurations from seed %llu, %d step(s) each, kernels %s, %d thread(s), tolerance %g "
-              "(outputs: bit for bit)\n",
-              count, static_cast<unsigned long long>(seed0), steps, kernels.c_str(), omp_get_max_threads(),
-              VerifyReport::kTolerance);
+  std::printf(
+      "verify_sweep: %d configurations from seed %llu, %d step(s) each, kernels %s, %d thread(s), tolerance %g "
+      "(outputs: bit for bit)\n",
+      count, static_cast<unsigned long long>(seed0), steps, kernels.c_str(), omp_get_max_threads(),
+      VerifyReport::kTolerance);
   const auto t0 = std::chrono::steady_clock::now();
   int passed = 0, failed = 0, errors = 0, redrawn = 0, outputs_not_identical = 0, suspect = 0;
   std::map<std::string, int> failed_kinds;  // diagnosis: which tensors differed in failing configurations
@@ -321,8 +323,8 @@ int main(int argc, char** argv) {
       continue;
     }
     ++k;
-    const std::string head = "[" + std::to_string(k) + "] seed " + std::to_string(seed) + ": " + c.summary +
-                             "; grid " + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+    const std::string head = "[" + std::to_string(k) + "] seed " + std::to_string(seed) + ": " + c.summary + "; grid " +
+                             std::to_string(c.rows) + "x" + std::to_string(c.cols) +
                              (c.row_weights.empty() ? "" : " (weights " + c.row_weights + " / " + c.col_weights + ")") +
                              ", groups " + c.groups + ", cut " + std::to_string(c.cut) + ", bn " + c.bn + ", " +
                              c.features + ", overlap " + c.overlap;
@@ -337,7 +339,8 @@ int main(int argc, char** argv) {
         if (o > worst_of[j].ratio) worst_of[j] = {o, "seed " + std::to_string(seed)};
       }
       outputs_not_identical += r.outputs() != 0;
-      if (ratio > worst.ratio) worst = {ratio, std::string(VerifyReport::name(kind)) + ", seed " + std::to_string(seed)};
+      if (ratio > worst.ratio)
+        worst = {ratio, std::string(VerifyReport::name(kind)) + ", seed " + std::to_string(seed)};
       const bool ok = r.ok();
       ok ? ++passed : ++failed;
       if (!ok || !quiet) {
@@ -377,17 +380,18 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\nsummary: %d configurations (%d draws redrawn: input too small or a tile empty), %d passed, %d failed, "
-              "%d errors; wall time %.1f s\n",
-              count, redrawn, passed, failed, errors, wall);
+  std::printf(
+      "\nsummary: %d configurations (%d draws redrawn: input too small or a tile empty), %d passed, %d failed, "
+      "%d errors; wall time %.1f s\n",
+      count, redrawn, passed, failed, errors, wall);
   std::printf("worst: %.3g of the tolerance (%s)\n", worst.ratio, worst.what.c_str());
   for (int j = 0; j < VerifyReport::kKinds; ++j)
     std::printf("  worst %-23s %.3g of the tolerance %g (%s)\n", VerifyReport::name(j), worst_of[j].ratio,
                 VerifyReport::tolerance(j), worst_of[j].what.empty() ? "-" : worst_of[j].what.c_str());
   std::printf("  configurations whose outputs were not bit-identical: %d\n", outputs_not_identical);
   if (failed > 0) {
-    std::printf("  failing configurations with a tensor beyond 10x the untiled engine's own rounding: %d of %d\n", suspect,
-                failed);
+    std::printf("  failing configurations with a tensor beyond 10x the untiled engine's own rounding: %d of %d\n",
+                suspect, failed);
     std::printf("  tensors over the tolerance in failing configurations' first steps:");
     for (const auto& [k, n] : failed_kinds) std::printf(" %s %d;", k.c_str(), n);
     std::printf("\n");

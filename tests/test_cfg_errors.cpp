@@ -2,7 +2,6 @@
 // line at fault. Plus a few shape and learning-rate checks against Darknet's formulas
 // (tests/oracle/README.md sections (c), (e), (f)).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -13,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "model/net_spec.hpp"
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -79,12 +78,13 @@ TEST(CfgErrors, ShortcutInputs) {
   expect_error_at(kNet + conv + "[shortcut]\nfrom=-0.5\n", "from=", {"not an earlier layer"});
   expect_error_at(kNet + "[shortcut]\nfrom=-1\n", "from=", {"not an earlier layer", "this is layer 0"});
   expect_error_at(kNet + conv + "[shortcut]\nfrom=-1\nalpha=0.5\n", "alpha=", {"unknown key 'alpha'"});
-  expect_error_at(kNet + conv + "[shortcut]\nfrom=-1\nactivation=tanh\n", "activation=tanh", {"unsupported activation"});
+  expect_error_at(kNet + conv + "[shortcut]\nfrom=-1\nactivation=tanh\n", "activation=tanh",
+                  {"unsupported activation"});
   // 12x5 onto 3x2 (two stride-2 layers): 4 times as wide but only twice as high. (Darknet
   // takes 13x11 onto 7x6: it adds the top-left 7x6.)
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";
-  expect_error_at("[net]\nwidth=12\nheight=5\nchannels=3\n" + conv + down + down + "[shortcut]\nfrom=0\n",
-                  "[shortcut]", {"layer 0's 12x5 map cannot be added to layer 2's 3x2", "integer multiples"});
+  expect_error_at("[net]\nwidth=12\nheight=5\nchannels=3\n" + conv + down + down + "[shortcut]\nfrom=0\n", "[shortcut]",
+                  {"layer 0's 12x5 map cannot be added to layer 2's 3x2", "integer multiples"});
   EXPECT_NO_THROW(parse_net(kNet + conv + down + "[shortcut]\nfrom=0\n", "test.cfg"));
 }
 
@@ -473,8 +473,8 @@ TEST(CfgErrors, AugmentationRanges) {
 TEST(CfgRate, PolicyErrors) {
   expect_error_at(kNet + "policy=poly\n[convolutional]\n" + kConvTail, "policy=", {"max_batches > 0"});
   expect_error_at(kNet + "policy=step\nstep=0\n[convolutional]\n" + kConvTail, "step=", {"'step'"});
-  expect_error_at(kNet + "policy=sigm\n[convolutional]\n" + kConvTail, "policy=",
-                  {"unsupported policy 'sigm'", "sigmoid"});
+  expect_error_at(kNet + "policy=sigm\n[convolutional]\n" + kConvTail,
+                  "policy=", {"unsupported policy 'sigm'", "sigmoid"});
 }
 
 }  // namespace

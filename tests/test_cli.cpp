@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "cli_runner.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 
@@ -28,8 +28,7 @@ using cli::slurp;
 int64_t darknet_weights_bytes(const NetSpec& net) {
   int64_t floats = 0;
   for (const auto& l : net.layers) {
-    if (l.is(kConvKind))
-      floats += int64_t(l.conv().filters) * (l.batch_normalize() ? 4 : 1) + l.weight_count();
+    if (l.is(kConvKind)) floats += int64_t(l.conv().filters) * (l.batch_normalize() ? 4 : 1) + l.weight_count();
     if (l.is(kConnectedKind)) floats += l.connected().outputs + l.weight_count();
   }
   return 20 + 4 * floats;

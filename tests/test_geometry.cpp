@@ -11,9 +11,9 @@
 #include <sstream>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "layers/box.hpp"
 #include "model/net_spec.hpp"
+#include "model/op_kind.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
 
@@ -246,7 +246,8 @@ void check_plan(const NetSpec& net, const Plan& p) {
       const LayerSpec& s = net.layers[l];
       const TileLayer& x = p.at(t, l);
       SCOPED_TRACE("tile " + std::to_string(t) + " layer " + std::to_string(l) + ": own " + x.own.str() + " fwd " +
-                   x.fwd.str() + " in " + x.in[0].str() + " delta " + x.delta.str() + " delta_in " + x.delta_in[0].str());
+                   x.fwd.str() + " in " + x.in[0].str() + " delta " + x.delta.str() + " delta_in " +
+                   x.delta_in[0].str());
       EXPECT_TRUE(inside(x.fwd, out_map(s)));
       EXPECT_TRUE(inside(x.delta, out_map(s)));
       EXPECT_TRUE(inside(x.in[0], in_map(s)));
@@ -256,9 +257,8 @@ void check_plan(const NetSpec& net, const Plan& p) {
       // a group before the last tiled layer: its delta is exchanged after batch-norm and
       // activation, so forward computes exactly the owned cells there.
       const bool group_end_conv = l + 1 < p.last && p.group_start(l + 1) && s.is(kConvKind);
-      const bool reads =
-          s.is(kMaxPoolKind) ||
-          (s.is(kConvKind) && (s.batch_normalize() || s.conv().act != Act::Linear) && !group_end_conv);
+      const bool reads = s.is(kMaxPoolKind) ||
+                         (s.is(kConvKind) && (s.batch_normalize() || s.conv().act != Act::Linear) && !group_end_conv);
       EXPECT_EQ(backward_reads_features(net, p, l), reads);
       if (group_end_conv)
         EXPECT_EQ(x.fwd, x.own) << "a group-ending convolution computes only its owned cells";
@@ -276,7 +276,8 @@ void check_plan(const NetSpec& net, const Plan& p) {
         EXPECT_EQ(x.delta_in[0], own_in) << "at a group start the input delta is produced on the owned input cells";
       } else {
         const TileLayer& prev = p.at(t, l - 1);
-        EXPECT_TRUE(contains(prev.fwd, x.in[0])) << "inside a group, in must lie in the previous fwd " << prev.fwd.str();
+        EXPECT_TRUE(contains(prev.fwd, x.in[0]))
+            << "inside a group, in must lie in the previous fwd " << prev.fwd.str();
         EXPECT_EQ(x.delta_in[0], prev.delta) << "inside a group, delta_in is the previous layer's delta";
       }
     }

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 
 namespace tt {
@@ -218,8 +218,8 @@ class GradCheck : public ::testing::TestWithParam<GradCase> {
     // Probes: every relu/leaky activation, every max-pool.
     TrainOptions popt;  // untiled, no input delta: only values matter
     for (const auto& l : p.net.layers) {
-      const bool kink_act = (l.is(kConvKind) || l.is(kConnectedKind)) &&
-                            (l.activation() == Act::Relu || l.activation() == Act::Leaky);
+      const bool kink_act =
+          (l.is(kConvKind) || l.is(kConnectedKind)) && (l.activation() == Act::Relu || l.activation() == Act::Leaky);
       if (!kink_act && !l.is(kMaxPoolKind)) continue;
       auto pr = std::make_unique<Probe>();
       pr->layer = l.index;

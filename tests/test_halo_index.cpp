@@ -144,8 +144,8 @@ TEST(HaloIndex, EveryHaloCellHoldsItsGlobalIndex) {
         for (int t = 0; t < T; ++t) {
           std::string what;
           long wrong = count_wrong(fdst[t], H, W, what);
-          ASSERT_EQ(wrong, 0) << "forward halo at layer " << s << ", tile " << t << ", in box " << p.at(t, s).in[0].str()
-                              << ": " << what;
+          ASSERT_EQ(wrong, 0) << "forward halo at layer " << s << ", tile " << t << ", in box "
+                              << p.at(t, s).in[0].str() << ": " << what;
           wrong = count_wrong(bdst[t], H, W, what);
           ASSERT_EQ(wrong, 0) << "backward halo at layer " << s << ", tile " << t << ", delta box "
                               << p.at(t, s - 1).delta.str() << ": " << what;

@@ -12,12 +12,12 @@
 #include <string>
 #include <tuple>
 
-#include "model/op_kind.hpp"
 #include "comm/comm.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
 #include "layers/fma_probe.hpp"
 #include "layers/own_conv.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 
@@ -106,7 +106,8 @@ TEST(KernelTable, TheTableIsWhatTheTrainerBuilds) {
       std::sort(v.begin(), v.end(), [&](const KernelUse& a, const KernelUse& b) { return key(a) < key(b); });
       return v;
     };
-    const std::vector<KernelUse> built = sorted(tr.kernel_uses()), planned = sorted(planned_kernels(net, ctx, -1, true));
+    const std::vector<KernelUse> built = sorted(tr.kernel_uses()),
+                                 planned = sorted(planned_kernels(net, ctx, -1, true));
     ASSERT_EQ(built.size(), planned.size());
     for (size_t k = 0; k < built.size(); ++k)
       EXPECT_EQ(key(built[k]), key(planned[k])) << "layer " << built[k].layer << " " << conv_pass_name(built[k].pass)

@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "comm/comm.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/segment.hpp"
@@ -34,6 +33,7 @@
 #include "layers/dnnl_context.hpp"
 #include "layers/tensor.hpp"
 #include "mmap_probe.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 #include "tiling/plan.hpp"

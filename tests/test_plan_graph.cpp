@@ -22,9 +22,9 @@
 #include <tuple>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "layers/box.hpp"
 #include "model/net_spec.hpp"
+#include "model/op_kind.hpp"
 #include "tiling/plan.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
@@ -102,8 +102,8 @@ NetSpec random_dag(std::mt19937& rng, int n, int h, int w) {
 std::string describe(const NetSpec& net) {
   std::ostringstream d;
   for (const LayerSpec& s : net.layers) {
-    d << s.index << ": " << (s.is(kConvKind) ? "conv " : "maxpool ") << s.window().size << "/"
-      << s.window().stride << " pad " << s.window().pad << " " << s.out.h << "x" << s.out.w << " reads";
+    d << s.index << ": " << (s.is(kConvKind) ? "conv " : "maxpool ") << s.window().size << "/" << s.window().stride
+      << " pad " << s.window().pad << " " << s.out.h << "x" << s.out.w << " reads";
     if (s.inputs.empty()) d << " input";
     for (int i : s.inputs) d << " " << i;
     d << "\n";
@@ -229,8 +229,7 @@ void check_graph_plan(const NetSpec& net, const Plan& p) {
         if (!p.crosses_groups(id)) need = hull(need, p.at(t, e.to).in[size_t(e.slot)]);
         read_here |= !p.crosses_groups(id);
       }
-      const bool exchanged_after_pointwise =
-          s.is(kConvKind) && !read_here && !p.consumers[size_t(l - first)].empty();
+      const bool exchanged_after_pointwise = s.is(kConvKind) && !read_here && !p.consumers[size_t(l - first)].empty();
       if (p.features == BackwardFeatures::Recompute && !exchanged_after_pointwise) need = hull(need, x.delta);
       EXPECT_EQ(x.fwd, need) << "forward computes more or less than is read";
     }

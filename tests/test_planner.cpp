@@ -10,9 +10,9 @@
 #include <random>
 #include <thread>
 
-#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "planner/cost_model.hpp"
 #include "planner/device_model.hpp"

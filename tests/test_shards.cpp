@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "engine/shards.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 

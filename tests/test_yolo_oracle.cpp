@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "model/op_kind.hpp"
 #include "engine/trainer.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
 #include "util/dump.hpp"

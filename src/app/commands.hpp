@@ -7,6 +7,7 @@
 
 #include "comm/comm.hpp"
 #include "engine/checkpoint.hpp"
+#include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
 #include "model/net_spec.hpp"
 #include "planner/cost_model.hpp"
@@ -39,7 +40,7 @@ struct PlanOptions {
   int ranks_per_device = 0;  // 0: as few devices as the ranks fit on, spread evenly
   bool optimize = false;
   int top = 5;
-  std::string draw;  // a PNG of the partition (tiling/plan_picture.hpp); empty: none
+  std::string draw;       // a PNG of the partition (tiling/plan_picture.hpp); empty: none
   bool schedule = false;  // print the compiled schedule (engine/schedule.hpp)
 };
 
@@ -96,6 +97,7 @@ void check_data_outputs(const DataOptions& d, const Comm& comm);
 // Shared by the training subcommands.
 TrainOptions train_options(const RunOptions& o);
 void print_kernel_warnings(const Trainer& t);
+void print_kernel_warnings(const std::vector<KernelUse>& uses);
 // A run's starting point: the newest checkpoint of --resume (weights, momentum, step,
 // seed, which replaces o.seed), a .weights file, or a fresh initialisation.
 struct Start {
@@ -126,9 +128,9 @@ int cmd_train_detection(const RunOptions& o, Comm& comm, const DataOptions& d, c
 struct DetectOptions {
   std::string weights;
   std::vector<std::string> images;
-  std::string out;    // folder for the pictures with boxes; empty: print only
+  std::string out;      // folder for the pictures with boxes; empty: print only
   std::string montage;  // one PNG of every picture with its boxes, in a grid; empty: none
-  std::string names;  // class names (a .names file, or a .data file's names=)
+  std::string names;    // class names (a .names file, or a .data file's names=)
   float thresh = 0.5f;
   int64_t max_pixels = int64_t(4096) * 4096;  // larger pictures refused before decoding
 };

@@ -35,8 +35,8 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
 void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig& dc, const std::string& cfg) {
   for (const LayerSpec* l : heads)
     if (l->det().classes != dc.classes)
-      fail(cfg, ":", l->line, ": [", l->type_name(), "] has classes=", l->det().classes, " but ", dc.path,
-           ":", dc.classes_line, " has classes=", dc.classes);
+      fail(cfg, ":", l->line, ": [", l->type_name(), "] has classes=", l->det().classes, " but ", dc.path, ":",
+           dc.classes_line, " has classes=", dc.classes);
 }
 
 void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }

@@ -1,7 +1,8 @@
-#include "model/op_kind.hpp"
 #include "data/synthetic.hpp"
 
 #include <random>
+
+#include "model/op_kind.hpp"
 
 namespace tt {
 

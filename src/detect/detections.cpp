@@ -2,7 +2,6 @@
 // float/double steps as the C source: float where Darknet computes in float, double where a C
 // double constant or exp() promotes. Compiled with -ffp-contract=off (no fused multiply-add)
 // so that no step is rounded differently.
-#include "model/op_kind.hpp"
 #include "detect/detections.hpp"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cmath>
 #include <utility>
 
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 
 namespace tt {

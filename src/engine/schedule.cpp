@@ -8,18 +8,30 @@ namespace tt {
 
 const char* step_name(StepKind k) {
   switch (k) {
-    case StepKind::ScatterInput: return "scatter input";
-    case StepKind::PostHalo: return "post halo";
-    case StepKind::FetchWeights: return "fetch weights";
-    case StepKind::Forward: return "forward";
-    case StepKind::Pointwise: return "batch-norm/activation";
-    case StepKind::ScatterDelta: return "scatter delta";
-    case StepKind::ExchangeFeatures: return "exchange features";
-    case StepKind::PointwiseBackward: return "batch-norm/activation backward";
-    case StepKind::Backward: return "backward";
-    case StepKind::ReduceGrad: return "reduce gradient";
-    case StepKind::BackwardHalo: return "backward halo";
-    case StepKind::GatherInputDelta: return "gather input delta";
+    case StepKind::ScatterInput:
+      return "scatter input";
+    case StepKind::PostHalo:
+      return "post halo";
+    case StepKind::FetchWeights:
+      return "fetch weights";
+    case StepKind::Forward:
+      return "forward";
+    case StepKind::Pointwise:
+      return "batch-norm/activation";
+    case StepKind::ScatterDelta:
+      return "scatter delta";
+    case StepKind::ExchangeFeatures:
+      return "exchange features";
+    case StepKind::PointwiseBackward:
+      return "batch-norm/activation backward";
+    case StepKind::Backward:
+      return "backward";
+    case StepKind::ReduceGrad:
+      return "reduce gradient";
+    case StepKind::BackwardHalo:
+      return "backward halo";
+    case StepKind::GatherInputDelta:
+      return "gather input delta";
   }
   return "?";
 }

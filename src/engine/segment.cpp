@@ -177,7 +177,7 @@ void Segment::forward_layer(int l, bool halo_in_flight) {
   for (int t : local_) {
     TileState& ts = *tiles_[t];
     if (l > plan_.first && !plan_.group_start(l) && ts.in[i].data != ts.z[i - 1].data)
-      ctx_.device.copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in[0]);         // crop of the previous output
+      ctx_.device.copy_region(ts.z[i - 1], ts.in[i], plan_.at(t, l).in[0]);      // crop of the previous output
     if (mem_.tiles[t].layers[size_t(i)].recompute) ts.y[i].data = ts.z[i].data;  // backward moved it to a delta buffer
   }
   double waited = 0;

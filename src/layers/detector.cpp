@@ -1,4 +1,3 @@
-#include "model/op_kind.hpp"
 #include "layers/detector.hpp"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <vector>
 
 #include "detect/detections.hpp"
+#include "model/op_kind.hpp"
 
 namespace tt {
 
@@ -267,7 +267,7 @@ DetectorLoss detector_delta(const LayerSpec& l, const DetectorArgs& a, const flo
   std::fill_n(delta, total, 0.f);
   std::vector<char> matched(size_t(total), 0);
   DetectorLoss loss = l.is(kYoloKind) ? yolo_delta(l, a, out, truth, batch, delta, matched)
-                                                : region_delta(l, a, out, truth, batch, delta, matched);
+                                      : region_delta(l, a, out, truth, batch, delta, matched);
   const int wh = g.w * g.h;
   for (int64_t k = 0; k < total; ++k) {
     const double d2 = double(delta[k]) * delta[k];

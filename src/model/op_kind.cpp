@@ -8,8 +8,8 @@ namespace tt {
 using namespace net_detail;
 
 std::string ShapeCheck::where() const {
-  return net_.path + ":" + std::to_string(l_.line) + ": [" + l_.type_name() + "] (layer " +
-         std::to_string(l_.index) + ")";
+  return net_.path + ":" + std::to_string(l_.line) + ": [" + l_.type_name() + "] (layer " + std::to_string(l_.index) +
+         ")";
 }
 
 Shape ShapeCheck::checked(int64_t c, int64_t h, int64_t w) const {

@@ -1,4 +1,3 @@
-#include "model/op_kind.hpp"
 #include "model/params.hpp"
 
 #include <cmath>
@@ -6,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 

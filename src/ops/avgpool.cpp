@@ -30,7 +30,6 @@ namespace {
 void avgpool_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = {l.in.c, 1, 1}; }
 }  // namespace
 
-extern const OpKind kAvgPoolKind{"avgpool",     "avg",
-                                 parse_no_options,   avgpool_shape, flops_per_input};
+extern const OpKind kAvgPoolKind{"avgpool", "avg", parse_no_options, avgpool_shape, flops_per_input};
 
 }  // namespace tt

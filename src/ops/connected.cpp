@@ -67,7 +67,6 @@ void connected_shape(const NetSpec&, LayerSpec& l, const ShapeCheck&) { l.out = 
 double connected_flops(const LayerSpec& l) { return 2.0 * double(l.connected().outputs) * double(l.in.size()); }
 }  // namespace
 
-extern const OpKind kConnectedKind{"connected", "conn", parse_connected, connected_shape,
-                                   connected_flops};
+extern const OpKind kConnectedKind{"connected", "conn", parse_connected, connected_shape, connected_flops};
 
 }  // namespace tt

@@ -1,11 +1,11 @@
 // [cost]: the sum of squared errors against the truth (Darknet's SSE cost layer); its
 // output is its input, and as the net's last layer its delta is output - truth.
+#include <algorithm>
+
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
-
-#include <algorithm>
 
 namespace tt {
 namespace {

@@ -5,8 +5,8 @@
 // (engine/tail.hpp) holds every buffer and never asks which type of layer it runs.
 //
 // Adding a layer type: write its op and its kind (model/op_kind.hpp: section, options,
-// shape, FLOPs) in its own file here, add one line to registry.cpp, and add it to the contract test's table (tests/test_ops.cpp), which checks its gradients
-// numerically and that backward adds (docs/layout.md).
+// shape, FLOPs) in its own file here, add one line to registry.cpp, and add it to the contract test's table
+// (tests/test_ops.cpp), which checks its gradients numerically and that backward adds (docs/layout.md).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -42,8 +42,8 @@ struct OpTensors {
   const float *weights = nullptr, *biases = nullptr;
   float *grad_weights = nullptr, *grad_biases = nullptr;
   // backward only:
-  float* dout = nullptr;      // dL/d(output); the op may overwrite it (it is not read afterwards)
-  std::vector<float*> din;    // per input: dL/d(input) is added here
+  float* dout = nullptr;    // dL/d(output); the op may overwrite it (it is not read afterwards)
+  std::vector<float*> din;  // per input: dL/d(input) is added here
 };
 
 // What a loss needs besides the op's output.

@@ -1,4 +1,3 @@
-#include "model/op_kind.hpp"
 #include "planner/device_model.hpp"
 
 #include <omp.h>
@@ -15,6 +14,7 @@
 #include "data/synthetic.hpp"
 #include "engine/trainer.hpp"
 #include "layers/backend.hpp"
+#include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "util/error.hpp"
 #include "util/json_number.hpp"

@@ -1,10 +1,10 @@
-#include "model/op_kind.hpp"
 #include "planner/optimizer.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "model/op_kind.hpp"
 #include "tiling/plan.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
@@ -263,7 +263,8 @@ std::string command_line(const std::string& cfg, const Candidate& c, const RunCo
            (used < devices ? "   # on a cluster of " + std::to_string(used) + " device(s)" : "");
   if (devices > 1) {
     std::string hosts;
-    for (int d = 0; d < used; ++d) hosts += (d ? "," : "") + ctx.hosts[size_t(d)] + ":" + std::to_string(p.ranks_per_device);
+    for (int d = 0; d < used; ++d)
+      hosts += (d ? "," : "") + ctx.hosts[size_t(d)] + ":" + std::to_string(p.ranks_per_device);
     return "mpirun -np " + std::to_string(p.ranks()) + " --host " + hosts + " build/tiletrain " + args;
   }
   return "mpirun -np " + std::to_string(p.ranks()) + " build/tiletrain " + args;

@@ -53,8 +53,7 @@ std::string cat(const A&... parts) {
 }
 
 std::string layer_words(const LayerSpec& s) {
-  return cat(s.is(kConvKind) ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/",
-             s.window().stride);
+  return cat(s.is(kConvKind) ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/", s.window().stride);
 }
 
 std::string cells(int h, int w) { return cat(w, "x", h); }
