@@ -1,0 +1,47 @@
+// What a Prediction says about itself: whether it fits, and its JSON for plan --json.
+#include <nlohmann/json.hpp>
+
+#include "planner/cost_model.hpp"
+
+namespace tt {
+
+bool Prediction::fits() const {
+  for (double s : memory_short_mb)
+    if (s > 0) return false;
+  return true;
+}
+
+nlohmann::json prediction_to_json(const Prediction& p) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankPrediction& a = p.ranks[r];
+    ranks.push_back({{"rank", r},
+                     {"device", a.device},
+                     {"step_s", a.step_s},
+                     {"fwd_s", a.fwd_s},
+                     {"bwd_s", a.bwd_s},
+                     {"halo_s", a.halo_s},
+                     {"weights_s", a.weights_s},
+                     {"io_s", a.io_s},
+                     {"update_s", a.update_s},
+                     {"peak_rss_mb", a.peak_rss_mb},
+                     {"maps_mb", a.maps_mb},
+                     {"deltas_mb", a.deltas_mb},
+                     {"filters_mb", a.filters_mb}});
+  }
+  return {{"step_s", p.step_s},
+          {"fwd_s", p.fwd_s},
+          {"bwd_s", p.bwd_s},
+          {"halo_s", p.halo_s},
+          {"weights_s", p.weights_s},
+          {"io_s", p.io_s},
+          {"update_s", p.update_s},
+          {"peak_rss_mb_max", p.peak_rss_mb_max},
+          {"fits", p.fits()},
+          {"cells_computed_per_sample", p.cells_computed},
+          {"halo_bytes_per_sample", p.halo_bytes},
+          {"halo_messages", p.halo_messages},
+          {"ranks", ranks}};
+}
+
+}  // namespace tt
