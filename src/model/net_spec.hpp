@@ -38,7 +38,7 @@ struct DetectorSpec {
   float jitter = 0.2f, thresh = 0.5f;
   float object_scale = 1, noobject_scale = 1, class_scale = 1, coord_scale = 1;
   float ignore_thresh = 0.5f, truth_thresh = 1;  // [yolo]
-  bool random = false;                           // multi-scale training: accepted, not done (warned)
+  bool random = false;                           // multi-scale training: accepted, not done
   int boxes_per_cell(bool yolo) const { return yolo ? int(mask.size()) : num; }
   int truth_floats() const { return max_boxes * 5; }  // Darknet's l.truths: x, y, w, h, class per box
 };
