@@ -57,10 +57,11 @@ def cfg_seeds():
         p = os.path.join(ROOT, "tests", "fixtures", n, "net.cfg")
         if os.path.exists(p):
             put("fuzz_cfg", "fixture-" + n + ".cfg", read(p))
-    # Darknet's: the detectors the engine runs, and a few classifiers and nets it refuses
+    # Darknet's: the detectors and residual nets the engine runs, and a few classifiers and
+    # nets it refuses
     for n in ["yolov2.cfg", "yolov2-voc.cfg", "yolov2-tiny.cfg", "yolov2-tiny-voc.cfg", "yolov3-tiny.cfg",
-              "yolov3-voc.cfg", "tiny.cfg", "darknet.cfg", "cifar.cfg", "strided.cfg", "yolov1-tiny.cfg",
-              "rnn.cfg", "yolo9000.cfg"]:
+              "yolov3-voc.cfg", "resnet18.cfg", "darknet53.cfg", "resnext50.cfg", "tiny.cfg", "darknet.cfg",
+              "cifar.cfg", "strided.cfg", "yolov1-tiny.cfg", "rnn.cfg", "yolo9000.cfg"]:
         p = os.path.join(DARKNET_CFG, n)
         if os.path.exists(p):
             put("fuzz_cfg", "darknet-" + n, read(p))
