@@ -111,15 +111,10 @@ std::string describe(const NetSpec& net) {
   return d.str();
 }
 
-struct MapGeom {
-  int h = 0, w = 0;
-};
-
 void check_graph_plan(const NetSpec& net, const Plan& p) {
   const int T = p.tiles_count(), first = p.first;
-  auto map_of = [&](const PlanEdge& e) {
-    const Shape& s = e.from == kSegmentInput ? net.layers[size_t(first)].in : net.layers[size_t(e.from)].out;
-    return MapGeom{s.h, s.w};
+  auto map_of = [&](const PlanEdge& e) -> const Shape& {
+    return e.from == kSegmentInput ? net.layers[size_t(first)].in : net.layers[size_t(e.from)].out;
   };
   auto own_of = [&](int t, int from) { return from == kSegmentInput ? p.own_input[size_t(t)] : p.at(t, from).own; };
 
@@ -183,7 +178,7 @@ void check_graph_plan(const NetSpec& net, const Plan& p) {
       ASSERT_EQ(x.delta_in.size(), ne.size());
       for (size_t k = 0; k < ne.size(); ++k) {
         const PlanEdge& e = p.edges[size_t(ne[k])];
-        const MapGeom m = map_of(e);
+        const Shape& m = map_of(e);
         const bool same_group = e.from != kSegmentInput && p.group_of(e.from) == p.group_of(l);
         EXPECT_EQ(p.crosses_groups(ne[k]), e.from != kSegmentInput && !same_group);
         const Box& in = x.in[k];
@@ -245,7 +240,7 @@ void check_graph_plan(const NetSpec& net, const Plan& p) {
       EXPECT_TRUE(p.fwd_halo[id].empty() && p.bwd_halo[id].empty()) << "halo on edge " << id << " inside a group";
       continue;
     }
-    const MapGeom m = map_of(e);
+    const Shape& m = map_of(e);
     for (int to = 0; to < T; ++to) {
       std::vector<int> fwd_count(size_t(m.h) * size_t(m.w), 0), bwd_count(fwd_count.size(), 0);
       for (const auto& [pieces, count, bwd] :

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "model/op_kind.hpp"
 #include "util/error.hpp"
@@ -17,10 +16,6 @@ struct Tail::Run {
 
 TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   const int L = int(net.layers.size());
-  std::set<int> routed;  // layers whose output a layer other than the next one reads
-  for (const LayerSpec& s : net.layers)
-    for (int r : s.inputs)
-      if (r != s.index - 1) routed.insert(r);
   TailLayout t;
   t.out.assign(size_t(L - cut + 1), 0);
   t.saved.assign(t.out.size(), 0);
@@ -29,7 +24,7 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
     const LayerSpec& s = net.layers[size_t(l)];
     if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a later one reads
       int e = l + 1;
-      while (e < L && net.layers[size_t(e)].spatial() && !routed.count(e - 1)) ++e;
+      while (e < L && net.layers[size_t(e)].spatial() && net.far_reader(e - 1) < 0) ++e;
       t.runs.push_back({l, e});
       t.out[size_t(e - cut)] = batch * net.layers[size_t(e - 1)].out.size();
       t.scratch = std::max(t.scratch, batch * s.in.size());  // the run's input delta
