@@ -43,6 +43,10 @@ class CountingDevice final : public Device {
     ++calls["copy_region"];
     cpu().copy_region(src, dst, region);
   }
+  void add_region(const TensorView& src, const TensorView& dst, const Box& region) override {
+    ++calls["add_region"];
+    cpu().add_region(src, dst, region);
+  }
   void zero(const TensorView& t) override {
     ++calls["zero"];
     cpu().zero(t);

@@ -32,6 +32,9 @@ class CpuDevice final : public Device {
   }
   void zero(const TensorView& t) override { tt::zero(t); }
   void zero_outside(const TensorView& t, const Box& keep) override { tt::zero_outside(t, keep); }
+  void add_region(const TensorView& src, const TensorView& dst, const Box& region) override {
+    tt::add_region(src, dst, region);
+  }
   void compact_region(TensorView& t, const Box& keep) override { tt::compact_region(t, keep); }
 
   void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq) override {

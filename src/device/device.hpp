@@ -32,6 +32,7 @@ class Device {
 
   // Map regions (layouts may differ between source and destination).
   virtual void copy_region(const TensorView& src, const TensorView& dst, const Box& region) = 0;
+  virtual void add_region(const TensorView& src, const TensorView& dst, const Box& region) = 0;  // dst += src
   virtual void zero(const TensorView& t) = 0;
   virtual void zero_outside(const TensorView& t, const Box& keep) = 0;
   virtual void compact_region(TensorView& t, const Box& keep) = 0;

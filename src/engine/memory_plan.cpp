@@ -13,16 +13,25 @@ size_t TileMemoryPlan::map_bytes() const {
     if (m.in == MapStore::Own) n += m.in_floats * sizeof(float);
     if (m.y == MapStore::Own) n += m.y_floats * sizeof(float);
     if (m.z == MapStore::Own) n += m.out_floats * sizeof(float);
+    for (size_t k : m.side_in_floats) n += k * sizeof(float);
     n += m.argmax_bytes;
   }
   return n;
 }
 
-bool input_aliases(const Plan& plan, int t, int l) {
+size_t TileMemoryPlan::delta_bytes() const {
+  size_t n = buf[0] + buf[1];
+  for (const LayerMemory& m : layers) n += m.side_delta_floats;
+  return n * sizeof(float);
+}
+
+bool input_aliases(const NetSpec& net, const Plan& plan, int t, int l) {
   if (l == plan.first) return false;
   const TileLayer& x = plan.at(t, l);
   const TileLayer& prev = plan.at(t, l - 1);
-  return prev.fwd == x.in[0] && (!plan.group_start(l) || contains(prev.own, x.in[0]));
+  // A layer that keeps its output for its own backward keeps it on `held`.
+  const Box& out = tiled_traits(net.layers[size_t(l - 1)]).backward_reads_output ? prev.held : prev.fwd;
+  return out == x.in[0] && (!plan.group_start(l) || contains(prev.own, x.in[0]));
 }
 
 // When the layer's input buffer is exactly what the delta box reads, no crops are needed.
@@ -66,7 +75,8 @@ bool keep_in_box(const Plan& plan, int t, int l, const Box& in, const std::vecto
 }
 
 std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int l, const std::vector<bool>& far) {
-  if (l == plan.first || !plan.group_start(l) || far.empty()) return {};
+  if (l == plan.first || !plan.group_start(l) || far.empty() || plan.node_edges[size_t(l - plan.first)].size() > 1)
+    return {};
   bool awaited = false;
   for (const Piece& pc : plan.fwd_halo[size_t(plan.edge(l))])
     awaited |= pc.to == t && pc.from != t && far[size_t(pc.from)];
@@ -84,20 +94,20 @@ std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int 
   return parts;
 }
 
-bool output_into_next_input(const Plan& plan, int t, int l) {
-  return l + 1 < plan.last && !input_aliases(plan, t, l + 1) && plan.group_start(l + 1) &&
+bool output_into_next_input(const NetSpec& net, const Plan& plan, int t, int l) {
+  return l + 1 < plan.last && !plan.read_by_side_edge(l) && !input_aliases(net, plan, t, l + 1) && plan.group_start(l + 1) &&
          contains(plan.at(t, l + 1).in[0], plan.at(t, l).fwd);
 }
 
 bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l) {
   return l + 1 < plan.last && tiled_traits(net.layers[size_t(l + 1)]).backward_reads_input &&
-         input_aliases(plan, t, l + 1);
+         input_aliases(net, plan, t, l + 1);
 }
 
 bool recomputed(const NetSpec& net, const Plan& plan, int t, int l) {
   if (!tiled_traits(net.layers[size_t(l)]).pre_activation) return false;
-  const bool z_transient = has_pointwise(net.layers[size_t(l)]) && !output_into_next_input(plan, t, l) &&
-                           !next_reads_in_place(net, plan, t, l);
+  const bool z_transient = has_pointwise(net.layers[size_t(l)]) && !output_into_next_input(net, plan, t, l) &&
+                           !next_reads_in_place(net, plan, t, l) && !plan.read_by_side_edge(l);
   const TileLayer& x = plan.at(t, l);
   return z_transient && x.held == x.fwd;
 }
@@ -183,16 +193,30 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       m.in_floats = size_t(tensor_floats(batch, s.in.c, sp.in_cb[i], x.in[0]));
       m.out_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.fwd));
       m.y_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.held));
-      m.in = input_aliases(plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
-      // The output persists only when the next layer reads it in place and needs it in backward.
-      const bool kept_for_next = next_reads_in_place(net, plan, t, l);
+      m.in = input_aliases(net, plan, t, l) ? MapStore::PrevOutput : MapStore::Own;
+      // The output persists when the next layer reads it in place and needs it in backward,
+      // or a side edge reads it later on.
+      const bool kept_for_next = next_reads_in_place(net, plan, t, l) || plan.read_by_side_edge(l);
       const TiledTraits& traits = tiled_traits(s);
-      if (traits.pre_activation) {
+      const std::vector<int>& edges = plan.node_edges[i];
+      for (size_t k = 1; k < edges.size(); ++k) {
+        const PlanEdge& e = plan.edges[size_t(edges[k])];
+        const int from = e.from - first;
+        m.side_in_floats.push_back(plan.crosses_groups(edges[k])
+                                       ? size_t(tensor_floats(batch, net.layers[size_t(e.from)].out.c,
+                                                              sp.out_cb[size_t(from)], x.in[k]))
+                                       : 0);
+      }
+      if (plan.read_by_side_edge(l)) m.side_delta_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.delta));
+      if (traits.backward_reads_output) {  // the output kept as y on `held`
+        m.y = MapStore::Own;
+        m.z = MapStore::Y;
+      } else if (traits.pre_activation) {
         const bool pointwise = has_pointwise(s);
         m.recompute = recompute && recomputed(net, plan, t, l);
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
         m.z = !pointwise                           ? MapStore::Y
-              : output_into_next_input(plan, t, l) ? MapStore::NextInput
+              : output_into_next_input(net, plan, t, l) ? MapStore::NextInput
               : kept_for_next                      ? MapStore::Own
                                                    : MapStore::Transient;
       } else {

@@ -34,6 +34,13 @@ struct LayerMemory {  // one layer i = l - first of one tile
   size_t out_floats = 0;          // box `fwd` of the output map (z; y too unless held is larger)
   size_t y_floats = 0;            // box `held` of y (the feature exchange fills it outside fwd)
   size_t argmax_bytes = 0;        // max-pool winners, one byte per output cell of `held`
+  // Per input slot k >= 1 (a residual join's other inputs), index k - 1: the floats of a
+  // buffer of its own on box in[k], filled by the halo exchange when the edge crosses
+  // groups; 0 when it reads the producer's output in place.
+  std::vector<size_t> side_in_floats;
+  // The layer's output is read by a side edge (Plan::side_edge): the part of its delta the
+  // far consumers produce, summed on box `delta` before its own backward.
+  size_t side_delta_floats = 0;
   // At a group start whose halo comes from far tiles: the forward box split into the
   // interior computed while the halo is in flight, then the border strips (overlap_parts).
   std::vector<Box> parts;
@@ -56,7 +63,7 @@ struct TileMemoryPlan {             // one tile's buffers; empty for a tile anot
   std::vector<BackwardStep> bwd;    // per layer: which delta buffer holds what
   size_t buf[2] = {0, 0};           // floats of the two delta buffers (also forward scratch)
   size_t map_bytes() const;         // own buffers (in, y, z kept) + max-pool winners
-  size_t delta_bytes() const { return (buf[0] + buf[1]) * sizeof(float); }
+  size_t delta_bytes() const;       // the two delta buffers + the side deltas
 };
 
 struct SegmentMemoryPlan {
@@ -80,10 +87,10 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
 
 // Layer l's input is the previous layer's output itself: it holds exactly the cells
 // needed (and, at a group start, no neighbour contributes).
-bool input_aliases(const Plan& plan, int t, int l);
+bool input_aliases(const NetSpec& net, const Plan& plan, int t, int l);
 // At a group start l + 1 the next input is a buffer of its own that the halo exchange
 // completes: layer l's batch-norm/activation write straight into it (no copy of own cells).
-bool output_into_next_input(const Plan& plan, int t, int l);
+bool output_into_next_input(const NetSpec& net, const Plan& plan, int t, int l);
 // Layer l + 1 reads layer l's output of tile t in place (input_aliases) and needs it in
 // backward: that output is kept from forward to backward.
 bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l);

@@ -28,6 +28,8 @@ const char* step_name(StepKind k) {
       return "backward";
     case StepKind::ReduceGrad:
       return "reduce gradient";
+    case StepKind::SumDeltas:
+      return "sum deltas";
     case StepKind::BackwardHalo:
       return "backward halo";
     case StepKind::GatherInputDelta:
@@ -58,8 +60,12 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
   std::vector<Step>& f = s.forward;
   f.push_back({StepKind::ScatterInput, -1, first});
   for (int l = first; l < last; ++l) {
-    const bool halo = l > first && plan.group_start(l);
-    if (halo) f.push_back({StepKind::PostHalo, l, l});
+    bool halo = false;
+    for (int e : plan.node_edges[size_t(l - first)])
+      if (plan.crosses_groups(e)) {
+        f.push_back({StepKind::PostHalo, l, l, false, false, false, 0, e});
+        halo = true;
+      }
     fetch(f, l, WeightCache::kForward, l);
     f.push_back({StepKind::Forward, l, l, halo});
     if (has_pointwise(net.layers[size_t(l)])) f.push_back({StepKind::Pointwise, l, l});
@@ -84,6 +90,7 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
     if (input_delta) fetch(b, l, WeightCache::kBackwardData, l);
     b.push_back({StepKind::Backward, l, l, false, false, input_delta});
     if (opt.sharded && weights(l)) b.push_back({StepKind::ReduceGrad, l, l});
+    if (l > first && plan.read_by_side_edge(l - 1)) b.push_back({StepKind::SumDeltas, l - 1, l});
     if (l > first && pointwise_before_exchange(net, plan, l - 1)) pointwise_backward(l - 1, true, l);
     if (l > first && plan.group_start(l)) b.push_back({StepKind::BackwardHalo, l, l});
   }

@@ -15,7 +15,8 @@ namespace tt {
 
 enum class StepKind : unsigned char {
   ScatterInput,       // the root's whole input map -> every tile's input box
-  PostHalo,           // group start: the halo of the layer's input posted, not waited for
+  PostHalo,           // an input edge that crosses groups: the producer's owned cells posted to the
+                      // readers' input boxes, not waited for
   FetchWeights,       // sharded weights: the layer's weights all-gathered and formatted for `uses`
   Forward,            // the layer's convolution or max-pool on every tile (halo in flight:
                       // interiors first, then the wait, then the border strips)
@@ -23,7 +24,10 @@ enum class StepKind : unsigned char {
   ScatterDelta,       // the root's whole output delta -> every tile's delta box
   ExchangeFeatures,   // group end: forward values the group's backward reads outside forward boxes
   PointwiseBackward,  // activation and batch-norm backward (the convolution recomputed where not kept)
-  Backward,           // backward-data into the input delta, then backward-weights
+  Backward,           // backward-data into the input delta, then backward-weights (a join: its
+                      // other inputs' deltas added into their side deltas)
+  SumDeltas,          // a value read by side edges: their part of its delta (exchanged where they
+                      // cross groups) added into the delta its next layer produced
   ReduceGrad,         // sharded weights: the layer's weight gradient reduce-scattered
   BackwardHalo,       // group start: the input delta's pieces from neighbours, added
   GatherInputDelta,   // every tile's owned input delta -> the root's whole map
@@ -38,6 +42,7 @@ struct Step {
   bool owned_only = false;      // PointwiseBackward: on the owned cells only (before a group start's exchange)
   bool input_delta = false;     // Backward: computes the input delta (not for the first layer unless asked)
   int uses = 0;                 // FetchWeights: WeightCache::kForward / kBackwardData
+  int edge = -1;                // PostHalo: the plan's edge
 };
 
 struct Schedule {

@@ -97,6 +97,7 @@ void Segment::run(const std::vector<Step>& steps, bool backward) {
       case StepKind::PostHalo:
       case StepKind::ExchangeFeatures:
       case StepKind::BackwardHalo:
+      case StepKind::SumDeltas:
         halo += s1 - s0;
         span("halo", Lane::Comm, s0, s1, st.layer, step_name(st.kind));
         break;
@@ -130,9 +131,7 @@ void Segment::execute(const Step& st) {
           *input_, [&](int t) { return plan_.at(t, first).in[0]; }, [&](int t) { return input_of(t, first); });
       return;
     case StepKind::PostHalo:
-      links_.post(
-          plan_.fwd_halo[size_t(plan_.edge(l))], [&](int t) { return tiles_[t]->z[size_t(l - 1 - first)]; },
-          [&](int t) { return input_of(t, l); });
+      post_halo(st.edge);
       return;
     case StepKind::FetchWeights:
       weights_->before_use(l, st.uses);
@@ -158,6 +157,9 @@ void Segment::execute(const Step& st) {
     case StepKind::ReduceGrad:
       weights_->end_grad(l);
       return;
+    case StepKind::SumDeltas:
+      sum_deltas(l);
+      return;
     case StepKind::BackwardHalo:
       backward_halo(l);
       return;
@@ -166,6 +168,38 @@ void Segment::execute(const Step& st) {
           delta_in_, [&](int t) { return plan_.own_input[t]; }, [&](int t) { return tiles_[t]->cur; });
       return;
   }
+}
+
+// Edge e's producer's owned cells to the tiles whose input box (of the edge's slot) needs
+// them. Messages of different edges in flight at once share tags: each pair of processes
+// posts them in the schedule's order, which MPI keeps.
+void Segment::post_halo(int e) {
+  const PlanEdge& pe = plan_.edges[size_t(e)];
+  const int from = pe.from - plan_.first, i = pe.to - plan_.first;
+  links_.post(
+      plan_.fwd_halo[size_t(e)], [&](int t) { return tiles_[t]->z[size_t(from)]; },
+      [&](int t) { return pe.slot == 0 ? tiles_[t]->in[size_t(i)] : tiles_[t]->side_in[size_t(i)][size_t(pe.slot - 1)]; });
+}
+
+// The part of layer l's delta that its side edges' readers produced, added into the delta
+// its next layer produced (ts.cur). Where l + 1 starts a group, every reader produced its
+// part on l's owned cells, which the backward halo then spreads: the sum is made there.
+// Else a reader in a later group produced its part on the owned cells too: they are
+// exchanged first (each tile's owned cells hold the sum of every side reader's part).
+void Segment::sum_deltas(int l) {
+  const int i = l - plan_.first;
+  if (plan_.group_start(l + 1)) {
+    for (int t : local_) ctx_.device.add_region(tiles_[t]->side_delta[size_t(i)], tiles_[t]->cur, plan_.at(t, l).own);
+    return;
+  }
+  for (int e : plan_.consumers[size_t(i)])
+    if (plan_.side_edge(e) && plan_.crosses_groups(e)) {
+      auto side = [&](int t) { return tiles_[t]->side_delta[size_t(i)]; };
+      links_.post(plan_.bwd_halo[size_t(e)], side, side);
+      comm_.wait_all();
+      break;  // every crossing edge's pieces are the same: l's owned cells to its delta boxes
+    }
+  for (int t : local_) ctx_.device.add_region(tiles_[t]->side_delta[size_t(i)], tiles_[t]->cur, plan_.at(t, l).delta);
 }
 
 // `halo_in_flight`: the halo of the layer's input was posted, not completed: tiles with
@@ -227,7 +261,8 @@ void Segment::compute(int t, int l, int part) {
   TileState& ts = *tiles_[t];
   const Box box = part < 0 ? plan_.at(t, l).fwd : mem_.tiles[t].layers[size_t(i)].parts[size_t(part)];
   const bool fused = i > 0 && act_in_pool_[size_t(i - 1)];
-  layers_[size_t(i)]->op->forward(t, part, box, TileMaps{fused ? ts.y[i - 1] : ts.in[i], ts.y[i], ts.z[i]});
+  layers_[size_t(i)]->op->forward(t, part, box,
+                                  TileMaps{fused ? ts.y[i - 1] : ts.in[i], ts.y[i], ts.z[i], ts.side_in[size_t(i)]});
 }
 
 // Batch-norm sums of every tile, added up in tile order (tile_order.hpp): a small
@@ -272,6 +307,8 @@ void Segment::scatter_delta() {
     TileState& ts = *tiles_[t];
     ts.cur = TensorView{ts.data(mem_.tiles[t].bwd[size_t(last - plan_.first)].out), batch_, L.spec->out.c, L.out_cb,
                         plan_.at(t, last).delta};
+    for (const TensorView& d : ts.side_delta)
+      if (d.data) ctx_.device.zero(d);  // side readers add their parts
   }
   scatter(
       *delta_out_, [&](int t) { return plan_.at(t, last).delta; }, [&](int t) { return tiles_[t]->cur; });
@@ -318,6 +355,12 @@ void Segment::backward_layer(int l, bool want_delta_in) {
                        st.in_box);
     else
       op.backward_data(t, ts.cur, TensorView{ts.data(st.in), batch_, s.in.c, L.in_cb, st.in_box}, Box{});
+  }
+  const std::vector<int>& edges = plan_.node_edges[size_t(i)];
+  for (size_t k = 1; k < edges.size(); ++k) {
+    const int f = plan_.edges[size_t(edges[k])].from - plan_.first;
+    for (int t : local_)
+      op.add_side_delta(t, int(k), tiles_[t]->cur, tiles_[t]->side_delta[size_t(f)], plan_.at(t, l).delta_in[k]);
   }
   double t1 = now_s();
   lt.bwd_data += t1 - t0;

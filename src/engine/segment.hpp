@@ -152,6 +152,8 @@ class Segment {
   void scatter_delta();
   void backward_layer(int l, bool want_delta_in);
   void backward_halo(int l);
+  void post_halo(int e);
+  void sum_deltas(int l);
   SumOverTiles sum_over_tiles(int l);  // batch-norm sums, timed as waiting
   std::vector<PointwiseTile> pointwise_tiles(int l) const;
   float* grad_of(int t) const { return tile_grad_[size_t(t)]; }

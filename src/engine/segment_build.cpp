@@ -5,6 +5,7 @@
 #include "engine/segment.hpp"
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
+#include "model/op_kind.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
@@ -30,10 +31,11 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
   if (int(tile_rank_.size()) != T) fail("internal: tile map has ", tile_rank_.size(), " entries for ", T, " tiles");
-  // The plan is per edge; the engine still runs chains (each node reads the one before).
+  // The engine runs chains (each node's first input is the node before) with side edges
+  // into joins: a join's other inputs come from any earlier tiled node.
   for (int l = first + 1; l < last; ++l)
-    if (plan_.node_edges[size_t(l - first)].size() != 1 || plan_.edges[size_t(plan_.edge(l))].from != l - 1)
-      fail("internal: tiled layer ", l, " does not read only layer ", l - 1, "; the engine runs tiled chains");
+    if (plan_.edges[size_t(plan_.edge(l))].from != l - 1)
+      fail("internal: tiled layer ", l, " does not read layer ", l - 1, " first; the engine runs chains with joins");
   for (int t = 0; t < T; ++t)
     if (tile_rank_[t] == comm.rank()) local_.push_back(t);
   mem_ =
@@ -98,7 +100,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       const int i = l - first;
       const LayerMemory& m = mp.layers[i];
       const TensorView transient{m.home >= 0 ? ts->data(m.home) : nullptr, batch, s.out.c, L.out_cb, x.fwd};
-      if (tiled_traits(s).pre_activation)
+      if (m.y != MapStore::None)
         ts->y[i] = m.y == MapStore::Own ? make(s.out.c, L.out_cb, x.held) : transient;  // recomputed: z's buffer
       if (m.z == MapStore::Y)
         ts->z[i] = ts->y[i];
@@ -111,6 +113,30 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     }
     for (int l = first + 1; l < last; ++l)
       if (mp.layers[l - first].in == MapStore::PrevOutput) ts->in[l - first] = ts->z[l - 1 - first];
+    // A join's other inputs: a buffer the halo fills, or the producer's output in place.
+    ts->side_in.resize(size_t(last - first));
+    ts->side_delta.resize(size_t(last - first));
+    for (int l = first; l < last; ++l) {
+      const int i = l - first;
+      const std::vector<int>& edges = plan_.node_edges[size_t(i)];
+      for (size_t k = 1; k < edges.size(); ++k) {
+        const int f = plan_.edges[size_t(edges[k])].from - first;
+        const LayerSpec& from = net.layers[size_t(f + first)];
+        const Box& box = plan_.at(t, l).in[k];
+        if (mp.layers[size_t(i)].side_in_floats[k - 1] > 0)
+          ts->side_in[size_t(i)].push_back(make(from.out.c, layers_[size_t(f)]->out_cb, box));
+        else if (contains(ts->z[size_t(f)].box, box))
+          ts->side_in[size_t(i)].push_back(ts->z[size_t(f)]);
+        else
+          fail("internal: layer ", l, "'s input ", k, " is not within layer ", f + first, "'s output on tile ", t);
+      }
+      if (const size_t n = mp.layers[size_t(i)].side_delta_floats) {
+        const LayerSpec& s = net.layers[size_t(l)];
+        ts->side_delta[size_t(i)] =
+            TensorView{ts->side_deltas.emplace_back(n, ctx.device).data(), batch, s.out.c, layers_[size_t(i)]->out_cb,
+                       plan_.at(t, l).delta};
+      }
+    }
     tiles_.push_back(std::move(ts));
   }
   // A layer that can (a max-pool) reads the y of a convolution before it through the
@@ -120,7 +146,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   for (int l = first; l + 1 < last; ++l) {
     const LayerState& L = *layers_[l - first];
     const int i = l - first;
-    bool fuse = L.pointwise && vector_act(L.spec->activation()) &&
+    bool fuse = L.pointwise && vector_act(L.spec->activation()) && !plan_.read_by_side_edge(l) &&
                 tiled_traits(net.layers[l + 1]).reads_pre_activation &&
                 plan_.fwd_halo[size_t(plan_.edge(l + 1))].empty();
     for (int t : local_)
@@ -151,6 +177,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       L.op = make_tiled_conv(*op_env_, l, L.in_cb, L.out_cb, *L.weights);
       ConvKernel* single = local_.size() == 1 ? tiled_conv_weights_kernel(*L.op, local_[0]) : nullptr;
       convs.push_back({l, L.weights.get(), single});
+    } else if (L.spec->is(kShortcutKind)) {
+      L.op = make_tiled_shortcut(*op_env_, l, [this, i](int t) { return tiles_[size_t(t)]->z[size_t(i)]; });
     } else {
       const bool fused = i > 0 && act_in_pool_[size_t(i - 1)];
       const LayerState& C = *layers_[size_t(i > 0 ? i - 1 : 0)];
@@ -184,6 +212,7 @@ Segment::MemoryUse Segment::memory_use() const {
     for (auto& o : ts.owned) m.maps += o.size() * 4;
     for (const auto& L : layers_) m.maps += L->op->held_bytes(t);
     m.deltas += (ts.buf[0].size() + ts.buf[1].size()) * 4;
+    for (const Buffer& b : ts.side_deltas) m.deltas += b.size() * 4;
   }
   for (const auto& L : layers_) {
     if (L->weights) m.weight_copies += L->weights->bytes();

@@ -22,9 +22,12 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
   for (int l = cut; l < L;) {
     const LayerSpec& s = net.layers[size_t(l)];
-    if (s.spatial()) {  // a run: up to the next layer that is not spatial or whose output a later one reads
+    // A run: spatial layers that read the one before, up to one whose output a later one
+    // reads (a shortcut or a route runs as an op here).
+    auto chained = [&](const LayerSpec& x) { return x.spatial() && x.inputs.size() <= 1; };
+    if (chained(s)) {
       int e = l + 1;
-      while (e < L && net.layers[size_t(e)].spatial() && net.far_reader(e - 1) < 0) ++e;
+      while (e < L && chained(net.layers[size_t(e)]) && net.far_reader(e - 1) < 0) ++e;
       t.runs.push_back({l, e});
       t.out[size_t(e - cut)] = batch * net.layers[size_t(e - 1)].out.size();
       t.scratch = std::max(t.scratch, batch * s.in.size());  // the run's input delta

@@ -2,11 +2,13 @@
 // and its feature exchange call it (schedule.hpp), so the Segment moves maps between tiles
 // and processes and never asks which kind of layer it runs. An op keeps its per-tile
 // state (kernels, max-pool winners); the maps are the Segment's, wired by its memory plan.
-// Kinds today: convolution (tiled_conv.cpp) and max-pool (tiled_maxpool.cpp).
+// Kinds today: convolution (tiled_conv.cpp), max-pool (tiled_maxpool.cpp) and the residual
+// join (tiled_shortcut.cpp).
 #pragma once
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/conv_pointwise.hpp"
@@ -43,6 +45,7 @@ struct TileMaps {
                   // output through its batch-norm and activation, that convolution's y)
   TensorView y;   // a convolution's output before batch-norm and activation, on box `held`
   TensorView z;   // the layer's output, on box `fwd`
+  std::span<const TensorView> side;  // a join's other inputs (slots 1, 2, ...), each covering its box `in`
 };
 
 class TiledOp {
@@ -54,6 +57,11 @@ class TiledOp {
   // dL/d(input) of tile t into din, from dL/d(output) `delta` on its delta box: on din's
   // box, or only on `cells` of it when not empty.
   virtual void backward_data(int t, const TensorView& delta, const TensorView& din, const Box& cells) = 0;
+  // A join, after backward_data: adds dL/d(input `slot`) of tile t on `cells` into `dside`.
+  virtual void add_side_delta(int /*t*/, int /*slot*/, const TensorView& /*delta*/, const TensorView& /*dside*/,
+                              const Box& /*cells*/) {
+    fail("internal: an op with one input given a second");
+  }
   // Adds tile t's weight and bias gradients into grad_w and grad_b (ops with weights), from
   // `delta` (its data may be rearranged: it is not read again) and the input `in`.
   // add_once: each element gets the tile's whole sum in one addition (Segment::tile_grads).
@@ -78,6 +86,9 @@ ConvKernel* tiled_conv_weights_kernel(TiledOp& conv, int t);
 void tiled_conv_recompute(TiledOp& conv, int t, const TensorView& in, float* dst);
 // Max-pool l; with `pre`, it pools the previous convolution's y through that
 // convolution's batch-norm and activation (TileMaps::in is then that y).
+// Shortcut l, a residual join; out_of(t) is tile t's output (its activation's backward
+// reads it).
+std::unique_ptr<TiledOp> make_tiled_shortcut(const TiledOpEnv& env, int l, std::function<TensorView(int)> out_of);
 std::unique_ptr<TiledOp> make_tiled_maxpool(const TiledOpEnv& env, int l, int out_cb, const ConvPointwise* pre,
                                             Act pre_act);
 

@@ -217,6 +217,20 @@ void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r,
 
 float activate(Act act, float v) { return act_f(act, v); }
 
+float gradient_at_output(Act act, float y) {
+  switch (act) {
+    case Act::Leaky:
+      return y > 0 ? 1.f : 0.1f;
+    case Act::Relu:
+      return y > 0 ? 1.f : 0.f;
+    case Act::Logistic:
+      return (1 - y) * y;
+    case Act::Linear:
+      break;
+  }
+  return 1.f;
+}
+
 void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
   with_block(y.cb, [&](auto B) { channel_sums_b<B, true>(y, r, sum, sq); });
 }

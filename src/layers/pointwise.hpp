@@ -30,5 +30,7 @@ void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& regi
                        const float* k3, const float* mean);
 
 float activate(Act act, float v);
+// act'(x) from the activation's output y = act(x), as Darknet's gradient_array computes it.
+float gradient_at_output(Act act, float y);
 
 }  // namespace tt

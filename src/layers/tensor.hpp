@@ -46,6 +46,8 @@ inline int64_t tensor_floats(int n, int c, int cb, const Box& b) {
 
 // Copies `region` (inside both boxes) from src to dst; layouts may differ.
 void copy_region(const TensorView& src, const TensorView& dst, const Box& region);
+// dst += src on `region` (inside both boxes); layouts may differ.
+void add_region(const TensorView& src, const TensorView& dst, const Box& region);
 void zero(const TensorView& t);
 // Rewrites t in place as a dense buffer of its cells in `keep` (inside t.box), at t.data;
 // t then describes box `keep`. The cells outside `keep` are lost.

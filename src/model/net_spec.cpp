@@ -12,7 +12,11 @@ namespace tt {
 
 const char* LayerSpec::type_name() const { return kind->name; }
 bool LayerSpec::batch_normalize() const { return is(kConvKind) && conv().batch_normalize; }
-bool LayerSpec::spatial() const { return is(kConvKind) || is(kMaxPoolKind); }
+// A shortcut adding a map of another shape samples it with a stride or adds part of its
+// channels: that runs after the cut.
+bool LayerSpec::spatial() const {
+  return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().same_shape);
+}
 bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind); }
 bool LayerSpec::detector() const { return is(kRegionKind) || is(kYoloKind); }
 bool LayerSpec::loss() const { return detector() || is(kCostKind) || is(kSoftmaxKind); }
@@ -47,12 +51,20 @@ TT_PARAMS(upsample, UpsampleParams)
 TT_PARAMS(det, DetectorSpec)
 #undef TT_PARAMS
 
-const Window& LayerSpec::window() const { return is(kMaxPoolKind) ? maxpool().win : conv().win; }
-int LayerSpec::pad_total() const { return is(kMaxPoolKind) ? maxpool().pad_total : conv().pad_total; }
+const Window& LayerSpec::window() const {
+  static const Window kCell;  // one cell, stride 1
+  if (is(kShortcutKind)) return kCell;
+  return is(kMaxPoolKind) ? maxpool().win : conv().win;
+}
+int LayerSpec::pad_total() const {
+  if (is(kShortcutKind)) return 0;
+  return is(kMaxPoolKind) ? maxpool().pad_total : conv().pad_total;
+}
 
 Act LayerSpec::activation() const {
   if (is(kConvKind)) return conv().act;
   if (is(kConnectedKind)) return connected().act;
+  if (is(kShortcutKind)) return params_as<ShortcutParams>().act;
   return Act::Linear;
 }
 
@@ -115,11 +127,19 @@ int NetSpec::first_untileable() const {
   return int(layers.size());
 }
 
+int NetSpec::split_reader(int cut) const {
+  for (const auto& l : layers)
+    if (l.index >= cut)
+      for (int r : l.inputs)
+        if (r < cut - 1) return l.index;
+  return -1;
+}
+
 int NetSpec::max_cut() const {
   int cut = first_untileable();
-  for (const auto& l : layers)
-    for (int r : l.inputs)
-      if (r != l.index - 1) cut = std::min(cut, r + 1);
+  // Lowering the cut can leave a reader it had tiled untiled: repeat until nothing moves.
+  for (int r = split_reader(cut); r >= 0; r = split_reader(cut))
+    for (int in : layers[size_t(r)].inputs) cut = std::min(cut, in + 1);
   return cut;
 }
 

@@ -71,6 +71,10 @@ struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples
   bool reverse = false;
   float scale = 1;
 };
+struct ShortcutParams {  // [shortcut]
+  Act act = Act::Linear;  // after the sum
+  bool same_shape = true;  // both maps have the same shape (set with the shapes): it can run tiled
+};
 // [avgpool], [softmax], [cost] and [route] have no options beyond their input edges. A new
 // op type's parameter struct may live beside its op (LayerSpec::params_as).
 
@@ -114,17 +118,18 @@ struct LayerSpec {
   UpsampleParams& upsample();
   const DetectorSpec& det() const;
   DetectorSpec& det();
-  // What tiling needs of a spatial op (convolution, max-pool): the window it reads from
-  // its input and the padding over both sides of an axis.
+  // What tiling needs of a spatial op: the window it reads from each input (a shortcut's
+  // is one cell) and the padding over both sides of an axis.
   const Window& window() const;
   int pad_total() const;
   bool is(const OpKind& k) const { return kind == &k; }
   const char* type_name() const;  // the cfg section name, e.g. "convolutional"
   bool batch_normalize() const;
-  // The activation a convolution or dense layer applies; linear for the others.
+  // The activation a convolution, dense layer or shortcut applies; linear for the others.
   Act activation() const;
 
-  bool spatial() const;          // runs tiled: convolution, max-pool
+  // Runs tiled: convolution, max-pool, and a shortcut adding maps of the same size.
+  bool spatial() const;
   bool has_params() const;       // convolution, dense
   bool detector() const;         // [region], [yolo]
   bool loss() const;             // a detector, [cost] or [softmax]
@@ -164,12 +169,15 @@ struct NetSpec {
   // policy=random draws its factor from the batch number (Darknet: from rand()), so a run
   // and its resumed copy use the same rates; poly is 0 after max_batches.
   float rate_at(int64_t batch_num) const;
-  // Index of the first layer that cannot be tiled (not conv/maxpool); layers.size() if none.
+  // Index of the first layer that cannot be tiled (not spatial()); layers.size() if none.
   int first_untileable() const;
-  // The largest cut the net allows: no later than first_untileable(), and every layer whose
-  // output a layer other than the next one reads ([route], [shortcut]) lies at or after the
-  // cut's last tiled layer (only the map at the cut is gathered whole).
+  // The largest cut the net allows: no later than first_untileable(), and no layer after
+  // the cut reads a tiled layer's output other than the last one's (only the map at the cut
+  // is gathered whole). Tiled layers may read any earlier tiled layer (a residual block).
   int max_cut() const;
+  // The first layer at or after `cut` that reads a layer before cut - 1 (a residual block
+  // the cut would split: only the map at the cut is gathered whole); -1 if none.
+  int split_reader(int cut) const;
   // The first layer other than r + 1 that reads layer r's output; -1 if none.
   int far_reader(int r) const;
   // Layers whose output layer l reads (its input edges).

@@ -10,7 +10,7 @@
 namespace tt {
 
 using OpFactory = std::unique_ptr<Op> (*)(const NetSpec&, const LayerSpec&);
-extern const OpKind kReorgKind, kUpsampleKind, kAvgPoolKind, kDropoutKind, kShortcutKind;
+extern const OpKind kReorgKind, kUpsampleKind, kAvgPoolKind, kDropoutKind;
 std::unique_ptr<Op> make_route_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_reorg_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_upsample_op(const NetSpec&, const LayerSpec&);

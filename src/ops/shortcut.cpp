@@ -14,10 +14,6 @@
 namespace tt {
 namespace {
 
-struct ShortcutParams {
-  Act act = Act::Linear;
-};
-
 // Cell (k, j, i) of the min(C) x min(H) x min(W) region pairs output cell
 // (k, j·sample, i·sample) with `from` cell (k, j·stride, i·stride).
 struct Pairing {
@@ -42,21 +38,6 @@ struct Pairing {
             (int64_t(k) * from.h + int64_t(j) * stride) * from.w + int64_t(i) * stride);
   }
 };
-
-// act'(x) from the activation's output y = act(x), as Darknet's gradient_array computes it.
-float gradient_at_output(Act act, float y) {
-  switch (act) {
-    case Act::Leaky:
-      return y > 0 ? 1.f : 0.1f;
-    case Act::Relu:
-      return y > 0 ? 1.f : 0.f;
-    case Act::Logistic:
-      return (1 - y) * y;
-    case Act::Linear:
-      break;
-  }
-  return 1.f;
-}
 
 class ShortcutOp final : public Op {
  public:
@@ -117,6 +98,7 @@ void shortcut_shape(const NetSpec& net, LayerSpec& l, const ShapeCheck& check) {
     fail(check.where(), ": layer ", l.inputs[1], "'s ", f.w, "x", f.h, " map cannot be added to layer ", l.inputs[0],
          "'s ", l.in.w, "x", l.in.h, " (the sizes must be equal or integer multiples alike in width and height)");
   l.out = l.in;
+  l.params_as<ShortcutParams>().same_shape = f.c == l.in.c && f.h == l.in.h && f.w == l.in.w;
 }
 }  // namespace
 

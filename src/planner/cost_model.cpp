@@ -330,6 +330,13 @@ struct Replay {
         return;
       case StepKind::ReduceGrad:
         return reduce_scatter_chunks(l);
+      case StepKind::SumDeltas:  // the additions are priced as nothing; the exchange where a reader is in a later group
+        if (plan.group_start(l + 1)) return;
+        for (int e : plan.consumers[size_t(l - plan.first)])
+          if (plan.side_edge(e) && plan.crosses_groups(e))
+            return exchange(plan.bwd_halo[size_t(e)], net.layers[size_t(l)].out.c, layout().out_cb[size_t(l)],
+                            &RankPrediction::halo_s);
+        return;
       case StepKind::BackwardHalo:
         return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c,
                         layout().out_cb[size_t(l - 1)], &RankPrediction::halo_s);
@@ -371,8 +378,15 @@ struct Replay {
         for (int t : local[size_t(r)])
           if (!parts(r, t).empty())
             interior[size_t(r)] += comp(r, l, lm(r, l).fwd, double(batch) * parts(r, t)[0].area());
-      exchange(plan.fwd_halo[size_t(plan.edge(l))], s.in.c, layout().in_cb[size_t(l)], &RankPrediction::halo_s,
-               interior);
+      std::vector<Message> m;  // every input edge that crosses groups (PostHalo)
+      for (int e : plan.node_edges[size_t(l - plan.first)]) {
+        if (!plan.crosses_groups(e)) continue;
+        const PlanEdge& pe = plan.edges[size_t(e)];
+        const int c = pe.slot == 0 ? s.in.c : net.layers[size_t(pe.from)].out.c;
+        const int cb = pe.slot == 0 ? layout().in_cb[size_t(l)] : layout().out_cb[size_t(pe.from)];
+        for (const Piece& pc : plan.fwd_halo[size_t(e)]) m.push_back({pc.from, pc.to, map_bytes(c, cb, pc.box)});
+      }
+      exchange(m, &RankPrediction::halo_s, interior);
     }
     for (int r = 0; r < P; ++r)
       for (int t : local[size_t(r)]) {

@@ -154,7 +154,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   const int default_cut = resolve_cut(net, -1);
   std::vector<int> cuts{default_cut};  // and after every max-pool before it: smaller maps at the cut
   for (int l = 0; l + 1 < default_cut; ++l)
-    if (net.layers[size_t(l)].is(kMaxPoolKind)) cuts.push_back(l + 1);
+    if (net.layers[size_t(l)].is(kMaxPoolKind) && net.split_reader(l + 1) < 0) cuts.push_back(l + 1);
 
   std::vector<Candidate> all;
   res.least_memory.pred.memory_short_mb.assign(1, std::numeric_limits<double>::infinity());

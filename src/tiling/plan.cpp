@@ -42,6 +42,17 @@ bool Plan::crosses_groups(int e) const {
   return pe.from != kSegmentInput && group_of(pe.from) != group_of(pe.to);
 }
 
+bool Plan::side_edge(int e) const {
+  const PlanEdge& pe = edges[size_t(e)];
+  return pe.slot != 0 || pe.from != pe.to - 1;
+}
+
+bool Plan::read_by_side_edge(int l) const {
+  for (int e : consumers[size_t(l - first)])
+    if (side_edge(e)) return true;
+  return false;
+}
+
 namespace {
 // Whether every consumer of node l inside the segment is in a later group (and there is one).
 bool read_only_by_later_groups(const Plan& plan, int l) {
@@ -57,7 +68,8 @@ bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l) {
 }
 
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l) {
-  if (tiled_traits(net.layers[size_t(l)]).backward_reads_winners) return true;
+  const TiledTraits& traits = tiled_traits(net.layers[size_t(l)]);
+  if (traits.backward_reads_winners || traits.backward_reads_output) return true;
   return has_pointwise(net.layers[size_t(l)]) && !pointwise_before_exchange(net, plan, l);
 }
 
@@ -84,22 +96,26 @@ std::vector<int> parse_groups(const std::string& spec, int first, int last) {
 }
 
 int resolve_cut(const NetSpec& net, int requested) {
-  const int limit = net.max_cut();
+  const int limit = net.max_cut(), untileable = net.first_untileable();
   if (requested < -1) fail("--cut ", requested, ": a layer count (or -1, the default)");
   if (requested < 0) {
     if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", net.layers[0].type_name(), "])");
     return limit;
   }
   if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
-  if (requested > limit && limit < net.first_untileable()) {
-    const LayerSpec& reader = net.layers[size_t(net.far_reader(limit - 1))];
-    fail("--cut ", requested, ": layer ", reader.index, " ([", reader.type_name(), "]) reads the output of layer ",
-         limit - 1, ", which must then be whole on the root: the cut must be at most ", limit);
-  }
-  if (requested > limit) {
-    const LayerSpec& l = net.layers[limit];
-    fail("--cut ", requested, ": layer ", limit, " ([", l.type_name(), "] at ", net.path, ":", l.line,
+  if (requested > int(net.layers.size())) fail("--cut ", requested, ": the net has ", net.layers.size(), " layers");
+  if (requested > untileable) {
+    const LayerSpec& l = net.layers[size_t(untileable)];
+    fail("--cut ", requested, ": layer ", untileable, " ([", l.type_name(), "] at ", net.path, ":", l.line,
          ") cannot be tiled; the cut must be at most ", limit);
+  }
+  if (const int r = net.split_reader(requested); r >= 0) {
+    const LayerSpec& reader = net.layers[size_t(r)];
+    int from = requested;
+    for (int in : reader.inputs) from = std::min(from, in);
+    fail("--cut ", requested, ": layer ", r, " ([", reader.type_name(), "]) reads the output of layer ", from,
+         ", which must then be whole on the root: the cut must be at most ", from + 1,
+         r < limit ? " or at least " + std::to_string(r + 1) : std::string());
   }
   return requested;
 }

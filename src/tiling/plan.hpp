@@ -85,6 +85,12 @@ struct Plan {
   int edge(int l, int slot = 0) const { return node_edges[size_t(l - first)][size_t(slot)]; }
   // Whether edge e carries a value from one group into a later one (halos travel there).
   bool crosses_groups(int e) const;
+  // Edge e is not a node's first input read from the node just before it (a chain's edge):
+  // a residual join's second input. The engine runs the chains and adds these.
+  bool side_edge(int e) const;
+  // Node l's output is read by a side edge (it is kept until then; its delta has a part
+  // that arrives from far consumers).
+  bool read_by_side_edge(int l) const;
 };
 
 // Parses "none" (a group per layer), "all" (one group) or "0,4,8" (absolute layer

@@ -14,11 +14,16 @@ constexpr TiledTraits kMaxPool{.backward_reads_winners = true,
                                .parts_in_place = true,
                                .reads_pre_activation = true,
                                .feature_bytes = 1};
+// A residual join: the sum of its inputs, then an activation whose derivative backward
+// takes from the output (none when linear).
+constexpr TiledTraits kShortcut{};
+constexpr TiledTraits kShortcutActivated{.backward_reads_output = true};
 }  // namespace
 
 const TiledTraits& tiled_traits(const LayerSpec& s) {
   if (s.is(kConvKind)) return kConv;
   if (s.is(kMaxPoolKind)) return kMaxPool;
+  if (s.spatial() && s.is(kShortcutKind)) return s.activation() == Act::Linear ? kShortcut : kShortcutActivated;
   fail("internal: [", s.type_name(), "] layer ", s.index, " does not run tiled");
 }
 

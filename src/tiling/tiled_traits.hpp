@@ -23,6 +23,9 @@ struct TiledTraits {
   // Backward reads forward values on its delta box that only forward makes (max-pool
   // winners), whatever the batch-norm or activation.
   bool backward_reads_winners = false;
+  // Backward reads its own output on its delta box (a shortcut's activation derivative):
+  // it keeps its output as y, on box `held`.
+  bool backward_reads_output = false;
   // Backward-data adds each output cell's delta into single input cells: it can write
   // straight into any buffer that covers its input delta box (the halo buffer at a group
   // start) on the cells its delta box reaches. Else it computes its input delta as a map
