@@ -14,6 +14,7 @@
 
 #include "model/net_spec.hpp"
 #include "model/op_kind.hpp"
+#include "tiling/plan.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -86,6 +87,41 @@ TEST(CfgErrors, ShortcutInputs) {
   expect_error_at("[net]\nwidth=12\nheight=5\nchannels=3\n" + conv + down + down + "[shortcut]\nfrom=0\n", "[shortcut]",
                   {"layer 0's 12x5 map cannot be added to layer 2's 3x2", "integer multiples"});
   EXPECT_NO_THROW(parse_net(kNet + conv + down + "[shortcut]\nfrom=0\n", "test.cfg"));
+}
+
+// Shortcuts of maps of one shape run tiled; a cut may not split a residual block (the root
+// holds only the map at the cut whole), and one of other shapes ends the tiled part.
+TEST(CfgErrors, CutAndResidualBlocks) {
+  const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
+  const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";
+  const NetSpec net = parse_net(kNet + conv + conv + conv + "[shortcut]\nfrom=-3\n" + down + "[shortcut]\nfrom=-2\n" +
+                                    conv + "[cost]\n",
+                                "res.cfg");
+  EXPECT_TRUE(net.layers[3].spatial());   // 4x11x13 + 4x11x13
+  EXPECT_FALSE(net.layers[5].spatial());  // 4x6x7 + 4x11x13: sampled, after the cut
+  EXPECT_EQ(net.first_untileable(), 5);
+  EXPECT_EQ(net.max_cut(), 4);  // layer 5 reads layer 3: the cut is after it
+  EXPECT_EQ(resolve_cut(net, -1), 4);
+  EXPECT_EQ(resolve_cut(net, 1), 1);  // before the block
+  auto message = [&](int cut) {
+    try {
+      resolve_cut(net, cut);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (int cut : {2, 3})  // inside the block: layer 3 reads layer 0
+    EXPECT_NE(message(cut).find("layer 3 ([shortcut]) reads the output of layer 0, which must then be whole on the root: "
+                                "the cut must be at most 1 or at least 4"),
+              std::string::npos)
+        << message(cut);
+  EXPECT_NE(message(5).find("layer 5 ([shortcut]) reads the output of layer 3, which must then be whole on the root: "
+                            "the cut must be at most 4"),
+            std::string::npos)
+      << message(5);
+  EXPECT_NE(message(6).find("layer 5 ([shortcut] at res.cfg:"), std::string::npos) << message(6);
+  EXPECT_NE(message(99).find("the net has 8 layers"), std::string::npos) << message(99);
 }
 
 TEST(CfgErrors, UnknownKey) {

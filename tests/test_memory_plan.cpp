@@ -44,7 +44,7 @@ namespace tt {
 namespace {
 
 struct NetCase {
-  std::string path;  // relative to the source tree
+  std::string path;  // relative to the source tree, or the cfg's text (from "[net]")
   int h = 0, w = 0;  // > 0: resize_net
   std::vector<std::string> groups;
 };
@@ -82,6 +82,9 @@ std::vector<size_t> planned_buffers(const SegmentMemoryPlan& mp, const std::vect
       if (m.in == MapStore::Own) b.push_back(m.in_floats * sizeof(float));
       if (m.y == MapStore::Own) b.push_back(m.y_floats * sizeof(float));
       if (m.z == MapStore::Own) b.push_back(m.out_floats * sizeof(float));
+      for (size_t k : m.side_in_floats)
+        if (k > 0) b.push_back(k * sizeof(float));
+      if (m.side_delta_floats > 0) b.push_back(m.side_delta_floats * sizeof(float));
     }
   }
   b.push_back(mp.crop_floats * sizeof(float));
@@ -145,6 +148,21 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
       {"cfgs/fashion-mnist.cfg", 0, 0, {"none", "all", "0,2"}},
       {"tests/fixtures/pool_mix/net.cfg", 0, 0, {"none", "all", "0,2"}},
       {"tests/fixtures/bn_stride/net.cfg", 0, 0, {"none", "all", "0,2"}},
+      // residual blocks: outputs read by a far shortcut (kept, their deltas summed),
+      // activated joins (output kept on `held`), blocks inside and across groups
+      {"[net]\nbatch=2\nwidth=23\nheight=19\nchannels=3\n"
+       "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+       "[maxpool]\nsize=2\nstride=2\n"
+       "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+       "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+       "[shortcut]\nfrom=-3\nactivation=leaky\n"
+       "[convolutional]\nfilters=8\nsize=1\nstride=1\npad=0\nactivation=relu\n"
+       "[shortcut]\nfrom=-2\nactivation=linear\n"
+       "[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+       "[cost]\ntype=sse\n",
+       0,
+       0,
+       {"none", "all", "0,3,6", "0,5"}},
   };
   const int grids[][2] = {{1, 1}, {1, 2}, {2, 2}, {3, 2}, {2, 3}};
   DnnlContext ctx;
@@ -152,7 +170,8 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
   LocalComm comm;
   int segments = 0, partial = 0, used = 0, unwritten = 0;
   for (const NetCase& nc : nets) {
-    NetSpec net = load_net(test::source_dir() + "/" + nc.path);
+    NetSpec net = nc.path.rfind("[net]", 0) == 0 ? parse_net(nc.path, "residual.cfg")
+                                                  : load_net(test::source_dir() + "/" + nc.path);
     if (nc.h > 0) resize_net(net, nc.h, nc.w);
     Params params(net);
     init_params(params, net, 1);
@@ -187,7 +206,7 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
               for (int variant = 0; variant < 4; ++variant) {
                 const bool recompute = variant & 1, nid = variant & 2;
                 std::string what =
-                    describe(nc.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local);
+                    describe(net.path, g[0], g[1], range.first, range.last, gspec, range.in_cb, recompute, nid, local);
                 what.append(", backward features ").append(backward_features_name(features));
                 SCOPED_TRACE(what);
                 std::vector<int> tile_rank(size_t(T), 1);

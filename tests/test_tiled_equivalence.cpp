@@ -64,6 +64,7 @@ struct EqConfig {
   int rows = 1, cols = 1;
   std::string groups = "none";
   int cut = -1;
+  int ref_cut = -1;  // the untiled reference's cut (-1: the default)
   BnMode bn = BnMode::Sync;
   int steps = 2;
   KernelPath kernels = KernelPath::Auto;
@@ -130,7 +131,7 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
 // Parses the configuration; false when it cannot run (random_net::usable): those are
 // skipped, not counted.
 // The layer types the float64 reference computes.
-enum class RefKind { Conv, MaxPool, AvgPool, Connected, Softmax, Cost, Other };
+enum class RefKind { Conv, MaxPool, AvgPool, Connected, Softmax, Cost, Shortcut, Other };
 RefKind ref_kind(const LayerSpec& l) {
   const std::string n = l.type_name();
   if (n == "convolutional") return RefKind::Conv;
@@ -139,6 +140,7 @@ RefKind ref_kind(const LayerSpec& l) {
   if (n == "connected") return RefKind::Connected;
   if (n == "softmax") return RefKind::Softmax;
   if (n == "cost") return RefKind::Cost;
+  if (n == "shortcut" && l.spatial()) return RefKind::Shortcut;  // of two maps of one shape
   return RefKind::Other;
 }
 
@@ -300,6 +302,16 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
       case RefKind::Cost:
         out = in;
         break;
+      case RefKind::Shortcut: {
+        const std::vector<double>& from = x[size_t(l.inputs[1] + 1)];
+        pre[li].resize(in.size());
+        out.resize(in.size());
+        for (size_t k = 0; k < in.size(); ++k) {
+          pre[li][k] = in[k] + from[k];
+          out[k] = test::act_ref(l.activation(), pre[li][k]);
+        }
+        break;
+      }
       case RefKind::Other:
         ADD_FAILURE() << l.type_name() << " in the float64 reference";
         out = in;
@@ -317,8 +329,10 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
   };
   std::vector<double> g(x[L].size());
   for (size_t k = 0; k < g.size(); ++k) g[k] = x[L][k] - double(truth[k]);  // sse, and softmax + cross-entropy
+  std::vector<std::vector<double>> far_delta(L);  // per layer: the delta a shortcut's second input adds
   for (size_t li = L; li-- > 0;) {
     const LayerSpec& l = net.layers[li];
+    for (size_t k = 0; k < far_delta[li].size(); ++k) g[k] += far_delta[li][k];
     const ParamSlice& ps = p.slices[l.index];
     const std::vector<double>& in = x[li];
     std::vector<double> gin(in.size(), 0.);
@@ -394,6 +408,14 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
               gin[size_t(n * I + i)] += d * W(l, o * I + i);
             }
           }
+        break;
+      }
+      case RefKind::Shortcut: {
+        for (size_t k = 0; k < g.size(); ++k) g[k] *= test::act_grad_ref(l.activation(), pre[li][k]);
+        std::vector<double>& f = far_delta[size_t(l.inputs[1])];
+        f.resize(g.size(), 0.);
+        for (size_t k = 0; k < g.size(); ++k) f[k] += g[k];
+        gin = g;
         break;
       }
       default:
@@ -579,7 +601,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
   ropt.split = {};
   ropt.rows = ropt.cols = 1;
   ropt.groups = "all";
-  ropt.cut = -1;
+  ropt.cut = c.ref_cut;
   LocalComm comm;
   Trainer tiled(net, p_tiled, topt, comm), ref(net, p_ref, ropt, comm);
   Checker check;
@@ -885,6 +907,66 @@ TEST(TiledEquivalence, HandPicked) {
         "ill-conditioned\n",
         c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
         r.ill_conditioned);
+  }
+}
+
+// Residual blocks inside the tiled part ([shortcut] joins): a value read by the next layer
+// and by a shortcut further on (forks), joins of different depths, a shortcut reading a
+// shortcut, one adding a map to itself (from=-1), every activation, and a join of a plain
+// map (the net's input pooled) with a channel-blocked one. Each against a reference that
+// runs every shortcut after its cut (the op checked against libdarknet), on grids 1x1 to
+// 3x3, every kind of grouping (blocks inside a group, across groups, split by one), both
+// batch-norm modes and both ways to find backward's forward values.
+TEST(TiledEquivalence, ResidualBlocks) {
+  const std::string head = "[net]\nbatch=2\nwidth=23\nheight=19\nchannels=3\nlearning_rate=0.002\nmomentum=0.9\n";
+  const std::string bn_conv = "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=";
+  const std::string resnet = head + bn_conv + "leaky\n[maxpool]\nsize=2\nstride=2\n" + bn_conv + "leaky\n" +
+                             bn_conv +
+                             "linear\n[shortcut]\nfrom=-3\nactivation=leaky\n"
+                             "[convolutional]\nfilters=8\nsize=1\nstride=1\npad=0\nactivation=relu\n"
+                             "[shortcut]\nfrom=-2\nactivation=linear\n"
+                             "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=2\npad=1\nactivation="
+                             "logistic\n[shortcut]\nfrom=-1\nactivation=relu\n[cost]\ntype=sse\n";
+  const std::string mixed = head +
+                            "[maxpool]\nsize=2\nstride=1\n"
+                            "[convolutional]\nfilters=3\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+                            "[shortcut]\nfrom=-2\nactivation=logistic\n" +
+                            bn_conv + "leaky\n[cost]\ntype=sse\n";
+  struct Run {
+    const std::string* cfg;
+    int ref_cut;  // before the first shortcut's far input is read
+    const char* groups;
+    int rows, cols;
+    BnMode bn = BnMode::Sync;
+    BackwardFeatures features = BackwardFeatures::Recompute;
+  };
+  constexpr auto X = BackwardFeatures::Exchange;
+  constexpr auto F = BnMode::Frozen;
+  for (const Run& run : {Run{&resnet, 2, "all", 1, 1}, Run{&resnet, 2, "none", 2, 2}, Run{&resnet, 2, "all", 3, 2, F},
+                         Run{&resnet, 2, "0,3,6", 1, 3, BnMode::Sync, X}, Run{&resnet, 2, "0,2,5,7", 2, 3, F, X},
+                         Run{&resnet, 2, "0,4", 3, 3}, Run{&resnet, 2, "all", 2, 2, BnMode::Sync, X},
+                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X}}) {
+    EqConfig c;
+    c.seed = 4242;
+    c.cfg = *run.cfg;
+    c.ref_cut = run.ref_cut;
+    c.rows = run.rows;
+    c.cols = run.cols;
+    c.groups = run.groups;
+    c.bn = run.bn;
+    c.features = run.features;
+    SCOPED_TRACE(c.describe());
+    NetSpec net;
+    ASSERT_TRUE(usable(c, net));
+    int shortcuts = 0;
+    for (const LayerSpec& l : net.layers) shortcuts += l.is(kShortcutKind) && l.index < resolve_cut(net, c.cut);
+    ASSERT_GT(shortcuts, 0) << "the shortcuts must run tiled";
+    const EqResult r = run_equivalence(c, net);
+    EXPECT_EQ(r.failures, 0);
+    std::printf("residual %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
+                "ill-conditioned\n",
+                c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
+                r.ill_conditioned);
   }
 }
 
