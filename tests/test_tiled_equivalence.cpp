@@ -705,6 +705,127 @@ uint64_t env_u64(const char* name, uint64_t def) {
   return v && *v ? std::strtoull(v, nullptr, 10) : def;
 }
 
+// A random residual network from `seed`: a stack of convolutions that mostly keep the map's
+// shape (so that shortcuts can join them), max-pools and stride-2 convolutions that change
+// it, and shortcuts from random earlier layers of the same shape (the one before included),
+// each with a random activation; a random grid, grouping, cut (never inside a block), batch-
+// norm mode and feature mode. The reference runs every shortcut after its cut (ref_cut), as
+// the op checked against libdarknet. `shortcuts` counts the tiled joins.
+EqConfig generate_residual(uint64_t seed, int& shortcuts) {
+  random_net::Draws d(seed);
+  auto pick = [&](int n) { return d.pick(n); };
+  EqConfig c;
+  c.seed = seed;
+  std::ostringstream s;
+  s << "[net]\nbatch=" << 1 + pick(2) << "\nsubdivisions=1\nwidth=" << 9 + pick(24) << "\nheight=" << 9 + pick(24)
+    << "\nchannels=" << 1 + pick(3) << "\nlearning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\n";
+  const int channels = pick(5) == 0 ? 17 : 2 + pick(7);
+  auto conv = [&](int size, int stride) {
+    s << "\n[convolutional]\n" << (pick(2) ? "batch_normalize=1\n" : "") << "filters=" << channels << "\nsize=" << size
+      << "\nstride=" << stride << "\npad=1\nactivation=" << random_net::activation(d) << "\n";
+  };
+  conv(3, 1);
+  const int n = 4 + pick(7);
+  NetSpec net = parse_net(s.str() + "[cost]\n", "residual.cfg");
+  for (int l = 1; l < n; ++l) {
+    const std::string before = s.str();
+    const Shape& out = net.layers.back().out;
+    std::vector<int> same;  // earlier layers whose output has this shape
+    for (const LayerSpec& x : net.layers)
+      if (x.out.c == out.c && x.out.h == out.h && x.out.w == out.w) same.push_back(x.index);
+    const int r = pick(10);
+    if (r < 4) {
+      const int from = same[size_t(pick(int(same.size())))];
+      s << "\n[shortcut]\nfrom=" << from - l << "\nactivation=" << random_net::activation(d) << "\n";
+    } else if (r == 4) {
+      s << "\n[maxpool]\nsize=2\nstride=" << 1 + pick(2) << "\n";
+    } else if (r == 5) {
+      conv(3, 2);
+    } else {
+      conv(pick(3) ? 3 : 1, 1);
+    }
+    try {
+      net = parse_net(s.str() + "[cost]\n", "residual.cfg");
+    } catch (const Error&) {  // the map became too small: the stack ends here
+      s.str(before);
+      s.seekp(0, std::ios_base::end);
+      break;
+    }
+  }
+  random_net::head(d, s);
+  c.cfg = s.str();
+  net = parse_net(c.cfg, "residual.cfg");
+  const int layers = int(net.layers.size());
+  c.rows = 1 + pick(3);
+  c.cols = 1 + pick(3);
+  c.bn = pick(2) ? BnMode::Sync : BnMode::Frozen;
+  const int tiled_max = net.max_cut();
+  const random_net::Partition part = tiled_max >= 2 ? random_net::partition(d, tiled_max) : random_net::Partition{};
+  c.cut = part.cut > 0 && net.split_reader(part.cut) < 0 ? part.cut : -1;
+  c.groups = part.groups;
+  if (c.groups != "none" && c.groups != "all" && c.cut > 0) {  // keep the starts inside the cut
+    std::string g = "0";
+    for (int start : parse_groups(part.groups, 0, tiled_max))
+      if (start > 0 && start < c.cut) g += "," + std::to_string(start);
+    c.groups = g;
+  }
+  c.features = pick(2) ? BackwardFeatures::Exchange : BackwardFeatures::Recompute;
+  c.ref_cut = -1;
+  shortcuts = 0;
+  const int cut = resolve_cut(net, c.cut);
+  for (int l = 0; l < layers; ++l)
+    if (net.layers[size_t(l)].is(kShortcutKind)) {
+      const int from = net.layers[size_t(l)].inputs[1];
+      c.ref_cut = c.ref_cut < 0 ? from + 1 : std::min(c.ref_cut, from + 1);
+      shortcuts += l < cut;
+    }
+  if (c.ref_cut == 0) c.ref_cut = -1;
+  return c;
+}
+
+// 150 random residual networks on the default kernels (TILETRAIN_EQ_RESIDUAL_COUNT,
+// TILETRAIN_EQ_RESIDUAL_SEED), each against its reference as run_equivalence judges.
+TEST(TiledEquivalence, RandomResidualNets) {
+  const uint64_t seed0 = env_u64("TILETRAIN_EQ_RESIDUAL_SEED", 20261128);
+  const int count = int(env_u64("TILETRAIN_EQ_RESIDUAL_COUNT", 150));
+  int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0;
+  double worst = 0;
+  for (uint64_t seed = seed0; ran < count; ++seed) {
+    int shortcuts = 0;
+    EqConfig c = generate_residual(seed, shortcuts);
+    SCOPED_TRACE(c.describe() + "reference cut " + std::to_string(c.ref_cut) + "\n");
+    NetSpec net;
+    if (!usable(c, net)) {
+      ++skipped;
+      ASSERT_LT(skipped, 20 * count) << "the generator hardly finds usable configurations";
+      continue;
+    }
+    ++ran;
+    joins += shortcuts;
+    grids += c.rows * c.cols > 1 && shortcuts > 0;
+    exchanged += c.rows * c.cols > 1 && shortcuts > 0 && c.features == BackwardFeatures::Exchange;
+    const int cut = resolve_cut(net, c.cut);
+    const Plan plan = make_plan(net, 1, 1, 0, cut, parse_groups(c.groups, 0, cut));
+    for (size_t e = 0; e < plan.edges.size(); ++e) crossing += plan.side_edge(int(e)) && plan.crosses_groups(int(e));
+    const EqResult r = run_equivalence(c, net);
+    worst = std::max(worst, r.worst);
+    if (r.failures > 0) {
+      std::printf("FAILED configuration: %d tensor(s) over the tolerance, worst %.3g (%s); %s\n", r.failures, r.worst,
+                  r.worst_name.c_str(), c.describe().c_str());
+      break;
+    }
+  }
+  std::printf("ran %d random residual nets (%d skipped as unusable): %d tiled joins, %d of them across groups, %d "
+              "nets with joins on a grid (%d exchanging features); worst relative difference %.3g\n",
+              ran, skipped, joins, crossing, grids, exchanged, worst);
+  if (count >= 100 && !::testing::Test::HasFailure()) {  // joins tiled on grids, inside and across groups
+    EXPECT_GT(joins, count);
+    EXPECT_GT(crossing, count / 4);
+    EXPECT_GT(grids, count / 2);
+    EXPECT_GT(exchanged, count / 5);
+  }
+}
+
 // (kernel path, channel block: 0 = this CPU's, or the other CPU kind's, on own kernels)
 class TiledEquivalenceRandom : public ::testing::TestWithParam<std::tuple<KernelPath, int>> {};
 

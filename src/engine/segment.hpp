@@ -3,7 +3,8 @@
 // maps, weight gradients over owned boxes only. This process runs the tiles tile_rank
 // gives it, layer by layer in lockstep with the other processes' tiles (batch-norm
 // statistics are a synchronisation point inside groups), as its compiled schedule lists
-// the steps (schedule.hpp).
+// the steps (schedule.hpp). The layers form a chain (each reads the one before) with side
+// edges into joins (a residual shortcut): docs/tiling.md, "Residual blocks in the engine".
 #pragma once
 #include <memory>
 #include <vector>

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "data/image.hpp"
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -53,6 +54,7 @@ std::string cat(const A&... parts) {
 }
 
 std::string layer_words(const LayerSpec& s) {
+  if (s.is(kShortcutKind)) return cat("shortcut of ", s.inputs[1]);
   return cat(s.is(kConvKind) ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/", s.window().stride);
 }
 
