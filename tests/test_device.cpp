@@ -47,6 +47,16 @@ class CountingDevice final : public Device {
     ++calls["add_region"];
     cpu().add_region(src, dst, region);
   }
+  void copy_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                     const Box& region) override {
+    ++calls["copy_channels"];
+    cpu().copy_channels(src, src_c0, dst, dst_c0, channels, region);
+  }
+  void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                    const Box& region) override {
+    ++calls["add_channels"];
+    cpu().add_channels(src, src_c0, dst, dst_c0, channels, region);
+  }
   void zero(const TensorView& t) override {
     ++calls["zero"];
     cpu().zero(t);

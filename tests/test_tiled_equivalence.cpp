@@ -131,7 +131,7 @@ EqConfig generate(uint64_t seed, int h = 0, int w = 0) {
 // Parses the configuration; false when it cannot run (random_net::usable): those are
 // skipped, not counted.
 // The layer types the float64 reference computes.
-enum class RefKind { Conv, MaxPool, AvgPool, Connected, Softmax, Cost, Shortcut, Other };
+enum class RefKind { Conv, MaxPool, AvgPool, Connected, Softmax, Cost, Shortcut, Route, Other };
 RefKind ref_kind(const LayerSpec& l) {
   const std::string n = l.type_name();
   if (n == "convolutional") return RefKind::Conv;
@@ -141,6 +141,7 @@ RefKind ref_kind(const LayerSpec& l) {
   if (n == "softmax") return RefKind::Softmax;
   if (n == "cost") return RefKind::Cost;
   if (n == "shortcut" && l.spatial()) return RefKind::Shortcut;  // of two maps of one shape
+  if (n == "route" && l.spatial()) return RefKind::Route;        // the layer before first
   return RefKind::Other;
 }
 
@@ -312,6 +313,15 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         }
         break;
       }
+      case RefKind::Route:  // per sample, each input's channels in turn
+        out.clear();
+        for (int n = 0; n < N; ++n)
+          for (int r : l.inputs) {
+            const std::vector<double>& src = x[size_t(r + 1)];
+            const size_t per = src.size() / size_t(N);
+            out.insert(out.end(), src.begin() + long(n * per), src.begin() + long((n + 1) * per));
+          }
+        break;
       case RefKind::Other:
         ADD_FAILURE() << l.type_name() << " in the float64 reference";
         out = in;
@@ -416,6 +426,18 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         f.resize(g.size(), 0.);
         for (size_t k = 0; k < g.size(); ++k) f[k] += g[k];
         gin = g;
+        break;
+      }
+      case RefKind::Route: {  // each input its slice: the first through gin, the others as far deltas
+        size_t at = 0;
+        for (int n = 0; n < N; ++n)
+          for (size_t k = 0; k < l.inputs.size(); ++k) {
+            const int r = l.inputs[k];
+            const size_t per = size_t(net.layers[size_t(r)].out.size());
+            std::vector<double>& dst = k == 0 ? gin : far_delta[size_t(r)];
+            dst.resize(size_t(N) * per, 0.);
+            for (size_t i = 0; i < per; ++i) dst[size_t(n) * per + i] += g[at++];
+          }
         break;
       }
       default:
@@ -707,10 +729,11 @@ uint64_t env_u64(const char* name, uint64_t def) {
 
 // A random residual network from `seed`: a stack of convolutions that mostly keep the map's
 // shape (so that shortcuts can join them), max-pools and stride-2 convolutions that change
-// it, and shortcuts from random earlier layers of the same shape (the one before included),
-// each with a random activation; a random grid, grouping, cut (never inside a block), batch-
-// norm mode and feature mode. The reference runs every shortcut after its cut (ref_cut), as
-// the op checked against libdarknet. `shortcuts` counts the tiled joins.
+// it, shortcuts from random earlier layers of the same shape (the one before included),
+// each with a random activation, and routes concatenating the layer before with one or two
+// earlier maps of its size; a random grid, grouping, cut (never inside a block), batch-norm
+// mode and feature mode. The reference runs every join after its cut (ref_cut), as the ops
+// checked against libdarknet. `shortcuts` counts the tiled joins.
 EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   random_net::Draws d(seed);
   auto pick = [&](int n) { return d.pick(n); };
@@ -730,13 +753,19 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   for (int l = 1; l < n; ++l) {
     const std::string before = s.str();
     const Shape& out = net.layers.back().out;
-    std::vector<int> same;  // earlier layers whose output has this shape
-    for (const LayerSpec& x : net.layers)
+    std::vector<int> same, sized;  // earlier layers whose output has this shape, this map size
+    for (const LayerSpec& x : net.layers) {
+      if (x.out.h == out.h && x.out.w == out.w) sized.push_back(x.index);
       if (x.out.c == out.c && x.out.h == out.h && x.out.w == out.w) same.push_back(x.index);
+    }
     const int r = pick(10);
-    if (r < 4) {
+    if (r < 3) {
       const int from = same[size_t(pick(int(same.size())))];
       s << "\n[shortcut]\nfrom=" << from - l << "\nactivation=" << random_net::activation(d) << "\n";
+    } else if (r == 3) {  // a concatenation onto the layer before
+      s << "\n[route]\nlayers=-1";
+      for (int k = pick(3) ? 1 : 2; k > 0; --k) s << "," << sized[size_t(pick(int(sized.size())))] - l;
+      s << "\n";
     } else if (r == 4) {
       s << "\n[maxpool]\nsize=2\nstride=" << 1 + pick(2) << "\n";
     } else if (r == 5) {
@@ -773,12 +802,11 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   c.ref_cut = -1;
   shortcuts = 0;
   const int cut = resolve_cut(net, c.cut);
-  for (int l = 0; l < layers; ++l)
-    if (net.layers[size_t(l)].is(kShortcutKind)) {
-      const int from = net.layers[size_t(l)].inputs[1];
-      c.ref_cut = c.ref_cut < 0 ? from + 1 : std::min(c.ref_cut, from + 1);
-      shortcuts += l < cut;
-    }
+  for (int l = 0; l < layers; ++l) {
+    const std::vector<int>& in = net.layers[size_t(l)].inputs;
+    for (size_t k = 1; k < in.size(); ++k) c.ref_cut = c.ref_cut < 0 ? in[k] + 1 : std::min(c.ref_cut, in[k] + 1);
+    shortcuts += in.size() > 1 && l < cut;
+  }
   if (c.ref_cut == 0) c.ref_cut = -1;
   return c;
 }
@@ -1031,10 +1059,11 @@ TEST(TiledEquivalence, HandPicked) {
   }
 }
 
-// Residual blocks inside the tiled part ([shortcut] joins): a value read by the next layer
-// and by a shortcut further on (forks), joins of different depths, a shortcut reading a
-// shortcut, one adding a map to itself (from=-1), every activation, and a join of a plain
-// map (the net's input pooled) with a channel-blocked one. Each against a reference that
+// Residual and dense blocks inside the tiled part ([shortcut] and [route] joins): a value
+// read by the next layer and by a join further on (forks), joins of different depths, a
+// shortcut reading a shortcut, one adding a map to itself (from=-1), a route listing a
+// layer twice, every activation, and a join of a plain map (the net's input pooled) with a
+// channel-blocked one. Each against a reference that
 // runs every shortcut after its cut (the op checked against libdarknet), on grids 1x1 to
 // 3x3, every kind of grouping (blocks inside a group, across groups, split by one), both
 // batch-norm modes and both ways to find backward's forward values.
@@ -1048,6 +1077,17 @@ TEST(TiledEquivalence, ResidualBlocks) {
                              "[shortcut]\nfrom=-2\nactivation=linear\n"
                              "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=2\npad=1\nactivation="
                              "logistic\n[shortcut]\nfrom=-1\nactivation=relu\n[cost]\ntype=sse\n";
+  // dense blocks: concatenations onto the layer before, at channel offsets off the blocks
+  const std::string dense = head + bn_conv +
+                            "leaky\n"
+                            "[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+                            "[route]\nlayers=-1,-2\n"
+                            "[convolutional]\nbatch_normalize=1\nfilters=3\nsize=1\nstride=1\npad=1\nactivation=relu\n"
+                            "[route]\nlayers=-1,-2,-4\n[maxpool]\nsize=2\nstride=2\n"
+                            "[convolutional]\nfilters=5\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+                            "[route]\nlayers=-1,-1,-2\n"
+                            "[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=logistic\n"
+                            "[cost]\ntype=sse\n";
   const std::string mixed = head +
                             "[maxpool]\nsize=2\nstride=1\n"
                             "[convolutional]\nfilters=3\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
@@ -1066,7 +1106,9 @@ TEST(TiledEquivalence, ResidualBlocks) {
   for (const Run& run : {Run{&resnet, 2, "all", 1, 1}, Run{&resnet, 2, "none", 2, 2}, Run{&resnet, 2, "all", 3, 2, F},
                          Run{&resnet, 2, "0,3,6", 1, 3, BnMode::Sync, X}, Run{&resnet, 2, "0,2,5,7", 2, 3, F, X},
                          Run{&resnet, 2, "0,4", 3, 3}, Run{&resnet, 2, "all", 2, 2, BnMode::Sync, X},
-                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X}}) {
+                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X},
+                         Run{&dense, 1, "all", 1, 1}, Run{&dense, 1, "none", 2, 2}, Run{&dense, 1, "0,3,6", 3, 2, F},
+                         Run{&dense, 1, "0,2,5,8", 2, 3, BnMode::Sync, X}, Run{&dense, 1, "all", 3, 3, F, X}}) {
     EqConfig c;
     c.seed = 4242;
     c.cfg = *run.cfg;
@@ -1080,8 +1122,8 @@ TEST(TiledEquivalence, ResidualBlocks) {
     NetSpec net;
     ASSERT_TRUE(usable(c, net));
     int shortcuts = 0;
-    for (const LayerSpec& l : net.layers) shortcuts += l.is(kShortcutKind) && l.index < resolve_cut(net, c.cut);
-    ASSERT_GT(shortcuts, 0) << "the shortcuts must run tiled";
+    for (const LayerSpec& l : net.layers) shortcuts += l.inputs.size() > 1 && l.index < resolve_cut(net, c.cut);
+    ASSERT_GT(shortcuts, 0) << "the joins must run tiled";
     const EqResult r = run_equivalence(c, net);
     EXPECT_EQ(r.failures, 0);
     std::printf("residual %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "

@@ -35,6 +35,14 @@ class CpuDevice final : public Device {
   void add_region(const TensorView& src, const TensorView& dst, const Box& region) override {
     tt::add_region(src, dst, region);
   }
+  void copy_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                     const Box& region) override {
+    tt::copy_channels(src, src_c0, dst, dst_c0, channels, region);
+  }
+  void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                    const Box& region) override {
+    tt::add_channels(src, src_c0, dst, dst_c0, channels, region);
+  }
   void compact_region(TensorView& t, const Box& keep) override { tt::compact_region(t, keep); }
 
   void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq) override {

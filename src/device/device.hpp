@@ -33,6 +33,11 @@ class Device {
   // Map regions (layouts may differ between source and destination).
   virtual void copy_region(const TensorView& src, const TensorView& dst, const Box& region) = 0;
   virtual void add_region(const TensorView& src, const TensorView& dst, const Box& region) = 0;  // dst += src
+  // Channel slices (layers/tensor.hpp): dst's [dst_c0, +channels) = or += src's [src_c0, ...).
+  virtual void copy_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                             const Box& region) = 0;
+  virtual void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                            const Box& region) = 0;
   virtual void zero(const TensorView& t) = 0;
   virtual void zero_outside(const TensorView& t, const Box& keep) = 0;
   virtual void compact_region(TensorView& t, const Box& keep) = 0;

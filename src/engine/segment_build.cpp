@@ -177,6 +177,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       L.op = make_tiled_conv(*op_env_, l, L.in_cb, L.out_cb, *L.weights);
       ConvKernel* single = local_.size() == 1 ? tiled_conv_weights_kernel(*L.op, local_[0]) : nullptr;
       convs.push_back({l, L.weights.get(), single});
+    } else if (L.spec->is(kRouteKind)) {
+      L.op = make_tiled_route(*op_env_, l);
     } else if (L.spec->is(kShortcutKind)) {
       L.op = make_tiled_shortcut(*op_env_, l, [this, i](int t) { return tiles_[size_t(t)]->z[size_t(i)]; });
     } else {

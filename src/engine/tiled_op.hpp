@@ -2,8 +2,8 @@
 // and its feature exchange call it (schedule.hpp), so the Segment moves maps between tiles
 // and processes and never asks which kind of layer it runs. An op keeps its per-tile
 // state (kernels, max-pool winners); the maps are the Segment's, wired by its memory plan.
-// Kinds today: convolution (tiled_conv.cpp), max-pool (tiled_maxpool.cpp) and the residual
-// join (tiled_shortcut.cpp).
+// Kinds today: convolution (tiled_conv.cpp), max-pool (tiled_maxpool.cpp), the residual
+// join (tiled_shortcut.cpp) and the concatenation (tiled_route.cpp).
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -89,6 +89,8 @@ void tiled_conv_recompute(TiledOp& conv, int t, const TensorView& in, float* dst
 // Shortcut l, a residual join; out_of(t) is tile t's output (its activation's backward
 // reads it).
 std::unique_ptr<TiledOp> make_tiled_shortcut(const TiledOpEnv& env, int l, std::function<TensorView(int)> out_of);
+// Route l, a concatenation whose first input is the layer before.
+std::unique_ptr<TiledOp> make_tiled_route(const TiledOpEnv& env, int l);
 std::unique_ptr<TiledOp> make_tiled_maxpool(const TiledOpEnv& env, int l, int out_cb, const ConvPointwise* pre,
                                             Act pre_act);
 

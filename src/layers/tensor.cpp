@@ -22,6 +22,56 @@ void copy_region(const TensorView& src, const TensorView& dst, const Box& r) {
       }
 }
 
+namespace {
+template <bool kAdd>
+void move_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels, const Box& r) {
+  if (r.empty() || channels <= 0) return;
+  if (src_c0 < 0 || dst_c0 < 0 || src_c0 + channels > src.c || dst_c0 + channels > dst.c || src.n != dst.n)
+    fail("internal: channels [", src_c0, ", ", src_c0 + channels, ") of a ", src.c, "-channel map into [", dst_c0,
+         ", ...) of a ", dst.c, "-channel one");
+  // Whole channel blocks at the same place in both layouts: rows at a time.
+  const bool blocks = src.cb == dst.cb && src_c0 % src.cb == 0 && dst_c0 % dst.cb == 0 &&
+                      (channels % src.cb == 0 || (src_c0 + channels == src.c && dst_c0 + channels == dst.c));
+  if (blocks) {
+    const int64_t k = int64_t(r.w()) * src.cb;
+    const int nb = (channels + src.cb - 1) / src.cb;
+    for (int s = 0; s < src.n; ++s)
+      for (int b = 0; b < nb; ++b)
+        for (int y = r.y0; y < r.y1; ++y) {
+          const float* a = src.at(s, src_c0 / src.cb + b, y, r.x0);
+          float* d = dst.at(s, dst_c0 / dst.cb + b, y, r.x0);
+          if (kAdd)
+            for (int64_t i = 0; i < k; ++i) d[i] += a[i];
+          else
+            std::memcpy(d, a, size_t(k) * sizeof(float));
+        }
+    return;
+  }
+  for (int s = 0; s < src.n; ++s)
+    for (int c = 0; c < channels; ++c)
+      for (int y = r.y0; y < r.y1; ++y) {
+        const int cs = src_c0 + c, cd = dst_c0 + c;
+        const float* a = src.at(s, cs / src.cb, y, r.x0) + cs % src.cb;
+        float* d = dst.at(s, cd / dst.cb, y, r.x0) + cd % dst.cb;
+        for (int x = 0; x < r.w(); ++x) {
+          if (kAdd)
+            d[x * dst.cb] += a[x * src.cb];
+          else
+            d[x * dst.cb] = a[x * src.cb];
+        }
+      }
+}
+}  // namespace
+
+void copy_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                   const Box& region) {
+  move_channels<false>(src, src_c0, dst, dst_c0, channels, region);
+}
+void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                  const Box& region) {
+  move_channels<true>(src, src_c0, dst, dst_c0, channels, region);
+}
+
 void add_region(const TensorView& src, const TensorView& dst, const Box& r) {
   if (r.empty()) return;
   if (src.c != dst.c || src.n != dst.n) fail("internal: adding maps of different shapes");

@@ -46,6 +46,12 @@ inline int64_t tensor_floats(int n, int c, int cb, const Box& b) {
 
 // Copies `region` (inside both boxes) from src to dst; layouts may differ.
 void copy_region(const TensorView& src, const TensorView& dst, const Box& region);
+// Channels [dst_c0, dst_c0 + channels) of dst = (or +=) channels [src_c0, ...) of src on
+// `region` (inside both boxes); layouts may differ. A concatenation's parts.
+void copy_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                   const Box& region);
+void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels,
+                  const Box& region);
 // dst += src on `region` (inside both boxes); layouts may differ.
 void add_region(const TensorView& src, const TensorView& dst, const Box& region);
 void zero(const TensorView& t);

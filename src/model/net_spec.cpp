@@ -13,9 +13,10 @@ namespace tt {
 const char* LayerSpec::type_name() const { return kind->name; }
 bool LayerSpec::batch_normalize() const { return is(kConvKind) && conv().batch_normalize; }
 // A shortcut adding a map of another shape samples it with a stride or adds part of its
-// channels: that runs after the cut.
+// channels: that runs after the cut. A route's first input is the layer before (its chain), the others join it.
 bool LayerSpec::spatial() const {
-  return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().same_shape);
+  return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().same_shape) ||
+         (is(kRouteKind) && !inputs.empty() && inputs[0] == index - 1);
 }
 bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind); }
 bool LayerSpec::detector() const { return is(kRegionKind) || is(kYoloKind); }
@@ -53,11 +54,11 @@ TT_PARAMS(det, DetectorSpec)
 
 const Window& LayerSpec::window() const {
   static const Window kCell;  // one cell, stride 1
-  if (is(kShortcutKind)) return kCell;
+  if (is(kShortcutKind) || is(kRouteKind)) return kCell;
   return is(kMaxPoolKind) ? maxpool().win : conv().win;
 }
 int LayerSpec::pad_total() const {
-  if (is(kShortcutKind)) return 0;
+  if (is(kShortcutKind) || is(kRouteKind)) return 0;
   return is(kMaxPoolKind) ? maxpool().pad_total : conv().pad_total;
 }
 

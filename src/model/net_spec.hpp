@@ -128,7 +128,8 @@ struct LayerSpec {
   // The activation a convolution, dense layer or shortcut applies; linear for the others.
   Act activation() const;
 
-  // Runs tiled: convolution, max-pool, and a shortcut adding maps of the same size.
+  // Runs tiled: convolution, max-pool, a shortcut adding maps of the same shape, and a
+  // route whose first input is the layer before.
   bool spatial() const;
   bool has_params() const;       // convolution, dense
   bool detector() const;         // [region], [yolo]

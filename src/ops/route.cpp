@@ -46,7 +46,8 @@ void parse_route(CfgReader& r, LayerSpec& l) {
   r.reject_unused({});
 }
 
-// Channels concatenated: every input must have the first's height and width.
+// Channels concatenated: every input must have the first's height and width. (l.in stays
+// the first input's shape.)
 void route_shape(const NetSpec& net, LayerSpec& l, const ShapeCheck& check) {
   const Shape& first = l.in;
   int64_t c = first.c;
@@ -58,7 +59,6 @@ void route_shape(const NetSpec& net, LayerSpec& l, const ShapeCheck& check) {
     c += r.out.c;
   }
   l.out = check.checked(c, first.h, first.w);
-  l.in = l.out;
 }
 }  // namespace
 

@@ -55,6 +55,11 @@ std::string cat(const A&... parts) {
 
 std::string layer_words(const LayerSpec& s) {
   if (s.is(kShortcutKind)) return cat("shortcut of ", s.inputs[1]);
+  if (s.is(kRouteKind)) {
+    std::string w = "route";
+    for (int r : s.inputs) w += cat(" ", r);
+    return w;
+  }
   return cat(s.is(kConvKind) ? "conv " : "maxpool ", s.window().size, "x", s.window().size, "/", s.window().stride);
 }
 

@@ -18,12 +18,15 @@ constexpr TiledTraits kMaxPool{.backward_reads_winners = true,
 // takes from the output (none when linear).
 constexpr TiledTraits kShortcut{};
 constexpr TiledTraits kShortcutActivated{.backward_reads_output = true};
+// A concatenation: copies in forward, channel slices of its delta in backward.
+constexpr TiledTraits kRoute{};
 }  // namespace
 
 const TiledTraits& tiled_traits(const LayerSpec& s) {
   if (s.is(kConvKind)) return kConv;
   if (s.is(kMaxPoolKind)) return kMaxPool;
   if (s.spatial() && s.is(kShortcutKind)) return s.activation() == Act::Linear ? kShortcut : kShortcutActivated;
+  if (s.spatial() && s.is(kRouteKind)) return kRoute;
   fail("internal: [", s.type_name(), "] layer ", s.index, " does not run tiled");
 }
 
