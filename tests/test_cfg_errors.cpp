@@ -595,7 +595,10 @@ TEST(CfgErrors, NodesCarryTheirInputEdgesAndTheirOpsParameters) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer 1 is [maxpool]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((void)net.layers[3].window(), Error);
+  EXPECT_EQ(net.layers[3].window().size, 1);  // a route joins its inputs cell by cell
+  EXPECT_TRUE(net.layers[3].spatial());       // its first input is the layer before
+  EXPECT_EQ(net.layers[3].in.c, 6);           // the first input's shape
+  EXPECT_THROW((void)net.layers[4].window(), Error);  // an upsample has no window (not tiled)
 }
 
 }  // namespace
