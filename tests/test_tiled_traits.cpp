@@ -72,7 +72,7 @@ TEST(TiledTraits, MemoryPlanAndScheduleFollowTheTraits) {
           EXPECT_EQ(mem.out_cb[i], cb) << "layer " << l;
           for (int t : local) {
             const LayerMemory& m = mem.tiles[size_t(t)].layers[i];
-            EXPECT_EQ(m.y != MapStore::None, tr.pre_activation) << "layer " << l << " tile " << t;
+            EXPECT_EQ(m.y != MapStore::None, tr.pre_activation || tr.backward_reads_output) << "layer " << l << " tile " << t;
             EXPECT_EQ(m.argmax_bytes > 0, tr.backward_reads_winners) << "layer " << l << " tile " << t;
             if (!tr.pre_activation) {
               EXPECT_FALSE(m.recompute) << "layer " << l << " tile " << t;
@@ -84,10 +84,10 @@ TEST(TiledTraits, MemoryPlanAndScheduleFollowTheTraits) {
         for (const auto* steps : {&sched.forward, &sched.backward})
           for (const Step& st : *steps) {
             if (st.kind == StepKind::FetchWeights || st.kind == StepKind::ReduceGrad) {
-              EXPECT_TRUE(tiled_traits(net.layers[size_t(st.layer)]).weights) << describe(st, net);
+              EXPECT_TRUE(tiled_traits(net.layers[size_t(st.layer)]).weights) << describe(st, net, plan);
             }
             if (st.kind == StepKind::Pointwise || st.kind == StepKind::PointwiseBackward) {
-              EXPECT_TRUE(has_pointwise(net.layers[size_t(st.layer)])) << describe(st, net);
+              EXPECT_TRUE(has_pointwise(net.layers[size_t(st.layer)])) << describe(st, net, plan);
             }
           }
         for (int l = 0; l < cut; ++l) {

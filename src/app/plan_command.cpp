@@ -64,19 +64,19 @@ Schedule schedule_of(const TrainOptions& t, const NetSpec& net, const Plan& p) {
   return compile_schedule(net, p, {.sharded = t.low_memory, .recompute = t.low_memory});
 }
 
-void print_schedule(const NetSpec& net, const Schedule& s) {
+void print_schedule(const NetSpec& net, const Plan& p, const Schedule& s) {
   std::printf("one training step of the tiled layers, in order (every process runs these steps on its tiles):\n");
   int k = 0;
   for (const auto* steps : {&s.forward, &s.backward})
-    for (const Step& st : *steps) std::printf("  %3d  %s\n", ++k, describe(st, net).c_str());
+    for (const Step& st : *steps) std::printf("  %3d  %s\n", ++k, describe(st, net, p).c_str());
 }
 
-nlohmann::json schedule_json(const NetSpec& net, const Schedule& s) {
+nlohmann::json schedule_json(const NetSpec& net, const Plan& p, const Schedule& s) {
   nlohmann::json j;
   for (auto [name, steps] : {std::pair{"forward", &s.forward}, std::pair{"backward", &s.backward}}) {
     nlohmann::json v = nlohmann::json::array();
     for (const Step& st : *steps)
-      v.push_back({{"step", step_name(st.kind)}, {"layer", st.layer}, {"text", describe(st, net)}});
+      v.push_back({{"step", step_name(st.kind)}, {"layer", st.layer}, {"text", describe(st, net, p)}});
     j[name] = v;
   }
   return j;
@@ -154,7 +154,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
               {{"layer", l}, {"of", l}, {"pass", "features"}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
     j["halos"] = halos;
     if (pred) j["prediction"] = prediction_to_json(*pred);
-    if (po.schedule) j["schedule"] = schedule_json(net, schedule_of(t, net, p));
+    if (po.schedule) j["schedule"] = schedule_json(net, p, schedule_of(t, net, p));
     if (!po.draw.empty()) {
       draw_plan(net, p, plan_title(o, p), po.draw);
       j["picture"] = po.draw;
@@ -218,7 +218,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
   if (p.features == BackwardFeatures::Exchange)
     std::printf(", forward values for backward %.1f KB", st.halo_bytes_features / 1024);
   std::printf("; largest tile %.1f MB of maps and deltas\n", tile_max / 1048576.0);
-  if (po.schedule) print_schedule(net, schedule_of(t, net, p));
+  if (po.schedule) print_schedule(net, p, schedule_of(t, net, p));
   if (pred) {
     std::printf("on %s (%s):\n", po.cluster.c_str(), partition_of(o, po, net, *cm).str().c_str());
     print_prediction(*pred, *cm);

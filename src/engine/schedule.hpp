@@ -58,6 +58,6 @@ struct ScheduleOptions {
 Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOptions& opt);
 
 // "backward layer 3 (+input delta)", for `plan --schedule` and test messages.
-std::string describe(const Step& s, const NetSpec& net);
+std::string describe(const Step& s, const NetSpec& net, const Plan& plan);
 
 }  // namespace tt
