@@ -94,9 +94,9 @@ TEST(CfgErrors, ShortcutInputs) {
 TEST(CfgErrors, CutAndResidualBlocks) {
   const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";
-  const NetSpec net = parse_net(kNet + conv + conv + conv + "[shortcut]\nfrom=-3\n" + down + "[shortcut]\nfrom=-2\n" +
-                                    conv + "[cost]\n",
-                                "res.cfg");
+  const NetSpec net = parse_net(
+      kNet + conv + conv + conv + "[shortcut]\nfrom=-3\n" + down + "[shortcut]\nfrom=-2\n" + conv + "[cost]\n",
+      "res.cfg");
   EXPECT_TRUE(net.layers[3].spatial());   // 4x11x13 + 4x11x13
   EXPECT_FALSE(net.layers[5].spatial());  // 4x6x7 + 4x11x13: sampled, after the cut
   EXPECT_EQ(net.first_untileable(), 5);
@@ -112,9 +112,10 @@ TEST(CfgErrors, CutAndResidualBlocks) {
     return std::string("no error");
   };
   for (int cut : {2, 3})  // inside the block: layer 3 reads layer 0
-    EXPECT_NE(message(cut).find("layer 3 ([shortcut]) reads the output of layer 0, which must then be whole on the root: "
-                                "the cut must be at most 1 or at least 4"),
-              std::string::npos)
+    EXPECT_NE(
+        message(cut).find("layer 3 ([shortcut]) reads the output of layer 0, which must then be whole on the root: "
+                          "the cut must be at most 1 or at least 4"),
+        std::string::npos)
         << message(cut);
   EXPECT_NE(message(5).find("layer 5 ([shortcut]) reads the output of layer 3, which must then be whole on the root: "
                             "the cut must be at most 4"),
@@ -595,9 +596,9 @@ TEST(CfgErrors, NodesCarryTheirInputEdgesAndTheirOpsParameters) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer 1 is [maxpool]"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(net.layers[3].window().size, 1);  // a route joins its inputs cell by cell
-  EXPECT_TRUE(net.layers[3].spatial());       // its first input is the layer before
-  EXPECT_EQ(net.layers[3].in.c, 6);           // the first input's shape
+  EXPECT_EQ(net.layers[3].window().size, 1);          // a route joins its inputs cell by cell
+  EXPECT_TRUE(net.layers[3].spatial());               // its first input is the layer before
+  EXPECT_EQ(net.layers[3].in.c, 6);                   // the first input's shape
   EXPECT_THROW((void)net.layers[4].window(), Error);  // an upsample has no window (not tiled)
 }
 

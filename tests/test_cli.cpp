@@ -275,7 +275,7 @@ TEST_F(Cli, PlanPrintsTheSchedule) {
   const Result r = run("plan --schedule " + cfg);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "    1  scatter input\n");
-  EXPECT_CONTAINS(r.out, "  post halo layer 2 convolutional\n");
+  EXPECT_CONTAINS(r.out, "  post halo layer 2 convolutional (its input from layer 1)\n");
   EXPECT_CONTAINS(r.out, "  backward halo layer 2 convolutional\n");
   EXPECT_EQ(r.out.find("fetch weights"), std::string::npos) << r.out;
   const Result low = run("plan --schedule --low-memory --json " + cfg);

@@ -171,7 +171,7 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
   int segments = 0, partial = 0, used = 0, unwritten = 0;
   for (const NetCase& nc : nets) {
     NetSpec net = nc.path.rfind("[net]", 0) == 0 ? parse_net(nc.path, "residual.cfg")
-                                                  : load_net(test::source_dir() + "/" + nc.path);
+                                                 : load_net(test::source_dir() + "/" + nc.path);
     if (nc.h > 0) resize_net(net, nc.h, nc.w);
     Params params(net);
     init_params(params, net, 1);

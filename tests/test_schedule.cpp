@@ -42,7 +42,7 @@ const Case kNets[] = {{"cfgs/yolov2-16.cfg", 64, 96},
 
 NetSpec load_case(const Case& c) {
   NetSpec net = std::string(c.path).rfind("[net]", 0) == 0 ? parse_net(c.path, "residual.cfg")
-                                                             : load_net(test::source_dir() + "/" + c.path);
+                                                           : load_net(test::source_dir() + "/" + c.path);
   if (c.h > 0) resize_net(net, c.h, c.w);
   return net;
 }

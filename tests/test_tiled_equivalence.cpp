@@ -744,8 +744,9 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
     << "\nchannels=" << 1 + pick(3) << "\nlearning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\n";
   const int channels = pick(5) == 0 ? 17 : 2 + pick(7);
   auto conv = [&](int size, int stride) {
-    s << "\n[convolutional]\n" << (pick(2) ? "batch_normalize=1\n" : "") << "filters=" << channels << "\nsize=" << size
-      << "\nstride=" << stride << "\npad=1\nactivation=" << random_net::activation(d) << "\n";
+    s << "\n[convolutional]\n"
+      << (pick(2) ? "batch_normalize=1\n" : "") << "filters=" << channels << "\nsize=" << size << "\nstride=" << stride
+      << "\npad=1\nactivation=" << random_net::activation(d) << "\n";
   };
   conv(3, 1);
   const int n = 4 + pick(7);
@@ -811,11 +812,11 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   return c;
 }
 
-// 150 random residual networks on the default kernels (TILETRAIN_EQ_RESIDUAL_COUNT,
+// 200 random residual and dense networks on the default kernels (TILETRAIN_EQ_RESIDUAL_COUNT,
 // TILETRAIN_EQ_RESIDUAL_SEED), each against its reference as run_equivalence judges.
 TEST(TiledEquivalence, RandomResidualNets) {
   const uint64_t seed0 = env_u64("TILETRAIN_EQ_RESIDUAL_SEED", 20261128);
-  const int count = int(env_u64("TILETRAIN_EQ_RESIDUAL_COUNT", 150));
+  const int count = int(env_u64("TILETRAIN_EQ_RESIDUAL_COUNT", 200));
   int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0;
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
@@ -843,9 +844,10 @@ TEST(TiledEquivalence, RandomResidualNets) {
       break;
     }
   }
-  std::printf("ran %d random residual nets (%d skipped as unusable): %d tiled joins, %d of them across groups, %d "
-              "nets with joins on a grid (%d exchanging features); worst relative difference %.3g\n",
-              ran, skipped, joins, crossing, grids, exchanged, worst);
+  std::printf(
+      "ran %d random residual nets (%d skipped as unusable): %d tiled joins, %d of them across groups, %d "
+      "nets with joins on a grid (%d exchanging features); worst relative difference %.3g\n",
+      ran, skipped, joins, crossing, grids, exchanged, worst);
   if (count >= 100 && !::testing::Test::HasFailure()) {  // joins tiled on grids, inside and across groups
     EXPECT_GT(joins, count);
     EXPECT_GT(crossing, count / 4);
@@ -1070,8 +1072,7 @@ TEST(TiledEquivalence, HandPicked) {
 TEST(TiledEquivalence, ResidualBlocks) {
   const std::string head = "[net]\nbatch=2\nwidth=23\nheight=19\nchannels=3\nlearning_rate=0.002\nmomentum=0.9\n";
   const std::string bn_conv = "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=";
-  const std::string resnet = head + bn_conv + "leaky\n[maxpool]\nsize=2\nstride=2\n" + bn_conv + "leaky\n" +
-                             bn_conv +
+  const std::string resnet = head + bn_conv + "leaky\n[maxpool]\nsize=2\nstride=2\n" + bn_conv + "leaky\n" + bn_conv +
                              "linear\n[shortcut]\nfrom=-3\nactivation=leaky\n"
                              "[convolutional]\nfilters=8\nsize=1\nstride=1\npad=0\nactivation=relu\n"
                              "[shortcut]\nfrom=-2\nactivation=linear\n"
@@ -1106,8 +1107,8 @@ TEST(TiledEquivalence, ResidualBlocks) {
   for (const Run& run : {Run{&resnet, 2, "all", 1, 1}, Run{&resnet, 2, "none", 2, 2}, Run{&resnet, 2, "all", 3, 2, F},
                          Run{&resnet, 2, "0,3,6", 1, 3, BnMode::Sync, X}, Run{&resnet, 2, "0,2,5,7", 2, 3, F, X},
                          Run{&resnet, 2, "0,4", 3, 3}, Run{&resnet, 2, "all", 2, 2, BnMode::Sync, X},
-                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X},
-                         Run{&dense, 1, "all", 1, 1}, Run{&dense, 1, "none", 2, 2}, Run{&dense, 1, "0,3,6", 3, 2, F},
+                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X}, Run{&dense, 1, "all", 1, 1},
+                         Run{&dense, 1, "none", 2, 2}, Run{&dense, 1, "0,3,6", 3, 2, F},
                          Run{&dense, 1, "0,2,5,8", 2, 3, BnMode::Sync, X}, Run{&dense, 1, "all", 3, 3, F, X}}) {
     EqConfig c;
     c.seed = 4242;
@@ -1126,10 +1127,11 @@ TEST(TiledEquivalence, ResidualBlocks) {
     ASSERT_GT(shortcuts, 0) << "the joins must run tiled";
     const EqResult r = run_equivalence(c, net);
     EXPECT_EQ(r.failures, 0);
-    std::printf("residual %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
-                "ill-conditioned\n",
-                c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
-                r.ill_conditioned);
+    std::printf(
+        "residual %dx%d groups %s, backward features %s: worst relative difference %.3g (%s), %d "
+        "ill-conditioned\n",
+        c.rows, c.cols, c.groups.c_str(), backward_features_name(c.features), r.worst, r.worst_name.c_str(),
+        r.ill_conditioned);
   }
 }
 

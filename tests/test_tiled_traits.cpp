@@ -72,7 +72,8 @@ TEST(TiledTraits, MemoryPlanAndScheduleFollowTheTraits) {
           EXPECT_EQ(mem.out_cb[i], cb) << "layer " << l;
           for (int t : local) {
             const LayerMemory& m = mem.tiles[size_t(t)].layers[i];
-            EXPECT_EQ(m.y != MapStore::None, tr.pre_activation || tr.backward_reads_output) << "layer " << l << " tile " << t;
+            EXPECT_EQ(m.y != MapStore::None, tr.pre_activation || tr.backward_reads_output)
+                << "layer " << l << " tile " << t;
             EXPECT_EQ(m.argmax_bytes > 0, tr.backward_reads_winners) << "layer " << l << " tile " << t;
             if (!tr.pre_activation) {
               EXPECT_FALSE(m.recompute) << "layer " << l << " tile " << t;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "app/commands.hpp"
 #include "engine/schedule.hpp"

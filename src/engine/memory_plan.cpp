@@ -95,8 +95,8 @@ std::vector<Box> overlap_parts(const NetSpec& net, const Plan& plan, int t, int 
 }
 
 bool output_into_next_input(const NetSpec& net, const Plan& plan, int t, int l) {
-  return l + 1 < plan.last && !plan.read_by_side_edge(l) && !input_aliases(net, plan, t, l + 1) && plan.group_start(l + 1) &&
-         contains(plan.at(t, l + 1).in[0], plan.at(t, l).fwd);
+  return l + 1 < plan.last && !plan.read_by_side_edge(l) && !input_aliases(net, plan, t, l + 1) &&
+         plan.group_start(l + 1) && contains(plan.at(t, l + 1).in[0], plan.at(t, l).fwd);
 }
 
 bool next_reads_in_place(const NetSpec& net, const Plan& plan, int t, int l) {
@@ -202,10 +202,10 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
       for (size_t k = 1; k < edges.size(); ++k) {
         const PlanEdge& e = plan.edges[size_t(edges[k])];
         const int from = e.from - first;
-        m.side_in_floats.push_back(plan.crosses_groups(edges[k])
-                                       ? size_t(tensor_floats(batch, net.layers[size_t(e.from)].out.c,
-                                                              sp.out_cb[size_t(from)], x.in[k]))
-                                       : 0);
+        m.side_in_floats.push_back(
+            plan.crosses_groups(edges[k])
+                ? size_t(tensor_floats(batch, net.layers[size_t(e.from)].out.c, sp.out_cb[size_t(from)], x.in[k]))
+                : 0);
       }
       if (plan.read_by_side_edge(l)) m.side_delta_floats = size_t(tensor_floats(batch, s.out.c, sp.out_cb[i], x.delta));
       if (traits.backward_reads_output) {  // the output kept as y on `held`
@@ -215,10 +215,10 @@ SegmentMemoryPlan plan_segment_memory(const NetSpec& net, const Plan& plan, int 
         const bool pointwise = has_pointwise(s);
         m.recompute = recompute && recomputed(net, plan, t, l);
         m.y = m.recompute ? MapStore::Transient : MapStore::Own;
-        m.z = !pointwise                           ? MapStore::Y
+        m.z = !pointwise                                ? MapStore::Y
               : output_into_next_input(net, plan, t, l) ? MapStore::NextInput
-              : kept_for_next                      ? MapStore::Own
-                                                   : MapStore::Transient;
+              : kept_for_next                           ? MapStore::Own
+                                                        : MapStore::Transient;
       } else {
         m.z = kept_for_next ? MapStore::Own : MapStore::Transient;
       }

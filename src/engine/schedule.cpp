@@ -101,7 +101,8 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
 std::string describe(const Step& s, const NetSpec& net, const Plan& plan) {
   std::string d = step_name(s.kind);
   if (s.layer >= 0) d += " layer " + std::to_string(s.layer) + " " + net.layers[size_t(s.layer)].type_name();
-  if (s.kind == StepKind::PostHalo) d += " (its input from layer " + std::to_string(plan.edges[size_t(s.edge)].from) + ")";
+  if (s.kind == StepKind::PostHalo)
+    d += " (its input from layer " + std::to_string(plan.edges[size_t(s.edge)].from) + ")";
   if (s.halo_in_flight) d += " (waits for the halo; with overlap, interiors first)";
   if (s.owned_only) d += " (owned cells)";
   if (s.kind == StepKind::Backward && s.input_delta) d += " (+input delta)";

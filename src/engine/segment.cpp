@@ -178,7 +178,9 @@ void Segment::post_halo(int e) {
   const int from = pe.from - plan_.first, i = pe.to - plan_.first;
   links_.post(
       plan_.fwd_halo[size_t(e)], [&](int t) { return tiles_[t]->z[size_t(from)]; },
-      [&](int t) { return pe.slot == 0 ? tiles_[t]->in[size_t(i)] : tiles_[t]->side_in[size_t(i)][size_t(pe.slot - 1)]; });
+      [&](int t) {
+        return pe.slot == 0 ? tiles_[t]->in[size_t(i)] : tiles_[t]->side_in[size_t(i)][size_t(pe.slot - 1)];
+      });
 }
 
 // The part of layer l's delta that its side edges' readers produced, added into the delta

@@ -180,15 +180,15 @@ class Segment {
   std::vector<char> act_in_pool_;
   Comm& comm_;
   std::vector<int> tile_rank_;
-  TileLinks links_;         // pieces between tiles, here or to other processes
-  std::vector<int> local_;  // tiles this process runs
+  TileLinks links_;                     // pieces between tiles, here or to other processes
+  std::vector<int> local_;              // tiles this process runs
   std::unique_ptr<TiledOpEnv> op_env_;  // what the layers' ops share (stable address)
-  TileOrder order_;         // batch-norm sums
-  std::vector<float*> tile_grad_;  // [tile]: where its gradients go (grad_, or one of extra_grads_)
+  TileOrder order_;                     // batch-norm sums
+  std::vector<float*> tile_grad_;       // [tile]: where its gradients go (grad_, or one of extra_grads_)
   std::vector<Buffer> extra_grads_;
   bool shared_grad_ = false;  // the local tiles add into grad_ one after another (tile_grads())
   int64_t grad_end_ = 0;
-  SegmentMemoryPlan mem_;   // every buffer of local_'s tiles: its size and role
+  SegmentMemoryPlan mem_;  // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   Trace* trace_;
   std::vector<GradScale>* grad_scales_;

@@ -132,9 +132,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       }
       if (const size_t n = mp.layers[size_t(i)].side_delta_floats) {
         const LayerSpec& s = net.layers[size_t(l)];
-        ts->side_delta[size_t(i)] =
-            TensorView{ts->side_deltas.emplace_back(n, ctx.device).data(), batch, s.out.c, layers_[size_t(i)]->out_cb,
-                       plan_.at(t, l).delta};
+        ts->side_delta[size_t(i)] = TensorView{ts->side_deltas.emplace_back(n, ctx.device).data(), batch, s.out.c,
+                                               layers_[size_t(i)]->out_cb, plan_.at(t, l).delta};
       }
     }
     tiles_.push_back(std::move(ts));

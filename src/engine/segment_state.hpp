@@ -18,12 +18,12 @@ struct Segment::LayerState {
 };
 
 struct Segment::TileState {
-  std::vector<Buffer> owned;                 // storage behind the views below
-  std::vector<TensorView> in, y, z;  // per layer: input box, conv output, layer output
+  std::vector<Buffer> owned;                     // storage behind the views below
+  std::vector<TensorView> in, y, z;              // per layer: input box, conv output, layer output
   std::vector<std::vector<TensorView>> side_in;  // per layer: a join's other inputs (slots 1, ...)
   std::vector<TensorView> side_delta;            // per layer read by side edges: their part of its delta
   std::vector<Buffer> side_deltas;               // storage behind side_delta
-  Buffer buf[2];  // the two delta buffers; they double as forward scratch
+  Buffer buf[2];                                 // the two delta buffers; they double as forward scratch
   float* data(int b) const { return buf[b].data(); }
   TensorView cur;  // current delta during backward
 };

@@ -31,20 +31,20 @@ struct TiledOpEnv {
   const SegmentMemoryPlan& mem;
   const Params& params;
   int batch = 1;
-  const std::vector<int>& local;  // the tiles this process runs, ascending
-  bool need_input_delta = false;  // of the segment's first layer
-  bool tiled = true;              // SegmentOptions::tiled
-  Buffer* stage = nullptr;        // overlap parts: a part's input crop, then its output
-  Buffer* crop = nullptr;         // backward-weights: the input window of an owned box
+  const std::vector<int>& local;                  // the tiles this process runs, ascending
+  bool need_input_delta = false;                  // of the segment's first layer
+  bool tiled = true;                              // SegmentOptions::tiled
+  Buffer* stage = nullptr;                        // overlap parts: a part's input crop, then its output
+  Buffer* crop = nullptr;                         // backward-weights: the input window of an owned box
   std::vector<GradScale>* grad_scales = nullptr;  // verify's scales (grad_scale.hpp), or null
 };
 
 // Tile t's maps of one layer (the views the memory plan gives them).
 struct TileMaps {
-  TensorView in;  // the input on its box `in` (or, for a max-pool reading a convolution's
-                  // output through its batch-norm and activation, that convolution's y)
-  TensorView y;   // a convolution's output before batch-norm and activation, on box `held`
-  TensorView z;   // the layer's output, on box `fwd`
+  TensorView in;                     // the input on its box `in` (or, for a max-pool reading a convolution's
+                                     // output through its batch-norm and activation, that convolution's y)
+  TensorView y;                      // a convolution's output before batch-norm and activation, on box `held`
+  TensorView z;                      // the layer's output, on box `fwd`
   std::span<const TensorView> side;  // a join's other inputs (slots 1, 2, ...), each covering its box `in`
 };
 

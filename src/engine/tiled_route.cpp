@@ -22,7 +22,8 @@ class TiledRoute final : public TiledOp {
   void forward(int /*t*/, int /*part*/, const Box& box, const TileMaps& m) override {
     Device& dev = env_.ctx.device;
     dev.copy_channels(m.in, 0, m.z, 0, slices_[0].c, box);
-    for (size_t k = 1; k < slices_.size(); ++k) dev.copy_channels(m.side[k - 1], 0, m.z, slices_[k].c0, slices_[k].c, box);
+    for (size_t k = 1; k < slices_.size(); ++k)
+      dev.copy_channels(m.side[k - 1], 0, m.z, slices_[k].c0, slices_[k].c, box);
   }
 
   void backward_data(int /*t*/, const TensorView& delta, const TensorView& din, const Box& cells) override {

@@ -160,7 +160,8 @@ void act_backward_b(const TensorView& g, const TensorView& y, const Box& r, cons
       float aa[B], bb[B];
       block_of<B>(a, blk, g.c, aa);
       block_of<B>(b, blk, g.c, bb);
-      for (int yy = r.y0; yy < r.y1; ++yy) act_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), aa, bb, act);
+      for (int yy = r.y0; yy < r.y1; ++yy)
+        act_row<B>(g.at(s, blk, yy, r.x0), y.at(s, blk, yy, r.x0), r.w(), aa, bb, act);
     }
 }
 
@@ -255,8 +256,7 @@ void act_backward_bn_sums(const TensorView& g, const TensorView& y, const Box& r
                           double* sum_gx) {
   if (!contains(region, own))
     fail("internal: batch-norm sums over ", own.str(), ", outside the activation's box ", region.str());
-  with_block(g.cb,
-             [&](auto B) { act_backward_bn_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
+  with_block(g.cb, [&](auto B) { act_backward_bn_sums_b<B>(g, y, region, own, a, b, act, mean, rstd, sum_g, sum_gx); });
 }
 void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& r, const float* k1, const float* k2,
                        const float* k3, const float* mean) {

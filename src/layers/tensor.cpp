@@ -26,6 +26,7 @@ namespace {
 template <bool kAdd>
 void move_channels(const TensorView& src, int src_c0, const TensorView& dst, int dst_c0, int channels, const Box& r) {
   if (r.empty() || channels <= 0) return;
+  if (!contains(src.box, r) || !contains(dst.box, r)) fail("internal: channels moved outside a map's box");
   if (src_c0 < 0 || dst_c0 < 0 || src_c0 + channels > src.c || dst_c0 + channels > dst.c || src.n != dst.n)
     fail("internal: channels [", src_c0, ", ", src_c0 + channels, ") of a ", src.c, "-channel map into [", dst_c0,
          ", ...) of a ", dst.c, "-channel one");
@@ -75,6 +76,7 @@ void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int 
 void add_region(const TensorView& src, const TensorView& dst, const Box& r) {
   if (r.empty()) return;
   if (src.c != dst.c || src.n != dst.n) fail("internal: adding maps of different shapes");
+  if (!contains(src.box, r) || !contains(dst.box, r)) fail("internal: adding outside a map's box");
   if (src.cb != dst.cb) {
     for (int s = 0; s < src.n; ++s)
       for (int c = 0; c < src.c; ++c)

@@ -71,8 +71,8 @@ struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples
   bool reverse = false;
   float scale = 1;
 };
-struct ShortcutParams {  // [shortcut]
-  Act act = Act::Linear;  // after the sum
+struct ShortcutParams {    // [shortcut]
+  Act act = Act::Linear;   // after the sum
   bool same_shape = true;  // both maps have the same shape (set with the shapes): it can run tiled
 };
 // [avgpool], [softmax], [cost] and [route] have no options beyond their input edges. A new
