@@ -1017,6 +1017,27 @@ TEST(TiledEquivalence, PaddingWiderThanHalfTheWindow) {
   EXPECT_EQ(r.failures, 0);
 }
 
+// A hand-written configuration of the tests below.
+struct HandRun {
+  const char* groups;
+  BnMode bn;
+  int rows, cols;
+  BackwardFeatures features = BackwardFeatures::Recompute;
+  int ref_cut = -1;  // the reference's cut (-1: the default)
+};
+EqConfig hand_config(const std::string& cfg, uint64_t seed, const HandRun& run) {
+  EqConfig c;
+  c.seed = seed;
+  c.cfg = cfg;
+  c.ref_cut = run.ref_cut;
+  c.rows = run.rows;
+  c.cols = run.cols;
+  c.groups = run.groups;
+  c.bn = run.bn;
+  c.features = run.features;
+  return c;
+}
+
 // Hand-picked corners: every layer type at once on awkward sizes (7x7 stride 2 over 17
 // channels, maxpool 3/2 and 2/1, valid convolutions), 4x4, 1x4, 3x1 and 2x3 grids, each
 // grouping, both batch-norm modes.
@@ -1030,25 +1051,13 @@ TEST(TiledEquivalence, HandPicked) {
       "[convolutional]\nbatch_normalize=1\nfilters=6\nsize=1\nstride=1\npad=0\nactivation=relu\n"
       "[convolutional]\nfilters=4\nsize=3\nstride=1\npad=0\nactivation=linear\n"
       "[cost]\ntype=sse\n";
-  struct Run {
-    const char* groups;
-    BnMode bn;
-    int rows, cols;
-    BackwardFeatures features = BackwardFeatures::Recompute;
-  };
+  using Run = HandRun;
   constexpr auto X = BackwardFeatures::Exchange;
   for (const Run& run :
        {Run{"none", BnMode::Sync, 4, 4}, Run{"all", BnMode::Frozen, 4, 4}, Run{"0,2,5", BnMode::Sync, 1, 4},
         Run{"none", BnMode::Frozen, 3, 1}, Run{"all", BnMode::Sync, 3, 1}, Run{"0,2,5", BnMode::Frozen, 2, 3},
         Run{"all", BnMode::Sync, 4, 4, X}, Run{"none", BnMode::Sync, 3, 1, X}, Run{"0,2,5", BnMode::Frozen, 2, 3, X}}) {
-    EqConfig c;
-    c.seed = 1234;
-    c.cfg = cfg;
-    c.rows = run.rows;
-    c.cols = run.cols;
-    c.groups = run.groups;
-    c.bn = run.bn;
-    c.features = run.features;
+    const EqConfig c = hand_config(cfg, 1234, run);
     SCOPED_TRACE(c.describe());
     NetSpec net;
     ASSERT_TRUE(usable(c, net));
@@ -1094,31 +1103,20 @@ TEST(TiledEquivalence, ResidualBlocks) {
                             "[convolutional]\nfilters=3\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
                             "[shortcut]\nfrom=-2\nactivation=logistic\n" +
                             bn_conv + "leaky\n[cost]\ntype=sse\n";
-  struct Run {
+  struct Case {
     const std::string* cfg;
-    int ref_cut;  // before the first shortcut's far input is read
-    const char* groups;
-    int rows, cols;
-    BnMode bn = BnMode::Sync;
-    BackwardFeatures features = BackwardFeatures::Recompute;
+    HandRun run;  // ref_cut: before the first join's far input is read
   };
-  constexpr auto X = BackwardFeatures::Exchange;
-  constexpr auto F = BnMode::Frozen;
-  for (const Run& run : {Run{&resnet, 2, "all", 1, 1}, Run{&resnet, 2, "none", 2, 2}, Run{&resnet, 2, "all", 3, 2, F},
-                         Run{&resnet, 2, "0,3,6", 1, 3, BnMode::Sync, X}, Run{&resnet, 2, "0,2,5,7", 2, 3, F, X},
-                         Run{&resnet, 2, "0,4", 3, 3}, Run{&resnet, 2, "all", 2, 2, BnMode::Sync, X},
-                         Run{&mixed, 1, "none", 2, 2}, Run{&mixed, 1, "all", 3, 1, F, X}, Run{&dense, 1, "all", 1, 1},
-                         Run{&dense, 1, "none", 2, 2}, Run{&dense, 1, "0,3,6", 3, 2, F},
-                         Run{&dense, 1, "0,2,5,8", 2, 3, BnMode::Sync, X}, Run{&dense, 1, "all", 3, 3, F, X}}) {
-    EqConfig c;
-    c.seed = 4242;
-    c.cfg = *run.cfg;
-    c.ref_cut = run.ref_cut;
-    c.rows = run.rows;
-    c.cols = run.cols;
-    c.groups = run.groups;
-    c.bn = run.bn;
-    c.features = run.features;
+  constexpr auto S = BnMode::Sync, F = BnMode::Frozen;
+  constexpr auto R = BackwardFeatures::Recompute, X = BackwardFeatures::Exchange;
+  for (const Case& k : {Case{&resnet, {"all", S, 1, 1, R, 2}}, Case{&resnet, {"none", S, 2, 2, R, 2}},
+                        Case{&resnet, {"all", F, 3, 2, R, 2}}, Case{&resnet, {"0,3,6", S, 1, 3, X, 2}},
+                        Case{&resnet, {"0,2,5,7", F, 2, 3, X, 2}}, Case{&resnet, {"0,4", S, 3, 3, R, 2}},
+                        Case{&resnet, {"all", S, 2, 2, X, 2}}, Case{&mixed, {"none", S, 2, 2, R, 1}},
+                        Case{&mixed, {"all", F, 3, 1, X, 1}}, Case{&dense, {"all", S, 1, 1, R, 1}},
+                        Case{&dense, {"none", S, 2, 2, R, 1}}, Case{&dense, {"0,3,6", F, 3, 2, R, 1}},
+                        Case{&dense, {"0,2,5,8", S, 2, 3, X, 1}}, Case{&dense, {"all", F, 3, 3, X, 1}}}) {
+    const EqConfig c = hand_config(*k.cfg, 4242, k.run);
     SCOPED_TRACE(c.describe());
     NetSpec net;
     ASSERT_TRUE(usable(c, net));

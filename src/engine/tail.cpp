@@ -20,11 +20,11 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   t.out.assign(size_t(L - cut + 1), 0);
   t.saved.assign(t.out.size(), 0);
   t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
+  // A run: spatial layers that read the one before, up to one whose output a later one
+  // reads (a shortcut or a route runs as an op here).
+  auto chained = [](const LayerSpec& x) { return x.spatial() && x.inputs.size() <= 1; };
   for (int l = cut; l < L;) {
     const LayerSpec& s = net.layers[size_t(l)];
-    // A run: spatial layers that read the one before, up to one whose output a later one
-    // reads (a shortcut or a route runs as an op here).
-    auto chained = [&](const LayerSpec& x) { return x.spatial() && x.inputs.size() <= 1; };
     if (chained(s)) {
       int e = l + 1;
       while (e < L && chained(net.layers[size_t(e)]) && net.far_reader(e - 1) < 0) ++e;

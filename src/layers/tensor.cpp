@@ -74,27 +74,8 @@ void add_channels(const TensorView& src, int src_c0, const TensorView& dst, int 
 }
 
 void add_region(const TensorView& src, const TensorView& dst, const Box& r) {
-  if (r.empty()) return;
-  if (src.c != dst.c || src.n != dst.n) fail("internal: adding maps of different shapes");
-  if (!contains(src.box, r) || !contains(dst.box, r)) fail("internal: adding outside a map's box");
-  if (src.cb != dst.cb) {
-    for (int s = 0; s < src.n; ++s)
-      for (int c = 0; c < src.c; ++c)
-        for (int y = r.y0; y < r.y1; ++y) {
-          const float* a = src.at(s, c / src.cb, y, r.x0) + c % src.cb;
-          float* d = dst.at(s, c / dst.cb, y, r.x0) + c % dst.cb;
-          for (int x = 0; x < r.w(); ++x) d[x * dst.cb] += a[x * src.cb];
-        }
-    return;
-  }
-  const int64_t k = int64_t(r.w()) * src.cb;
-  for (int s = 0; s < src.n; ++s)
-    for (int b = 0; b < src.cblocks(); ++b)
-      for (int y = r.y0; y < r.y1; ++y) {
-        const float* a = src.at(s, b, y, r.x0);
-        float* d = dst.at(s, b, y, r.x0);
-        for (int64_t i = 0; i < k; ++i) d[i] += a[i];
-      }
+  if (src.c != dst.c) fail("internal: adding maps of different shapes");
+  move_channels<true>(src, 0, dst, 0, src.c, r);
 }
 
 void zero(const TensorView& t) { std::memset(t.data, 0, size_t(t.size()) * sizeof(float)); }
