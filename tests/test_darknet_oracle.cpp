@@ -132,6 +132,19 @@ std::vector<Case> cases() {
                    "[cost]\n",
                false,
                {{1, 1}, {2, 2}}});
+  // Grouped convolutions (groups=): depthwise 3x3 at strides 1 and 2 (MobileNet's), groups of
+  // two input channels into four outputs (ResNeXt's kind), a grouped 1x1, a grouped first layer.
+  c.push_back({"grouped",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=15\nheight=13\nchannels=3\n" + kDetectorTrainKeys +
+                   "[convolutional]\nfilters=6\nsize=3\nstride=1\npad=1\ngroups=3\nactivation=leaky\n"
+                   "[convolutional]\nfilters=16\nsize=1\nstride=1\nactivation=relu\n"
+                   "[convolutional]\nfilters=16\nsize=3\nstride=1\npad=1\ngroups=16\nactivation=relu\n"
+                   "[convolutional]\nfilters=16\nsize=3\nstride=2\npad=1\ngroups=16\nactivation=leaky\n"
+                   "[convolutional]\nfilters=32\nsize=3\nstride=1\npad=1\ngroups=8\nactivation=leaky\n"
+                   "[convolutional]\nfilters=8\nsize=1\nstride=1\ngroups=4\nactivation=linear\n"
+                   "[cost]\n",
+               false,
+               {{1, 1}, {2, 2}, {3, 2}}});
   c.push_back({"avgpool_head",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=12\nheight=9\nchannels=3\n" + kTrainKeys +
                    "[convolutional]\nfilters=7\nsize=5\nstride=1\npad=1\nactivation=logistic\n"

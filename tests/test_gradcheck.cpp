@@ -63,6 +63,9 @@ std::string conv(int filters, int size, int stride, int padding, bool bn, const 
                 bn ? 1 : 0, filters, size, stride, padding, act);
   return b;
 }
+std::string grouped(int filters, int size, int stride, int groups, bool bn, const char* act) {
+  return conv(filters, size, stride, size / 2, bn, act) + "groups=" + std::to_string(groups) + "\n";
+}
 std::string maxpool(int size, int stride, int padding = -1) {
   char b[128];
   if (padding < 0)
@@ -404,6 +407,23 @@ std::vector<GradCase> conv_cases() {
   b.net.layers = {conv(3, 5, 2, 1, true, "leaky"), kCost};
   v.push_back(a);
   v.push_back(b);
+  // Grouped: depthwise (on the plain input and on blocked maps, strides 1 and 2), groups of
+  // two channels into three, a grouped 1x1, with and without batch-norm.
+  GradCase dw{"depthwise_on_input", {}, 1, 1, "none"};
+  dw.net.layers = {grouped(3, 3, 1, 3, false, "leaky"), kCost};
+  GradCase dw2{"depthwise_k3_s1_s2_bn", {}, 1, 1, "none"};
+  dw2.net.h = 9;
+  dw2.net.w = 7;
+  dw2.net.layers = {conv(8, 1, 1, 0, false, "linear"), grouped(8, 3, 1, 8, true, "relu"),
+                    grouped(8, 3, 2, 8, false, "logistic"), kCost};
+  GradCase gr{"grouped_2_into_3_and_1x1", {}, 1, 1, "none"};
+  gr.net.h = 7;
+  gr.net.layers = {conv(6, 1, 1, 0, false, "linear"), grouped(9, 3, 1, 3, false, "leaky"),
+                   grouped(6, 1, 1, 3, true, "linear"), kCost};
+  GradCase tiled = dw2;
+  tiled.name = "depthwise_2x2_tiled";
+  tiled.rows = tiled.cols = 2;
+  for (GradCase* c : {&dw, &dw2, &gr, &tiled}) v.push_back(*c);
   return v;
 }
 

@@ -17,6 +17,7 @@
 
 #include "layers/conv.hpp"
 #include "layers/dense.hpp"
+#include "layers/grouped_conv.hpp"
 #include "layers/maxpool.hpp"
 #include "layers/pointwise.hpp"
 #include "layers/tensor.hpp"
@@ -129,13 +130,14 @@ struct ConvCase {
   int cb;  // input layout: 1 (plain) or the context's block B; outputs are in blocks of B
   int B;
   bool bias;
+  int groups = 1;
   int oh() const { return (ih + 2 * p - k) / s + 1; }
   int ow() const { return (iw + 2 * p - k) / s + 1; }
   Window win() const { return {k, s, p}; }
   std::string str() const {
     char b[128];
-    std::snprintf(b, sizeof b, "n%d ic%d oc%d k%d s%d p%d %dx%d in_cb%d B%d%s", n, ic, oc, k, s, p, ih, iw, cb, B,
-                  bias ? " bias" : "");
+    std::snprintf(b, sizeof b, "n%d ic%d oc%d k%d s%d p%d %dx%d in_cb%d B%d%s groups%d", n, ic, oc, k, s, p, ih, iw, cb,
+                  B, bias ? " bias" : "", groups);
     return b;
   }
 };
@@ -151,14 +153,15 @@ struct NaiveConv {
         for (int oy = 0; oy < oh; ++oy)
           for (int ox = 0; ox < ow; ++ox) {
             double acc = c.bias ? b[o] : 0.;
-            for (int i = 0; i < c.ic; ++i)
+            const int icg = c.ic / c.groups, q = o / (c.oc / c.groups);
+            for (int i = q * icg; i < (q + 1) * icg; ++i)
               for (int ky = 0; ky < c.k; ++ky) {
                 const int iy = oy * c.s - c.p + ky;
                 if (iy < 0 || iy >= c.ih) continue;
                 for (int kx = 0; kx < c.k; ++kx) {
                   const int ix = ox * c.s - c.p + kx;
                   if (ix < 0 || ix >= c.iw) continue;
-                  acc += double(w[((size_t(o) * c.ic + i) * c.k + ky) * c.k + kx]) *
+                  acc += double(w[((size_t(o) * icg + i - q * icg) * c.k + ky) * c.k + kx]) *
                          x.v[((size_t(s) * c.ic + i) * c.ih + iy) * c.iw + ix];
                 }
               }
@@ -180,14 +183,15 @@ struct NaiveConv {
           for (int ox = ob.x0; ox < ob.x1; ++ox) {
             const double g = dy.v[((size_t(s) * c.oc + o) * oh + oy) * ow + ox];
             db[o] += g;
-            for (int i = 0; i < c.ic; ++i)
+            const int icg = c.ic / c.groups, q = o / (c.oc / c.groups);
+            for (int i = q * icg; i < (q + 1) * icg; ++i)
               for (int ky = 0; ky < c.k; ++ky) {
                 const int iy = oy * c.s - c.p + ky;
                 if (iy < 0 || iy >= c.ih) continue;
                 for (int kx = 0; kx < c.k; ++kx) {
                   const int ix = ox * c.s - c.p + kx;
                   if (ix < 0 || ix >= c.iw) continue;
-                  const size_t wi = ((size_t(o) * c.ic + i) * c.k + ky) * c.k + kx;
+                  const size_t wi = ((size_t(o) * icg + i - q * icg) * c.k + ky) * c.k + kx;
                   const size_t xi = ((size_t(s) * c.ic + i) * c.ih + iy) * c.iw + ix;
                   dx[xi] += g * w[wi];
                   dw[wi] += g * x.v[xi];
@@ -215,7 +219,22 @@ ConvCase random_conv_case(Rng& rng, int k, int s, int cb, int B) {
   return c;
 }
 
-// (case number, kernel path): every path computes the same convolution.
+// A grouped case: depthwise (groups = channels) every other draw, else groups dividing both
+// channel counts (ResNeXt's narrow groups, multipliers of the input channels).
+ConvCase random_grouped_case(Rng& rng, int k, int s, int cb, int B) {
+  ConvCase c = random_conv_case(rng, k, s, cb, B);
+  if (randint(rng, 0, 1)) {
+    c.ic = c.oc = c.groups = randint(rng, 2, 40);
+  } else {
+    c.groups = randint(rng, 2, 6);
+    c.ic = c.groups * randint(rng, 1, 5);
+    c.oc = c.groups * randint(rng, 1, 5);
+  }
+  return c;
+}
+
+// (case number, kernel path): every path computes the same convolution. Cases from 48 on
+// are grouped.
 class ConvNaive : public ::testing::TestWithParam<std::tuple<int, KernelPath>> {};
 
 // Full map: forward, backward_data, backward_weights (accumulating) against naive
@@ -226,26 +245,27 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   static const int ks[] = {1, 3, 5, 7};
   DnnlContext ctx(path);
   const int B = ctx.config.block;
-  const ConvCase c = random_conv_case(rng, ks[id % 4], 1 + (id / 4) % 2, (id / 8) % 2 ? B : 1, B);
+  const ConvCase c =
+      (id < 48 ? random_conv_case : random_grouped_case)(rng, ks[id % 4], 1 + (id / 4) % 2, (id / 8) % 2 ? B : 1, B);
   SCOPED_TRACE(c.str() + " kernels " + kernel_path_name(path));
   const int oh = c.oh(), ow = c.ow();
   const Window win = c.win();
   Map x{c.n, c.ic, c.ih, c.iw, uniform(rng, size_t(c.n) * c.ic * c.ih * c.iw)};
   Map dy{c.n, c.oc, oh, ow, uniform(rng, size_t(c.n) * c.oc * oh * ow)};
-  const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic * c.k * c.k, -0.5f, 0.5f);
+  const std::vector<float> w = uniform(rng, size_t(c.oc) * (c.ic / c.groups) * c.k * c.k, -0.5f, 0.5f);
   const std::vector<float> b = uniform(rng, size_t(c.oc));
   const NaiveConv naive{c};
   const std::vector<double> y_ref = naive.fwd(x, w, b);
   std::vector<double> dx_ref, dw_ref, db_ref;
   naive.bwd(x, dy, w, dx_ref, dw_ref, db_ref);
 
-  WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw), false);
+  WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false);
   const int all = ConvKernel::kFwd | ConvKernel::kBwdData | ConvKernel::kBwdWeights;
   const Box out_full = full_box(oh, ow);
   std::vector<std::unique_ptr<ConvKernel>> kernels;
   auto make_kernel = [&](const Box& o) {
-    kernels.push_back(
-        std::make_unique<ConvKernel>(ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, B, c.cb, c.bias), all));
+    kernels.push_back(std::make_unique<ConvKernel>(
+        ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.ih, c.iw, B, c.cb, c.bias, c.groups), all));
     wc.refresh(w.data());  // new kernels may register new weight formats
     return kernels.back().get();
   };
@@ -342,7 +362,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
       if (part.empty()) part = in_box;
       SCOPED_TRACE("input part " + box_str(part));
       kernels.push_back(std::make_unique<ConvKernel>(
-          ctx, wc, conv_geom_on(c.n, c.ic, c.oc, win, o, part, B, c.cb, c.bias), ConvKernel::kBwdData));
+          ctx, wc, conv_geom_on(c.n, c.ic, c.oc, win, o, part, B, c.cb, c.bias, c.groups), ConvKernel::kBwdData));
       wc.refresh(w.data());
       const ConvGeom& g = kernels.back()->geom();
       EXPECT_EQ(g.ih, part.h());
@@ -374,10 +394,10 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   }
 }
 
-// k 1/3/5/7 x stride 1/2 x src layout plain/blocked, three random draws each, on the
-// default path (oneDNN's JIT where it has one) and on own kernels only.
+// k 1/3/5/7 x stride 1/2 x src layout plain/blocked, three random draws each, plain and
+// grouped, on the default path (oneDNN's JIT where it has one) and on own kernels only.
 INSTANTIATE_TEST_SUITE_P(Random, ConvNaive,
-                         ::testing::Combine(::testing::Range(0, 48),
+                         ::testing::Combine(::testing::Range(0, 96),
                                             ::testing::Values(KernelPath::Auto, KernelPath::Own)));
 
 // Forward values of a box are bit-identical to the same cells of the whole map, on every
@@ -392,25 +412,30 @@ TEST_P(ConvBitIdentical, ForwardOnBoxes) {
   struct C {
     int n, ic, oc, k, h, w;
     bool plain_input, bias;
+    int groups = 1;
   };
   for (const C& c :
        {C{1, 3, 5, 1, 7, 9, false, true}, C{2, 16, 16, 1, 5, 5, false, false}, C{2, 21, 35, 1, 9, 6, false, true},
         C{1, 40, 7, 1, 13, 11, false, false}, C{1, 1, 1, 1, 1, 1, false, true}, C{1, 3, 32, 3, 26, 26, true, false},
         C{2, 32, 64, 3, 21, 19, false, false}, C{1, 64, 40, 3, 26, 26, false, true},
-        C{1, 24, 16, 5, 17, 13, false, false}}) {
+        C{1, 24, 16, 5, 17, 13, false, false}, C{2, 32, 32, 3, 19, 17, false, true, 32},
+        C{1, 24, 24, 5, 13, 14, false, false, 24}, C{1, 20, 20, 3, 15, 16, false, false, 20},
+        C{1, 24, 48, 3, 13, 11, false, true, 6}, C{1, 6, 6, 3, 11, 12, true, false, 3},
+        C{2, 16, 16, 1, 9, 9, false, false, 4}}) {
     char name[96];
-    std::snprintf(name, sizeof name, "n%d ic%d oc%d k%d %dx%d%s", c.n, c.ic, c.oc, c.k, c.h, c.w,
+    std::snprintf(name, sizeof name, "n%d ic%d oc%d k%d %dx%d groups %d%s", c.n, c.ic, c.oc, c.k, c.h, c.w, c.groups,
                   c.plain_input ? " plain input" : "");
     SCOPED_TRACE(std::string(name) + " kernels " + kernel_path_name(GetParam()));
     const int cb = c.plain_input ? 1 : B;
     const Window win{c.k, 1, c.k / 2};
     Map x{c.n, c.ic, c.h, c.w, uniform(rng, size_t(c.n) * c.ic * c.h * c.w)};
-    const std::vector<float> w = uniform(rng, size_t(c.oc) * c.ic * c.k * c.k), b = uniform(rng, size_t(c.oc));
-    WeightCache wc(ctx, memory::desc({c.oc, c.ic, c.k, c.k}, memory::data_type::f32, memory::format_tag::oihw), false);
+    const std::vector<float> w = uniform(rng, size_t(c.oc) * (c.ic / c.groups) * c.k * c.k),
+                             b = uniform(rng, size_t(c.oc));
+    WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false);
     std::vector<std::unique_ptr<ConvKernel>> kernels;
     auto forward = [&](const Box& o) {
       kernels.push_back(std::make_unique<ConvKernel>(
-          ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.h, c.w, B, cb, c.bias), ConvKernel::kFwd));
+          ctx, wc, conv_geom(c.n, c.ic, c.oc, win, o, c.h, c.w, B, cb, c.bias, c.groups), ConvKernel::kFwd));
       wc.refresh(w.data());
       auto dst = std::make_unique<Blocked>(c.n, c.oc, B, o);
       Blocked src = to_box(x, cb, window_in(o, win, c.h, c.w));

@@ -36,8 +36,14 @@ class Sharded final : public ConvWeights {
  public:
   Sharded(DnnlContext& ctx, Params& params, float* grad, Comm& comm, const ShardPlan& shards, const NetSpec& net,
           std::vector<ConvWeightsLayer> layers, int local_tiles, double* wait, Trace* trace)
-      : params_(params), grad_(grad), comm_(comm), shards_(shards), layers_(std::move(layers)),
-        local_tiles_(local_tiles), wait_(wait), trace_(trace) {
+      : params_(params),
+        grad_(grad),
+        comm_(comm),
+        shards_(shards),
+        layers_(std::move(layers)),
+        local_tiles_(local_tiles),
+        wait_(wait),
+        trace_(trace) {
     plan_chunks(ctx.config.block, net);
   }
   void refresh() override {}
@@ -95,8 +101,9 @@ void Sharded::plan_chunks(int block, const NetSpec& net) {
     const int oc = net.layers[size_t(cl.layer)].out.c;
     const int64_t row = sh.n / oc;
     // oneDNN takes a part of a blocked layout only in whole channel blocks: a layer
-    // whose channels end in a partial block is gathered whole.
-    const int step = oc % block ? oc : int(std::clamp<int64_t>(kChunkFloats / row / block * block, block, oc));
+    // whose channels end in a partial block is gathered whole, as is a grouped layer.
+    const bool whole = oc % block || net.layers[size_t(cl.layer)].conv().groups > 1;
+    const int step = whole ? oc : int(std::clamp<int64_t>(kChunkFloats / row / block * block, block, oc));
     for (int o0 = 0; o0 < oc; o0 += step) {
       Chunk c;
       c.o0 = o0;

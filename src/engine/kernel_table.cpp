@@ -12,7 +12,7 @@ std::vector<KernelUse> planned_kernels(const NetSpec& net, const DnnlContext& ct
   for (const LayerSpec& s : net.layers) {
     if (!s.is(kConvKind)) continue;
     const ConvGeom g = conv_geom(n, s.in.c, s.out.c, s.window(), full_box(s.out.h, s.out.w), s.in.h, s.in.w,
-                                 ctx.config.block, cb, !s.batch_normalize());
+                                 ctx.config.block, cb, !s.batch_normalize(), s.conv().groups);
     for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
       if (p == ConvPass::BackwardData && s.index == 0 && !input_delta) continue;
       uses.push_back({s.index, p, choose_conv(ctx, g, p, s.index < cut).name});

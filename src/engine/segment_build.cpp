@@ -5,6 +5,7 @@
 #include "engine/segment.hpp"
 #include "engine/segment_state.hpp"
 #include "layers/affine_act.hpp"
+#include "layers/grouped_conv.hpp"
 #include "model/op_kind.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
@@ -63,10 +64,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const TiledTraits& traits = tiled_traits(s);
     st->pointwise = has_pointwise(s);
     if (traits.weights)
-      st->weights = std::make_unique<WeightCache>(ctx,
-                                                  memory::desc({s.out.c, s.in.c, s.window().size, s.window().size},
-                                                               memory::data_type::f32, memory::format_tag::oihw),
-                                                  shards != nullptr);
+      st->weights = std::make_unique<WeightCache>(
+          ctx, plain_conv_weights_desc(s.out.c, s.in.c, s.window().size, s.conv().groups), shards != nullptr);
     if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device);
     layers_.push_back(std::move(st));
   }

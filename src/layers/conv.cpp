@@ -4,6 +4,7 @@
 
 #include "layers/fma_probe.hpp"
 #include "layers/gemm_conv.hpp"
+#include "layers/grouped_conv.hpp"
 #include "layers/own_conv.hpp"
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
@@ -13,13 +14,13 @@ namespace tt {
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
-                   bool bias) {
-  return conv_geom_on(n, ic, oc, w, out, window_in(out, w, ih, iw), cb, in_cb, bias);
+ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb, bool bias,
+                   int groups) {
+  return conv_geom_on(n, ic, oc, w, out, window_in(out, w, ih, iw), cb, in_cb, bias, groups);
 }
 
 ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, const Box& in, int cb, int in_cb,
-                      bool bias) {
+                      bool bias, int groups) {
   const Box u = window_in_unclamped(out, w);
   if (!contains(u, in)) fail("internal: input box ", in.str(), " outside the windows of output box ", out.str());
   ConvGeom g;
@@ -37,6 +38,7 @@ ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, co
   g.cb = cb;
   g.in_cb = in_cb;
   g.bias = bias;
+  g.groups = groups;
   return g;
 }
 
@@ -75,7 +77,7 @@ struct DnnlDescs {
   explicit DnnlDescs(const ConvGeom& g)
       : src({g.n, g.ic, g.ih, g.iw}, dt::f32, blocked_tag(g.in_cb)),
         dst({g.n, g.oc, g.oh, g.ow}, dt::f32, blocked_tag(g.cb)),
-        w_any({g.oc, g.ic, g.k, g.k}, dt::f32, tag::any),
+        w_any(conv_weights_dims(g.oc, g.ic, g.k, g.groups), dt::f32, tag::any),
         b(g.bias ? memory::desc({g.oc}, dt::f32, tag::x) : memory::desc()),
         strides{g.s, g.s},
         pl{g.pad.t, g.pad.l},
@@ -228,6 +230,44 @@ class OwnConv final : public ConvImpl {
   std::string name_;
 };
 
+// Grouped and depthwise convolutions (grouped_conv.hpp); backward-weights adds each
+// weight's whole sum into the plain goihw gradient once.
+class OwnGroupedConv final : public ConvImpl {
+ public:
+  OwnGroupedConv(const ConvGeom& g, ConvPass pass)
+      : shape_(own_shape(g)),
+        groups_(g.groups),
+        pass_(pass),
+        weights_(conv_weights_dims(g.oc, g.ic, g.k, g.groups), dt::f32,
+                 grouped_weights_tag(shape_, g.groups,
+                                     pass == ConvPass::Forward        ? OwnPass::Forward
+                                     : pass == ConvPass::BackwardData ? OwnPass::BackwardData
+                                                                      : OwnPass::BackwardWeights)),
+        name_(grouped_is_depthwise(shape_, g.groups) ? "own:depthwise" : "own:grouped") {}
+  void run(const ConvIo& io) override {
+    switch (pass_) {
+      case ConvPass::Forward:
+        return grouped_conv_forward(shape_, groups_, io.src, io.weights, io.bias, io.dst);
+      case ConvPass::BackwardData:
+        return grouped_conv_backward_data(shape_, groups_, io.diff_dst, io.weights, io.diff_src);
+      case ConvPass::BackwardWeights:
+        return grouped_conv_backward_weights(shape_, groups_, io.src, io.diff_dst, io.diff_weights, io.diff_bias,
+                                             io.accumulate);
+    }
+  }
+  const memory::desc& weights_desc() const override { return weights_; }
+  const std::string& name() const override { return name_; }
+  bool accumulates() const override { return pass_ == ConvPass::BackwardWeights; }
+  bool adds_once() const override { return accumulates(); }
+
+ private:
+  OwnConvShape shape_;
+  int groups_;
+  ConvPass pass_;
+  memory::desc weights_;
+  std::string name_;
+};
+
 // OpenBLAS products (gemm_conv.hpp) on the plain oihw weights; backward-weights adds
 // straight into the plain gradient.
 class GemmConv final : public ConvImpl {
@@ -307,6 +347,25 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 }
 }  // namespace
 
+// Grouped convolutions: oneDNN's JIT kernels where it has them (x86: depthwise and groups
+// of whole channel blocks) and a forward whose kernel is the same for every box; the own
+// grouped kernels elsewhere (ARM, resnext's narrow groups), and the 1x1 forward, as below.
+// Never OpenBLAS.
+static ConvChoice choose_grouped_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+  const OwnConvShape s = own_shape(g);
+  const ConvChoice own{ConvChoice::Own, grouped_is_depthwise(s, g.groups) ? "own:depthwise" : "own:grouped"};
+  if (ctx.config.path == KernelPath::Own || (pass == ConvPass::Forward && g.k == 1 && g.s == 1)) return own;
+  const DnnlDescs d(g);
+  const auto fwd = d.forward(ctx.eng);
+  std::string impl = fwd.impl_info_str();
+  if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
+  if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
+  if (ctx.config.path == KernelPath::Auto && (is_reference_impl(impl) || impl.find("gemm") != std::string::npos))
+    return own;
+  if (pass == ConvPass::Forward && stable_forward_impl(ctx, g) != impl) return own;
+  return {ConvChoice::Dnnl, impl};
+}
+
 // Forward values must not depend on the box a tile computes (a max-pool near-tie would
 // send the gradient to another cell), so forwards that round by the map's size run on
 // the own kernel, whatever the path: oneDNN's 1x1 kernels pick their reduction blocking
@@ -322,6 +381,7 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
 // there); on x86 their backward-weights run on the own kernel where it is the faster
 // (bench/RESULTS.md, kernels per CPU).
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
+  if (g.groups > 1) return choose_grouped_conv(ctx, g, pass);
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;
   const bool gemm_candidate =
@@ -343,8 +403,7 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
   const bool gemm_after_cut = pass == ConvPass::BackwardWeights || impl.find("avx512") == std::string::npos;
-  if (gemm_candidate && (tiled ? is_reference_impl(impl) : gemm_after_cut))
-    return {ConvChoice::Gemm, "gemm:openblas"};
+  if (gemm_candidate && (tiled ? is_reference_impl(impl) : gemm_after_cut)) return {ConvChoice::Gemm, "gemm:openblas"};
   if (own_only) return {ConvChoice::Own, own};
   if (forward) {
     const std::string layer_impl = stable_forward_impl(ctx, g);
@@ -360,6 +419,7 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
 std::unique_ptr<ConvImpl> make_conv_impl(DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   switch (choose_conv(ctx, g, pass, tiled).backend) {
     case ConvChoice::Own:
+      if (g.groups > 1) return std::make_unique<OwnGroupedConv>(g, pass);
       return std::make_unique<OwnConv>(g, pass);
     case ConvChoice::Gemm:
       return std::make_unique<GemmConv>(ctx, g, pass);
@@ -389,7 +449,7 @@ ConvKernel::ConvKernel(DnnlContext& ctx, WeightCache& weights, const ConvGeom& g
     dnnl::post_ops po;
     po.append_sum(1.f);
     sum.set_post_ops(po);
-    const memory::desc w_plain({g.oc, g.ic, g.k, g.k}, dt::f32, tag::oihw);
+    const memory::desc w_plain = plain_conv_weights_desc(g.oc, g.ic, g.k, g.groups);
     grad_plain_mem_ = memory(w_plain, ctx.eng, DNNL_MEMORY_NONE);
     grad_args_ = {{DNNL_ARG_FROM, diff_w_mem_}, {DNNL_ARG_TO, grad_plain_mem_}};
     grad_to_plain_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.eng, dw, ctx.eng, w_plain, sum));
@@ -446,8 +506,8 @@ void ConvKernel::backward_weights(const float* src, const float* diff_dst, float
 void ConvKernel::prepare_grad_rows(int rows) {
   for (const RowsReorder& r : grad_rows_)
     if (r.rows() == rows) return;
-  grad_rows_.emplace_back(ctx_.eng, diff_w_mem_.get_desc(),
-                          memory::desc({g_.oc, g_.ic, g_.k, g_.k}, dt::f32, tag::oihw), rows);
+  grad_rows_.emplace_back(ctx_.eng, diff_w_mem_.get_desc(), plain_conv_weights_desc(g_.oc, g_.ic, g_.k, g_.groups),
+                          rows);
 }
 
 void ConvKernel::grad_rows(int o0, int rows, float* plain_rows) {

@@ -21,16 +21,17 @@ struct ConvGeom {
   int cb = 8;         // channel block of dst / diff_dst
   int in_cb = 8;      // layout of src / diff_src: 1 = plain nchw, or cb
   bool bias = false;  // conv bias (layers without batch-norm)
+  int groups = 1;     // grouped convolution (Darknet's groups=; depthwise when = ic = oc)
   bool operator==(const ConvGeom& o) const = default;
 };
 
 // Geometry for computing output box `out` of a layer with window `w` on an ih x iw map.
-ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb,
-                   bool bias);
+ConvGeom conv_geom(int n, int ic, int oc, const Window& w, const Box& out, int ih, int iw, int cb, int in_cb, bool bias,
+                   int groups = 1);
 // The same on input box `in`, any part of out's windows (the rest is padding): for a
 // backward-data that computes only the input cells a tile needs.
 ConvGeom conv_geom_on(int n, int ic, int oc, const Window& w, const Box& out, const Box& in, int cb, int in_cb,
-                      bool bias);
+                      bool bias, int groups = 1);
 
 enum class ConvPass { Forward, BackwardData, BackwardWeights };
 const char* conv_pass_name(ConvPass p);  // "forward", "backward-data", "backward-weights"
@@ -83,7 +84,7 @@ class ConvKernel {
 
   void forward(const float* src, const float* bias, float* dst);
   void backward_data(const float* diff_dst, float* diff_src);
-  // Adds this box's weight (and bias) gradient into plain oihw `grad_w` (and `grad_b`).
+  // Adds this box's weight (and bias) gradient into plain oihw (goihw) `grad_w` (and `grad_b`).
   // With `add_once`, each element gets the box's whole sum in one addition (as the tiles
   // sharing one gradient need, segment_build.cpp), not partial sums one after another.
   // With grad_w null the weight gradient stays in the context's gradient scratch, in the

@@ -102,6 +102,11 @@ int WeightCache::slot(const memory::desc& d, Use use) {
 namespace {
 memory::desc rows_of(const memory::desc& d, int rows, int o0) {
   memory::dims dims = d.dims(), offsets(dims.size(), 0);
+  if (dims.size() == 5) {  // grouped weights {g, oc/g, ...}: only ever all of them
+    if (o0 != 0 || rows != dims[0] * dims[1])
+      fail("internal: output channels ", o0, "+", rows, " of grouped weights of ", dims[0] * dims[1], " channels");
+    return d;
+  }
   dims[0] = rows;
   offsets[0] = o0;
   return d.submemory_desc(dims, offsets);

@@ -16,7 +16,8 @@ using Args = std::unordered_map<int, memory>;
 
 // A reorder of output channels [o0, o0 + rows) of a weight tensor between two layouts
 // (e.g. plain oihw and the one a kernel chose), built once per row count; o0 must be a
-// multiple of the layout's channel block unless the rows are the whole tensor.
+// multiple of the layout's channel block unless the rows are the whole tensor (always
+// the whole tensor for grouped weights).
 class RowsReorder {
  public:
   RowsReorder(const dnnl::engine& eng, const memory::desc& from, const memory::desc& to, int rows);

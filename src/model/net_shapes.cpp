@@ -21,9 +21,10 @@ void resolve_shapes(NetSpec& net) {
     l.in = cur;
     l.kind->shape(net, l, check);
     // Weights: computed in floating point (filters x channels x size^2 can pass 2^63).
-    const double weights = l.is(kConvKind) ? double(l.conv().filters) * l.in.c * l.window().size * l.window().size
-                           : l.is(kConnectedKind) ? double(l.connected().outputs) * double(l.in.size())
-                                                  : 0;
+    const double weights =
+        l.is(kConvKind) ? double(l.conv().filters) * (l.in.c / l.conv().groups) * l.window().size * l.window().size
+        : l.is(kConnectedKind) ? double(l.connected().outputs) * double(l.in.size())
+                               : 0;
     if (weights > double(kMaxElements))
       fail(check.where(), ": ", num_text(weights), " weights, more than a device can hold (at most ", kMaxElements,
            " per layer)");

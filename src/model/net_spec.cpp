@@ -70,7 +70,7 @@ Act LayerSpec::activation() const {
 }
 
 int64_t LayerSpec::weight_count() const {
-  if (is(kConvKind)) return int64_t(conv().filters) * in.c * window().size * window().size;
+  if (is(kConvKind)) return int64_t(conv().filters) * (in.c / conv().groups) * window().size * window().size;
   if (is(kConnectedKind)) return int64_t(connected().outputs) * in.size();
   return 0;
 }

@@ -50,6 +50,7 @@ struct ConvParams {  // [convolutional]
   Act act = Act::Linear;
   Window win;
   int pad_total = 0;  // padding over both sides of an axis (2*pad)
+  int groups = 1;     // input and output channels split into this many independent convolutions
 };
 struct MaxPoolParams {  // [maxpool]
   Window win;
@@ -134,7 +135,7 @@ struct LayerSpec {
   bool has_params() const;       // convolution, dense
   bool detector() const;         // [region], [yolo]
   bool loss() const;             // a detector, [cost] or [softmax]
-  int64_t weight_count() const;  // conv: filters*c*size*size, connected: outputs*inputs
+  int64_t weight_count() const;  // conv: filters*(c/groups)*size*size, connected: outputs*inputs
   int64_t param_count() const;   // weights + biases (+ scales when batch-normalized)
   double forward_flops() const;  // multiply-adds counted as 2 FLOPs, per sample
 };

@@ -46,7 +46,8 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
     const ParamSlice& s = p.slices[l.index];
     float* w = p.values.data() + s.weights;
     if (l.is(kConvKind)) {
-      std::normal_distribution<float> d(0.f, std::sqrt(2.f / (l.window().size * l.window().size * l.in.c)));
+      std::normal_distribution<float> d(
+          0.f, std::sqrt(2.f / (l.window().size * l.window().size * (l.in.c / l.conv().groups))));
       for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
     } else {
       float a = std::sqrt(2.f / float(l.in.size()));

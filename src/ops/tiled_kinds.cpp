@@ -24,7 +24,7 @@ void parse_conv(CfgReader& r, LayerSpec& l) {
   c.pad_total = 2 * padding;
   c.batch_normalize = r.integer("batch_normalize", 0) != 0;
   c.act = r.act("activation");
-  if (r.integer("groups", 1) != 1) fail(r.where(r.line_of("groups")), ": grouped convolution is not supported");
+  c.groups = r.count("groups", 1, kMaxChannels, "channels a device can hold");
   if (r.integer("binary", 0) || r.integer("xnor", 0))
     fail(r.where(r.line()), ": binary/xnor convolution is not supported");
   r.reject_unused({"flipped", "dot"});
@@ -59,10 +59,18 @@ void window_shape(LayerSpec& l, const ShapeCheck& check, int channels) {
          " window (padding ", pad_total, " in total): the input is too small for the net");
   l.out = check.checked(channels, oh, ow);
 }
-void conv_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) { window_shape(l, check, l.conv().filters); }
+void conv_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
+  const ConvParams& c = l.conv();
+  if (l.in.c % c.groups || c.filters % c.groups)
+    fail(check.where(), ": groups=", c.groups, " does not divide the ", l.in.c, " input channels and the ", c.filters,
+         " filters (each group convolves channels/groups inputs into filters/groups outputs)");
+  window_shape(l, check, c.filters);
+}
 void maxpool_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) { window_shape(l, check, l.in.c); }
 
-double conv_flops(const LayerSpec& l) { return 2.0 * l.out.size() * l.in.c * l.window().size * l.window().size; }
+double conv_flops(const LayerSpec& l) {
+  return 2.0 * l.out.size() * (l.in.c / l.conv().groups) * l.window().size * l.window().size;
+}
 double maxpool_flops(const LayerSpec& l) { return double(l.out.size()) * l.window().size * l.window().size; }
 
 }  // namespace

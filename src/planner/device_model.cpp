@@ -92,6 +92,7 @@ std::string net_signature(const NetSpec& net) {
           .append(std::to_string(l.in.c))
           .append(">")
           .append(std::to_string(l.out.c))
+          .append(l.conv().groups > 1 ? "/g" + std::to_string(l.conv().groups) : "")
           .append(l.batch_normalize() ? "+bn" : "")
           .append(",")
           .append(act_name(l.conv().act));
