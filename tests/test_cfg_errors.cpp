@@ -91,6 +91,18 @@ TEST(CfgErrors, ShortcutInputs) {
 
 // Shortcuts of maps of one shape run tiled; a cut may not split a residual block (the root
 // holds only the map at the cut whole), and one of other shapes ends the tiled part.
+TEST(CfgErrors, GroupedConvolution) {
+  const std::string conv = "[convolutional]\nfilters=6\nsize=3\npad=1\nactivation=leaky\n";
+  expect_error_at(kNet + conv + "[convolutional]\nfilters=8\nsize=3\ngroups=3\n", "groups=3",
+                  {"groups=3 does not divide filters=8"});
+  expect_error_at(kNet + conv + "[conv]\nfilters=8\nsize=1\ngroups=4\n", "[conv]",
+                  {"(layer 1)", "groups=4 does not divide the 6 input channels"});
+  expect_error_at(kNet + conv + "[convolutional]\nfilters=6\nsize=1\ngroups=0\n", "groups=0", {"groups"});
+  const NetSpec net = parse_net(kNet + conv + "[convolutional]\nfilters=12\nsize=3\ngroups=3\n[cost]\n", "g.cfg");
+  EXPECT_EQ(net.layers[1].weight_count(), 12 * 2 * 3 * 3);  // Darknet's: filters x channels/groups x size^2
+  EXPECT_EQ(net.layers[1].forward_flops(), 2.0 * net.layers[1].out.size() * 2 * 9);
+}
+
 TEST(CfgErrors, CutAndResidualBlocks) {
   const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";

@@ -196,15 +196,16 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
             for (int oy = 0; oy < OH; ++oy)
               for (int ox = 0; ox < OW; ++ox) {
                 double s = l.batch_normalize() ? 0. : Bi(l, o);
-                for (int c = 0; c < C; ++c)
+                const int G = l.conv().groups, Cg = C / G, q = o / (O / G);  // group q's input channels
+                for (int c = q * Cg; c < (q + 1) * Cg; ++c)
                   for (int ky = 0; ky < K; ++ky) {
                     const int iy = oy * S - P + ky;
                     if (iy < 0 || iy >= H) continue;
                     for (int kx = 0; kx < K; ++kx) {
                       const int ix = ox * S - P + kx;
                       if (ix < 0 || ix >= Wd) continue;
-                      s +=
-                          W(l, ((int64_t(o) * C + c) * K + ky) * K + kx) * in[size_t(((n * C + c) * H + iy) * Wd + ix)];
+                      s += W(l, ((int64_t(o) * Cg + c - q * Cg) * K + ky) * K + kx) *
+                           in[size_t(((n * C + c) * H + iy) * Wd + ix)];
                     }
                   }
                 z[size_t(((n * O + o) * OH + oy) * OW + ox)] = s;
@@ -381,14 +382,15 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
               for (int ox = 0; ox < OW; ++ox) {
                 const double d = g[size_t(((n * O + o) * OH + oy) * OW + ox)];
                 if (!l.batch_normalize()) acc(ps.biases + o, d);
-                for (int c = 0; c < C; ++c)
+                const int G = l.conv().groups, Cg = C / G, q = o / (O / G);
+                for (int c = q * Cg; c < (q + 1) * Cg; ++c)
                   for (int ky = 0; ky < K; ++ky) {
                     const int iy = oy * S - P + ky;
                     if (iy < 0 || iy >= H) continue;
                     for (int kx = 0; kx < K; ++kx) {
                       const int ix = ox * S - P + kx;
                       if (ix < 0 || ix >= Wd) continue;
-                      const int64_t wi = ((int64_t(o) * C + c) * K + ky) * K + kx;
+                      const int64_t wi = ((int64_t(o) * Cg + c - q * Cg) * K + ky) * K + kx;
                       const size_t ii = size_t(((n * C + c) * H + iy) * Wd + ix);
                       acc(ps.weights + wi, d * in[ii]);
                       gin[ii] += d * W(l, wi);
@@ -743,10 +745,17 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   s << "[net]\nbatch=" << 1 + pick(2) << "\nsubdivisions=1\nwidth=" << 9 + pick(24) << "\nheight=" << 9 + pick(24)
     << "\nchannels=" << 1 + pick(3) << "\nlearning_rate=0.001\nmomentum=0.9\ndecay=0.0005\npolicy=constant\n";
   const int channels = pick(5) == 0 ? 17 : 2 + pick(7);
-  auto conv = [&](int size, int stride) {
+  auto conv = [&](int size, int stride, int groups = 1) {
     s << "\n[convolutional]\n"
       << (pick(2) ? "batch_normalize=1\n" : "") << "filters=" << channels << "\nsize=" << size << "\nstride=" << stride
-      << "\npad=1\nactivation=" << random_net::activation(d) << "\n";
+      << "\npad=1\ngroups=" << groups << "\nactivation=" << random_net::activation(d) << "\n";
+  };
+  // Depthwise (groups = channels) or groups of a divisor of the channels.
+  auto groups = [&] {
+    std::vector<int> divisors;
+    for (int g = 2; g < channels; ++g)
+      if (channels % g == 0) divisors.push_back(g);
+    return divisors.empty() || pick(2) ? channels : divisors[size_t(pick(int(divisors.size())))];
   };
   conv(3, 1);
   const int n = 4 + pick(7);
@@ -770,9 +779,9 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
     } else if (r == 4) {
       s << "\n[maxpool]\nsize=2\nstride=" << 1 + pick(2) << "\n";
     } else if (r == 5) {
-      conv(3, 2);
+      conv(3, 2, pick(3) ? 1 : groups());
     } else {
-      conv(pick(3) ? 3 : 1, 1);
+      conv(pick(3) ? 3 : 1, 1, pick(3) ? 1 : groups());
     }
     try {
       net = parse_net(s.str() + "[cost]\n", "residual.cfg");
@@ -812,12 +821,12 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   return c;
 }
 
-// 200 random residual and dense networks on the default kernels (TILETRAIN_EQ_RESIDUAL_COUNT,
+// 200 random residual, dense and grouped networks on the default kernels (TILETRAIN_EQ_RESIDUAL_COUNT,
 // TILETRAIN_EQ_RESIDUAL_SEED), each against its reference as run_equivalence judges.
 TEST(TiledEquivalence, RandomResidualNets) {
   const uint64_t seed0 = env_u64("TILETRAIN_EQ_RESIDUAL_SEED", 20261128);
   const int count = int(env_u64("TILETRAIN_EQ_RESIDUAL_COUNT", 200));
-  int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0;
+  int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0, grouped = 0;
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
     int shortcuts = 0;
@@ -834,6 +843,8 @@ TEST(TiledEquivalence, RandomResidualNets) {
     grids += c.rows * c.cols > 1 && shortcuts > 0;
     exchanged += c.rows * c.cols > 1 && shortcuts > 0 && c.features == BackwardFeatures::Exchange;
     const int cut = resolve_cut(net, c.cut);
+    for (const LayerSpec& l : net.layers)
+      grouped += c.rows * c.cols > 1 && l.index < cut && l.is(kConvKind) && l.conv().groups > 1;
     const Plan plan = make_plan(net, 1, 1, 0, cut, parse_groups(c.groups, 0, cut));
     for (size_t e = 0; e < plan.edges.size(); ++e) crossing += plan.side_edge(int(e)) && plan.crosses_groups(int(e));
     const EqResult r = run_equivalence(c, net);
@@ -846,13 +857,15 @@ TEST(TiledEquivalence, RandomResidualNets) {
   }
   std::printf(
       "ran %d random residual nets (%d skipped as unusable): %d tiled joins, %d of them across groups, %d "
-      "nets with joins on a grid (%d exchanging features); worst relative difference %.3g\n",
-      ran, skipped, joins, crossing, grids, exchanged, worst);
+      "nets with joins on a grid (%d exchanging features), %d grouped convolutions tiled on a grid; worst relative "
+      "difference %.3g\n",
+      ran, skipped, joins, crossing, grids, exchanged, grouped, worst);
   if (count >= 100 && !::testing::Test::HasFailure()) {  // joins tiled on grids, inside and across groups
     EXPECT_GT(joins, count);
     EXPECT_GT(crossing, count / 4);
     EXPECT_GT(grids, count / 2);
     EXPECT_GT(exchanged, count / 5);
+    EXPECT_GT(grouped, count / 4);
   }
 }
 
@@ -1070,7 +1083,8 @@ TEST(TiledEquivalence, HandPicked) {
   }
 }
 
-// Residual and dense blocks inside the tiled part ([shortcut] and [route] joins): a value
+// Residual, dense and inverted residual (depthwise) blocks inside the tiled part ([shortcut]
+// and [route] joins, grouped convolutions): a value
 // read by the next layer and by a join further on (forks), joins of different depths, a
 // shortcut reading a shortcut, one adding a map to itself (from=-1), a route listing a
 // layer twice, every activation, and a join of a plain map (the net's input pooled) with a
@@ -1103,6 +1117,18 @@ TEST(TiledEquivalence, ResidualBlocks) {
                             "[convolutional]\nfilters=3\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
                             "[shortcut]\nfrom=-2\nactivation=logistic\n" +
                             bn_conv + "leaky\n[cost]\ntype=sse\n";
+  // MobileNetV2's inverted residual: 1x1 expansion, depthwise 3x3, linear projection and
+  // shortcut, then a strided depthwise and a grouped 3x3 (groups of two channels into three).
+  const std::string mobile = head + bn_conv +
+                             "relu\n"
+                             "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=1\nstride=1\npad=1\nactivation=relu\n"
+                             "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=3\nstride=1\npad=1\ngroups=24\n"
+                             "activation=relu\n"
+                             "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=1\nstride=1\npad=1\nactivation=linear\n"
+                             "[shortcut]\nfrom=-4\nactivation=linear\n"
+                             "[convolutional]\nfilters=8\nsize=3\nstride=2\npad=1\ngroups=8\nactivation=leaky\n"
+                             "[convolutional]\nfilters=12\nsize=3\nstride=1\npad=1\ngroups=4\nactivation=logistic\n"
+                             "[cost]\ntype=sse\n";
   struct Case {
     const std::string* cfg;
     HandRun run;  // ref_cut: before the first join's far input is read
@@ -1115,7 +1141,9 @@ TEST(TiledEquivalence, ResidualBlocks) {
                         Case{&resnet, {"all", S, 2, 2, X, 2}}, Case{&mixed, {"none", S, 2, 2, R, 1}},
                         Case{&mixed, {"all", F, 3, 1, X, 1}}, Case{&dense, {"all", S, 1, 1, R, 1}},
                         Case{&dense, {"none", S, 2, 2, R, 1}}, Case{&dense, {"0,3,6", F, 3, 2, R, 1}},
-                        Case{&dense, {"0,2,5,8", S, 2, 3, X, 1}}, Case{&dense, {"all", F, 3, 3, X, 1}}}) {
+                        Case{&dense, {"0,2,5,8", S, 2, 3, X, 1}}, Case{&dense, {"all", F, 3, 3, X, 1}},
+                        Case{&mobile, {"all", S, 2, 2, R, 1}}, Case{&mobile, {"none", S, 3, 3, X, 1}},
+                        Case{&mobile, {"0,2,5", F, 2, 3, R, 1}}, Case{&mobile, {"0,4,6", S, 1, 2, X, 1}}}) {
     const EqConfig c = hand_config(*k.cfg, 4242, k.run);
     SCOPED_TRACE(c.describe());
     NetSpec net;

@@ -176,6 +176,9 @@ int cmd_info(const RunOptions& o) {
     if (l.spatial()) std::snprintf(ks, sizeof ks, "%d/%d", l.window().size, l.window().stride);
     const char* act = l.is(kConvKind) || l.is(kConnectedKind) ? act_name(l.activation()) : "";
     std::string name = l.type_name();
+    if (l.is(kConvKind) && l.conv().groups > 1)
+      name = l.conv().groups == l.in.c && l.conv().groups == l.out.c ? "depthwise"
+                                                                     : "conv g" + std::to_string(l.conv().groups);
     if (l.batch_normalize()) name += "+bn";
     const double mb = 4.0 * net.batch * l.out.size() / 1048576.0;
     std::printf("%4d %-16s %-6s %-6s %-14s %-14s %11lld %9.3f %10.1f\n", l.index, name.c_str(), ks, act,

@@ -25,6 +25,9 @@ void parse_conv(CfgReader& r, LayerSpec& l) {
   c.batch_normalize = r.integer("batch_normalize", 0) != 0;
   c.act = r.act("activation");
   c.groups = r.count("groups", 1, kMaxChannels, "channels a device can hold");
+  if (c.filters % c.groups)
+    fail(r.where(r.line_of("groups")), ": groups=", c.groups, " does not divide filters=", c.filters,
+         " (each group computes filters/groups outputs)");
   if (r.integer("binary", 0) || r.integer("xnor", 0))
     fail(r.where(r.line()), ": binary/xnor convolution is not supported");
   r.reject_unused({"flipped", "dot"});
@@ -61,9 +64,9 @@ void window_shape(LayerSpec& l, const ShapeCheck& check, int channels) {
 }
 void conv_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
   const ConvParams& c = l.conv();
-  if (l.in.c % c.groups || c.filters % c.groups)
-    fail(check.where(), ": groups=", c.groups, " does not divide the ", l.in.c, " input channels and the ", c.filters,
-         " filters (each group convolves channels/groups inputs into filters/groups outputs)");
+  if (l.in.c % c.groups)
+    fail(check.where(), ": groups=", c.groups, " does not divide the ", l.in.c,
+         " input channels (each group reads channels/groups of them)");
   window_shape(l, check, c.filters);
 }
 void maxpool_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) { window_shape(l, check, l.in.c); }
