@@ -77,7 +77,9 @@ TEST_P(TorchReference, MatchesPerTensor) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TorchReference,
                          ::testing::Values(Case{"bn_stride", 1, 1}, Case{"pool_mix", 1, 1}, Case{"classifier", 1, 1},
                                            Case{"fc", 1, 1}, Case{"bn_stride", 2, 2}, Case{"pool_mix", 2, 3},
-                                           Case{"classifier", 3, 2}, Case{"fc", 2, 2}),
+                                           Case{"classifier", 3, 2}, Case{"fc", 2, 2},
+                                           Case{"inverted_residual", 1, 1}, Case{"inverted_residual", 2, 2},
+                                           Case{"inverted_residual", 3, 2}),
                          [](const auto& info) {
                            return info.param.net + "_" + std::to_string(info.param.rows) + "x" +
                                   std::to_string(info.param.cols);
