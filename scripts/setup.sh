@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libdnnl-dev openmpi-bin libopenmpi-dev
           nlohmann-json3-dev libcli11-dev libhwy-dev libopenblas-openmp-dev libgtest-dev zlib1g-dev libstb-dev dataset-fashion-mnist darknet
           python3 python3-numpy python3-pil python3-matplotlib procps)
-# Test oracles only: Darknet's library and PyTorch (the latter only to regenerate fixtures).
+# Test oracles only: Darknet's library and PyTorch (scripts/test.sh asks for the latter: the
+# MobileNetV2 oracle runs it live, and tests/reference/make_fixtures.py regenerates fixtures).
 [ "${TILETRAIN_WITH_TORCH:-0}" = 1 ] && packages+=(python3-torch)
 # The sanitizer build and the fuzz targets (scripts/sanitize.sh, scripts/fuzz.sh): clang and
 # its runtimes (ASan, UBSan, libFuzzer), and omp.h for clang (the build links GNU libgomp).

@@ -23,6 +23,12 @@ inline double rel_diff(const float* a, const float* b, size_t n) {
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
+inline double norm(const float* a, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double(a[i]) * a[i];
+  return std::sqrt(s);
+}
+
 // Activations and their derivatives in double, written out independently of the engine.
 inline double act_ref(Act a, double v) {
   switch (a) {
