@@ -100,11 +100,25 @@ def read_cfg(path):
     return sections
 
 
+def activation(name):
+    """Darknet's activation as modules (linear: none)."""
+    if name == "leaky":
+        return [nn.LeakyReLU(0.1, inplace=True)]
+    if name == "relu":
+        return [nn.ReLU(inplace=True)]
+    if name == "logistic":
+        return [nn.Sigmoid()]
+    if name == "linear":
+        return []
+    raise SystemExit(f"activation={name} is not supported by this peer")
+
+
 class DarknetNet(nn.Module):
-    """A Darknet detector cfg as a PyTorch graph, for timing: [convolutional] (+BN, leaky or
-    linear), [maxpool] (Darknet's padding), [route], [reorg] (a space-to-depth reshape of
-    the same cost; Darknet's index order differs), [upsample]; a [region]/[yolo] head is
-    replaced by the MSE loss on its input (the issue's timing rule)."""
+    """A Darknet cfg as a PyTorch graph, for timing: [convolutional] (+BN, groups=, leaky,
+    relu or linear), [maxpool] (Darknet's padding), [route], [shortcut] of one shape, [reorg]
+    (a space-to-depth reshape of the same cost; Darknet's index order differs), [upsample],
+    [avgpool]; a [region]/[yolo] head is replaced by the MSE loss on its input (the issue's
+    timing rule), a [softmax] head by cross-entropy."""
 
     def __init__(self, cfg, size):
         super().__init__()
@@ -117,14 +131,14 @@ class DarknetNet(nn.Module):
                 f, k, st = int(kv["filters"]), int(kv.get("size", 1)), int(kv.get("stride", 1))
                 pad = k // 2 if int(kv.get("pad", 0)) else 0
                 bn = int(kv.get("batch_normalize", 0))
-                layers = [nn.Conv2d(c, f, k, stride=st, padding=pad, bias=not bn)]
+                groups = int(kv.get("groups", 1))
+                layers = [nn.Conv2d(c, f, k, stride=st, padding=pad, bias=not bn, groups=groups)]
                 if bn:
                     layers.append(nn.BatchNorm2d(f))
-                if kv.get("activation", "logistic") == "leaky":
-                    layers.append(nn.LeakyReLU(0.1, inplace=True))
+                layers += activation(kv.get("activation", "logistic"))
                 mod = nn.Sequential(*layers)
                 h, w = (h + 2 * pad - k) // st + 1, (w + 2 * pad - k) // st + 1
-                self.flop += 2 * h * w * f * c * k * k
+                self.flop += 2 * h * w * f * c // groups * k * k
                 c = f
                 spec = ("seq",)
             elif name in ("maxpool", "max"):
@@ -138,6 +152,15 @@ class DarknetNet(nn.Module):
                 spec = ("route", idx)
                 c = sum(shapes[i][0] for i in idx)
                 h, w = shapes[idx[0]][1], shapes[idx[0]][2]
+            elif name == "shortcut":
+                frm = int(kv["from"])
+                spec = ("shortcut", frm if frm >= 0 else len(shapes) + frm)
+                mod = nn.Sequential(*activation(kv.get("activation", "linear")))
+            elif name in ("avgpool", "avg"):
+                spec = ("avg",)
+                h = w = 1
+            elif name in ("softmax", "soft"):
+                spec = ("softmax",)
             elif name == "reorg":
                 st = int(kv.get("stride", 1))
                 spec = ("reorg", st)
@@ -153,8 +176,9 @@ class DarknetNet(nn.Module):
             self.specs.append(spec)
             self.mods.append(mod if mod is not None else nn.Identity())
             shapes.append((c, h, w))
-        self.heads = [i for i, s in enumerate(self.specs) if s[0] == "head"]
+        self.heads = [i for i, s in enumerate(self.specs) if s[0] in ("head", "softmax")]
         self.head_shapes = [shapes[i] for i in self.heads]
+        self.classifier = bool(self.heads) and self.specs[self.heads[-1]][0] == "softmax"
 
     def forward(self, x):
         outs, heads = [], []
@@ -170,6 +194,19 @@ class DarknetNet(nn.Module):
                 x = nn.functional.max_pool2d(x, k, st)
             elif kind == "route":
                 x = torch.cat([outs[i] for i in spec[1]], 1)
+            elif kind == "shortcut":
+                add = outs[spec[1]]
+                if add.shape != x.shape:  # Darknet's: a larger map sampled with a stride, the first min(C) channels
+                    add = add[:, :, ::add.shape[2] // x.shape[2], ::add.shape[3] // x.shape[3]]
+                    m = min(add.shape[1], x.shape[1])
+                    x = torch.cat([x[:, :m] + add[:, :m], x[:, m:]], 1)
+                else:
+                    x = x + add
+                x = mod(x)
+            elif kind == "avg":
+                x = x.mean((2, 3), keepdim=True)
+            elif kind == "softmax":
+                heads.append(x.flatten(1))
             elif kind == "reorg":
                 x = nn.functional.pixel_unshuffle(x, spec[1])
             elif kind == "up":
@@ -186,7 +223,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="timed training steps (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed warm-up steps (default 1)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cfg", help="a Darknet detector cfg instead of W1 (region/yolo heads timed as an MSE loss)")
+    ap.add_argument("--cfg", help="a Darknet cfg instead of W1 (region/yolo heads timed as an MSE loss, softmax as "
+                    "cross-entropy)")
     ap.add_argument("--size", type=int, default=416, help="input width and height with --cfg (default 416)")
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
@@ -218,7 +256,10 @@ def main():
         t1 = time.perf_counter()
         outs = model(x)
         outs = outs if isinstance(outs, list) else [outs]
-        loss = sum(0.5 * (o - t).pow(2).sum() for o, t in zip(outs, targets))
+        if args.cfg and model.classifier:
+            loss = nn.functional.cross_entropy(outs[0], torch.zeros(1, dtype=torch.long), reduction="sum")
+        else:
+            loss = sum(0.5 * (o - t).pow(2).sum() for o, t in zip(outs, targets))
         t2 = time.perf_counter()
         loss.backward()
         t3 = time.perf_counter()
