@@ -373,13 +373,16 @@ static ConvChoice choose_grouped_conv(const DnnlContext& ctx, const ConvGeom& g,
 // input without AVX2) sum in an order that depends on the product's shape.
 // Under KernelPath::Auto, wide products go to OpenBLAS where oneDNN has no JIT kernel for
 // them (every pass after the cut, backward-weights of tiled layers; the Pis) and, after the
-// cut, where oneDNN has no AVX-512 kernel: OpenBLAS outruns oneDNN's AVX2 kernels there, not
-// its AVX-512 ones. After the cut backward-weights run on OpenBLAS on AVX-512 too: it adds
-// into the plain gradient, where oneDNN's blocked one needs a reorder pass over the weights.
-// Tiled layers keep oneDNN's JIT kernels for forward and backward-data (OpenBLAS rounds by
-// the product's shape) and for backward-weights where it has them (OpenBLAS did not pay
-// there); on x86 their backward-weights run on the own kernel where it is the faster
-// (bench/RESULTS.md, kernels per CPU).
+// cut, on small maps (kGemmMaxPixels) where oneDNN has no AVX-512 kernel: OpenBLAS outruns
+// oneDNN's AVX2 kernels there, not its AVX-512 ones. After the cut backward-weights on small
+// maps run on OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's
+// blocked one needs a reorder pass over the weights. Tiled layers keep oneDNN's JIT kernels for forward and
+// backward-data (OpenBLAS rounds by the product's shape) and for backward-weights where it has them (OpenBLAS did not
+// pay there); on x86 their backward-weights run on the own kernel where it is the faster (bench/RESULTS.md, kernels per
+// CPU). Output pixels (over the batch) up to which layers after the cut may run on OpenBLAS (YOLOv2's 13x13 tail is
+// 169).
+constexpr long kGemmMaxPixels = 200;
+
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   if (g.groups > 1) return choose_grouped_conv(ctx, g, pass);
   const std::string own = "own:" + own_conv_target();
@@ -402,7 +405,15 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   std::string impl = fwd.impl_info_str();
   if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
   if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
-  const bool gemm_after_cut = pass == ConvPass::BackwardWeights || impl.find("avx512") == std::string::npos;
+  // After the cut OpenBLAS runs only on small maps (YOLOv2's 13x13 tail), where oneDNN's
+  // extra pass over the weights (for backward-weights, its blocked gradient reordered into
+  // the plain one) costs more than its product saves: on ResNet-18 at 256x256, OpenBLAS's
+  // backward-weights are 1.10x faster than oneDNN's AVX-512 ones on its 8x8 layers but 1.64x
+  // slower on 16x16 and 2.1x on 32x32 (bench --layers, 2026-11-28); under an AVX2 cap every
+  // pass of its 32x32 layers ran 1.4x slower on OpenBLAS than the tiled layers on jit:avx2.
+  const bool small_map = long(g.n) * g.oh * g.ow <= kGemmMaxPixels;
+  const bool gemm_after_cut =
+      small_map && (pass == ConvPass::BackwardWeights || impl.find("avx512") == std::string::npos);
   if (gemm_candidate && (tiled ? is_reference_impl(impl) : gemm_after_cut)) return {ConvChoice::Gemm, "gemm:openblas"};
   if (own_only) return {ConvChoice::Own, own};
   if (forward) {

@@ -11,19 +11,6 @@ namespace tt {
 
 namespace {
 
-inline float act_f(Act act, float v) {
-  switch (act) {
-    case Act::Leaky:
-      return v > 0 ? v : 0.1f * v;
-    case Act::Relu:
-      return v > 0 ? v : 0.f;
-    case Act::Logistic:
-      return 1.f / (1.f + std::exp(-v));
-    case Act::Linear:
-      break;
-  }
-  return v;
-}
 inline float act_grad(Act act, float v) {  // derivative at pre-activation v
   switch (act) {
     case Act::Leaky:
@@ -216,21 +203,7 @@ void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r,
 
 }  // namespace
 
-float activate(Act act, float v) { return act_f(act, v); }
 
-float gradient_at_output(Act act, float y) {
-  switch (act) {
-    case Act::Leaky:
-      return y > 0 ? 1.f : 0.1f;
-    case Act::Relu:
-      return y > 0 ? 1.f : 0.f;
-    case Act::Logistic:
-      return (1 - y) * y;
-    case Act::Linear:
-      break;
-  }
-  return 1.f;
-}
 
 void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
   with_block(y.cb, [&](auto B) { channel_sums_b<B, true>(y, r, sum, sq); });

@@ -4,6 +4,8 @@
 // sums in double over a region the caller chooses (a tile's owned box), so tiles can
 // add them up to exact global batch statistics.
 #pragma once
+#include <cmath>
+
 #include "layers/tensor.hpp"
 #include "model/net_spec.hpp"
 
@@ -29,8 +31,33 @@ void act_backward_bn_sums(const TensorView& g, const TensorView& y, const Box& r
 void bn_backward_apply(const TensorView& g, const TensorView& y, const Box& region, const float* k1, const float* k2,
                        const float* k3, const float* mean);
 
-float activate(Act act, float v);
+// Inline so that loops over a map inline them and hoist the switch out of the loop.
+inline float activate(Act act, float v) {
+  switch (act) {
+    case Act::Leaky:
+      return v > 0 ? v : 0.1f * v;
+    case Act::Relu:
+      return v > 0 ? v : 0.f;
+    case Act::Logistic:
+      return 1.f / (1.f + std::exp(-v));
+    case Act::Linear:
+      break;
+  }
+  return v;
+}
 // act'(x) from the activation's output y = act(x), as Darknet's gradient_array computes it.
-float gradient_at_output(Act act, float y);
+inline float gradient_at_output(Act act, float y) {
+  switch (act) {
+    case Act::Leaky:
+      return y > 0 ? 1.f : 0.1f;
+    case Act::Relu:
+      return y > 0 ? 1.f : 0.f;
+    case Act::Logistic:
+      return (1 - y) * y;
+    case Act::Linear:
+      break;
+  }
+  return 1.f;
+}
 
 }  // namespace tt
