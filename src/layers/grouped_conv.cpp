@@ -49,93 +49,112 @@ void check(const OwnConvShape& s, int groups) {
 }
 
 // Depthwise, one channel block of B lanes at a time. Weights Goihw{B}g: [C/B][k][k][B].
+// Pointers step by whole pixels (B floats); the taps inside the map are found per output
+// row and column, so the inner loops have no bounds checks and keep B sums in registers.
 template <int B>
 void depthwise_forward(const OwnConvShape& s, const float* src, const float* w, const float* bias, float* dst) {
-  const MapIndex in{s.ic, B, s.ih, s.iw}, out{s.oc, B, s.oh, s.ow};
-  const int CB = cdiv(s.oc, B), kk = s.k * s.k;
+  const int CB = cdiv(s.oc, B), k = s.k;
+  const size_t in_plane = size_t(s.ih) * s.iw * B, out_plane = size_t(s.oh) * s.ow * B;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int n = 0; n < s.n; ++n)
     for (int cbk = 0; cbk < CB; ++cbk) {
-      const float* wb = w + size_t(cbk) * size_t(kk) * B;
-      for (int oy = 0; oy < s.oh; ++oy)
+      const float* wb = w + size_t(cbk) * size_t(k * k) * B;
+      const float* in = src + (size_t(n) * CB + size_t(cbk)) * in_plane;
+      float* out = dst + (size_t(n) * CB + size_t(cbk)) * out_plane;
+      float b[B];
+      for (int L = 0; L < B; ++L) b[L] = bias && cbk * B + L < s.oc ? bias[cbk * B + L] : 0.f;
+      for (int oy = 0; oy < s.oh; ++oy) {
+        const int y0 = oy * s.s - s.pt, ky0 = std::max(0, -y0), ky1 = std::min(k, s.ih - y0);
         for (int ox = 0; ox < s.ow; ++ox) {
+          const int x0 = ox * s.s - s.pl, kx0 = std::max(0, -x0), kx1 = std::min(k, s.iw - x0);
           float acc[B] = {};
-          for (int ky = 0; ky < s.k; ++ky) {
-            const int iy = oy * s.s + ky - s.pt;
-            if (iy < 0 || iy >= s.ih) continue;
-            for (int kx = 0; kx < s.k; ++kx) {
-              const int ix = ox * s.s + kx - s.pl;
-              if (ix < 0 || ix >= s.iw) continue;
-              const float* x = src + in(n, cbk * B, iy, ix);
-              const float* wv = wb + size_t(ky * s.k + kx) * B;
-              for (int L = 0; L < B; ++L) acc[L] += x[L] * wv[L];
-            }
+          for (int ky = ky0; ky < ky1; ++ky) {
+            const float* row = in + (size_t(y0 + ky) * s.iw + size_t(x0 + kx0)) * B;  // the first tap inside
+            const float* wr = wb + size_t(ky * k + kx0) * B;
+            for (int t = 0; t < kx1 - kx0; ++t)
+              for (int L = 0; L < B; ++L) acc[L] += row[t * B + L] * wr[t * B + L];
           }
-          float* y = dst + out(n, cbk * B, oy, ox);
-          for (int L = 0; L < B; ++L) {
-            const int c = cbk * B + L;
-            y[L] = c < s.oc ? (bias ? acc[L] + bias[c] : acc[L]) : 0.f;
-          }
+          float* y = out + (size_t(oy) * s.ow + size_t(ox)) * B;
+          if (bias)
+            for (int L = 0; L < B; ++L) y[L] = acc[L] + b[L];
+          else
+            for (int L = 0; L < B; ++L) y[L] = acc[L];
         }
+      }
     }
+}
+
+// The taps k of a window (0 <= k < size) that reach input cell a - k = o * stride of an
+// output o in [0, outputs), for a = input cell + padding: first, first + stride, ... last
+// (none when first > last). Ascending, as the generic loops skip their way through them.
+struct Taps {
+  int first, last;
+};
+Taps taps(int a, int size, int stride, int outputs) {
+  const int lo = std::max(0, a - (outputs - 1) * stride), hi = std::min(size - 1, a);
+  if (lo > hi) return {1, 0};
+  return {lo + (a - lo) % stride, hi};
 }
 
 template <int B>
 void depthwise_backward_data(const OwnConvShape& s, const float* diff_dst, const float* w, float* diff_src) {
-  const MapIndex in{s.ic, B, s.ih, s.iw}, out{s.oc, B, s.oh, s.ow};
-  const int CB = cdiv(s.ic, B), kk = s.k * s.k;
+  const int CB = cdiv(s.ic, B), k = s.k;
+  const size_t in_plane = size_t(s.ih) * s.iw * B, out_plane = size_t(s.oh) * s.ow * B;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int n = 0; n < s.n; ++n)
     for (int cbk = 0; cbk < CB; ++cbk) {
-      const float* wb = w + size_t(cbk) * size_t(kk) * B;
-      for (int iy = 0; iy < s.ih; ++iy)
+      const float* wb = w + size_t(cbk) * size_t(k * k) * B;
+      const float* d = diff_dst + (size_t(n) * CB + size_t(cbk)) * out_plane;
+      float* dx = diff_src + (size_t(n) * CB + size_t(cbk)) * in_plane;
+      for (int iy = 0; iy < s.ih; ++iy) {
+        const Taps ty = taps(iy + s.pt, k, s.s, s.oh);
         for (int ix = 0; ix < s.iw; ++ix) {
+          const Taps tx = taps(ix + s.pl, k, s.s, s.ow);
           float acc[B] = {};
-          for (int ky = 0; ky < s.k; ++ky) {
-            const int ty = iy + s.pt - ky;
-            if (ty < 0 || ty % s.s) continue;
-            const int oy = ty / s.s;
-            if (oy >= s.oh) continue;
-            for (int kx = 0; kx < s.k; ++kx) {
-              const int tx = ix + s.pl - kx;
-              if (tx < 0 || tx % s.s) continue;
-              const int ox = tx / s.s;
-              if (ox >= s.ow) continue;
-              const float* d = diff_dst + out(n, cbk * B, oy, ox);
-              const float* wv = wb + size_t(ky * s.k + kx) * B;
-              for (int L = 0; L < B; ++L) acc[L] += d[L] * wv[L];
+          for (int ky = ty.first; ky <= ty.last; ky += s.s) {
+            const float* drow = d + size_t((iy + s.pt - ky) / s.s) * s.ow * B;
+            const float* wr = wb + size_t(ky * k) * B;
+            for (int kx = tx.first; kx <= tx.last; kx += s.s) {
+              const float* dv = drow + size_t((ix + s.pl - kx) / s.s) * B;
+              for (int L = 0; L < B; ++L) acc[L] += dv[L] * wr[kx * B + L];
             }
           }
-          float* x = diff_src + in(n, cbk * B, iy, ix);
-          for (int L = 0; L < B; ++L) x[L] = cbk * B + L < s.ic ? acc[L] : 0.f;
+          float* x = dx + (size_t(iy) * s.iw + size_t(ix)) * B;
+          for (int L = 0; L < B; ++L) x[L] = acc[L];
         }
+      }
     }
 }
 
 template <int B>
 void depthwise_backward_weights(const OwnConvShape& s, const float* src, const float* diff_dst, float* diff_w,
                                 bool accumulate) {
-  const MapIndex in{s.ic, B, s.ih, s.iw}, out{s.oc, B, s.oh, s.ow};
-  const int CB = cdiv(s.oc, B), kk = s.k * s.k;
+  const int CB = cdiv(s.oc, B), k = s.k, kk = k * k;
+  const size_t in_plane = size_t(s.ih) * s.iw * B, out_plane = size_t(s.oh) * s.ow * B;
 #pragma omp parallel for collapse(3) schedule(static)
   for (int cbk = 0; cbk < CB; ++cbk)
-    for (int ky = 0; ky < s.k; ++ky)
-      for (int kx = 0; kx < s.k; ++kx) {
+    for (int ky = 0; ky < k; ++ky)
+      for (int kx = 0; kx < k; ++kx) {
         float acc[B] = {};
-        for (int n = 0; n < s.n; ++n)
+        // Output columns whose tap (ky, kx) lies inside the input: [ox0, ox1).
+        const int ox0 = std::max(0, cdiv(s.pl - kx, s.s)), ox1 = std::min(s.ow, cdiv(s.iw + s.pl - kx, s.s));
+        for (int n = 0; n < s.n; ++n) {
+          const float* in = src + (size_t(n) * CB + size_t(cbk)) * in_plane;
+          const float* d = diff_dst + (size_t(n) * CB + size_t(cbk)) * out_plane;
           for (int oy = 0; oy < s.oh; ++oy) {
             const int iy = oy * s.s + ky - s.pt;
             if (iy < 0 || iy >= s.ih) continue;
-            for (int ox = 0; ox < s.ow; ++ox) {
-              const int ix = ox * s.s + kx - s.pl;
-              if (ix < 0 || ix >= s.iw) continue;
-              const float* x = src + in(n, cbk * B, iy, ix);
-              const float* d = diff_dst + out(n, cbk * B, oy, ox);
-              for (int L = 0; L < B; ++L) acc[L] += x[L] * d[L];
+            const float* drow = d + size_t(oy) * s.ow * B;
+            const float* irow = in + size_t(iy) * s.iw * B;
+            for (int ox = ox0; ox < ox1; ++ox) {
+              const float* x = irow + size_t(ox * s.s + kx - s.pl) * B;
+              const float* dv = drow + size_t(ox) * B;
+              for (int L = 0; L < B; ++L) acc[L] += x[L] * dv[L];
             }
           }
+        }
         for (int L = 0; L < B && cbk * B + L < s.oc; ++L) {
-          float& g = diff_w[size_t(cbk * B + L) * size_t(kk) + size_t(ky * s.k + kx)];
+          float& g = diff_w[size_t(cbk * B + L) * size_t(kk) + size_t(ky * k + kx)];
           g = accumulate ? g + acc[L] : acc[L];
         }
       }
