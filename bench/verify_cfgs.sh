@@ -19,6 +19,9 @@ runs=(
   "cfgs/yolov2-tiny-shapes.cfg --grid 2x2 --groups none --batch 2 --steps 2"
   "cfgs/yolov2-tiny-shapes.cfg --grid 3x3 --groups all --batch 2 --steps 2"
   "cfgs/yolov2-tiny-shapes.cfg --grid 2x1 --groups 0,4,8 --size 96x160 --batch 3 --steps 2 --overlap on"
+  "cfgs/mobilenetv2.cfg --grid 2x2 --groups none --size 64x64 --batch 2 --steps 2"
+  "cfgs/mobilenetv2.cfg --grid 3x3 --groups all --size 96x96 --batch 2 --steps 2 --backward-features exchange"
+  "cfgs/mobilenetv2.cfg --grid 1x2 --groups 0,5,9,20 --size 64x80 --batch 2 --steps 2 --bn frozen"
 )
 pass=0 fail=0
 start=$(date +%s.%N)
