@@ -77,6 +77,8 @@ export TILETRAIN_EQ_COUNT=${TILETRAIN_EQ_COUNT:-30}
 CFG=$SRC/cfgs/fashion-mnist.cfg
 VERIFY_ARGS=(verify --cfg "$CFG" --grid 2x2 --groups none --steps 1 --batch 8)
 MPI_VERIFY_ARGS=(verify --cfg "$CFG" --grid 1x2 --groups none --steps 1 --batch 8)
+# depthwise and grouped convolutions on the own NEON-path kernels, with shortcuts, tiled
+MOBILE_VERIFY_ARGS=(verify --cfg "$SRC/cfgs/mobilenetv2.cfg" --size 48x48 --batch 2 --grid 2x2 --groups 0,6,20 --steps 1)
 Q=(qemu-aarch64-static -L "$A64_ROOT")
 MPIRUN_ENV=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 # vader's single-copy mechanism (CMA, process_vm_readv) is not implemented by qemu-user.
@@ -302,6 +304,17 @@ for cpu in $CPUS; do
   else
     record PASS "$tag: no ref convolution (ONEDNN_VERBOSE)" 0 \
       "$convs oneDNN convolutions: $(awk '$2 ~ /convolution/ {print $3}' "$impls" | sort -u | paste -sd' ')"
+  fi
+
+  # (c2) MobileNetV2: depthwise convolutions and shortcuts tiled (about 15 s under qemu)
+  log=$LOGDIR/$tag-verify-mobilenetv2.log
+  run 600 "$log" "${Q[@]}" "$TT" "${MOBILE_VERIFY_ARGS[@]}"
+  if [ $RC = 0 ] && grep -q 'OK: tiled training matches untiled' "$log"; then
+    record PASS "$tag: verify mobilenetv2 2x2" $MS "$(grep -m1 '^OK:' "$log" | cut -c1-90)"
+  elif [ $RC = 0 ]; then
+    record FAIL "$tag: verify mobilenetv2 2x2" $MS "no 'OK: tiled training matches untiled' line (log: $log)"
+  else
+    record "$(status_of)" "$tag: verify mobilenetv2 2x2" $MS "$(why "$log")"
   fi
 
   # (d) 2 ranks through the amd64 mpirun; each rank is qemu + the arm64 tiletrain
