@@ -511,6 +511,17 @@ TEST(CfgErrors, KeyGivenTwiceTakesTheFirstWithAWarning) {
   EXPECT_TRUE(parse_net(kNet + "[convolutional]\n" + kConvTail, "test.cfg").warnings.empty());
 }
 
+// writing.cfg sets seen=0 in [net]: Darknet reads the images seen from the .weights file only.
+TEST(CfgErrors, SeenInNetIsIgnoredWithAWarning) {
+  const NetSpec net = parse_net(kNet + "seen=1000\n[convolutional]\n" + kConvTail, "test.cfg");
+  ASSERT_EQ(net.warnings.size(), 1u);
+  EXPECT_NE(net.warnings[0].find("test.cfg:" + std::to_string(line_of(kNet + "seen=1000\n", "seen=")) +
+                                 ": key 'seen' in [net] is ignored"),
+            std::string::npos)
+      << net.warnings[0];
+  expect_error_at(kNet + "[convolutional]\nseen=3\n" + kConvTail, "seen=", {"unknown key 'seen'"});
+}
+
 // Darknet's classifier cfgs have saturation=.75: a factor between .75 and 1/.75.
 TEST(CfgErrors, AugmentationRanges) {
   const NetSpec net = parse_net(kNet + "saturation=.75\nexposure=.75\n[convolutional]\n" + kConvTail, "test.cfg");

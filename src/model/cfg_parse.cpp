@@ -132,6 +132,14 @@ void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
     fail(r.where(r.line_of("saturation")), ": saturation must be in (0, 1000] (a range 1/s..s)");
   if (!(net.exposure > 0 && net.exposure <= 1000))
     fail(r.where(r.line_of("exposure")), ": exposure must be in (0, 1000] (a range 1/e..e)");
+  // Darknet counts the images seen in the .weights file, never from the cfg (writing.cfg
+  // sets seen=0): taken as Darknet takes it, ignored, with a word.
+  if (r.has("seen")) {
+    r.str("seen", "");
+    net.warnings.push_back(r.where(r.line_of("seen")) +
+                           ": key 'seen' in [net] is ignored, as Darknet ignores it (the images seen are counted "
+                           "in the .weights file)");
+  }
   // Classifier augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
   r.reject_unused(
       {"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth", "inputs"});
