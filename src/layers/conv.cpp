@@ -196,6 +196,12 @@ OwnConvShape own_shape(const ConvGeom& g) {
           .b = g.cb};
 }
 
+OwnPass own_pass(ConvPass p) {
+  return p == ConvPass::Forward        ? OwnPass::Forward
+         : p == ConvPass::BackwardData ? OwnPass::BackwardData
+                                       : OwnPass::BackwardWeights;
+}
+
 class OwnConv final : public ConvImpl {
  public:
   OwnConv(const ConvGeom& g, ConvPass pass)
@@ -219,11 +225,6 @@ class OwnConv final : public ConvImpl {
   bool adds_once() const override { return accumulates() && own_conv_weights_add_once(shape_); }
 
  private:
-  static OwnPass own_pass(ConvPass p) {
-    return p == ConvPass::Forward        ? OwnPass::Forward
-           : p == ConvPass::BackwardData ? OwnPass::BackwardData
-                                         : OwnPass::BackwardWeights;
-  }
   OwnConvShape shape_;
   ConvPass pass_;
   memory::desc weights_;
@@ -239,11 +240,8 @@ class OwnGroupedConv final : public ConvImpl {
         groups_(g.groups),
         pass_(pass),
         weights_(conv_weights_dims(g.oc, g.ic, g.k, g.groups), dt::f32,
-                 grouped_weights_tag(shape_, g.groups,
-                                     pass == ConvPass::Forward        ? OwnPass::Forward
-                                     : pass == ConvPass::BackwardData ? OwnPass::BackwardData
-                                                                      : OwnPass::BackwardWeights)),
-        name_(grouped_is_depthwise(shape_, g.groups) ? "own:depthwise" : "own:grouped") {}
+                 grouped_weights_tag(shape_, g.groups, own_pass(pass))),
+        name_(grouped_kernel_name(shape_, g.groups)) {}
   void run(const ConvIo& io) override {
     switch (pass_) {
       case ConvPass::Forward:
@@ -345,26 +343,34 @@ std::string stable_forward_impl(const DnnlContext& ctx, const ConvGeom& g) {
   cache.emplace_back(key, stable ? want : std::string());
   return cache.back().second;
 }
-}  // namespace
+
+// The oneDNN kernel a pass of this geometry gets.
+std::string dnnl_impl(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+  const DnnlDescs d(g);
+  const auto fwd = d.forward(ctx.eng);
+  if (pass == ConvPass::BackwardData) return d.backward_data(ctx.eng, fwd).impl_info_str();
+  if (pass == ConvPass::BackwardWeights) return d.backward_weights(ctx.eng, fwd).impl_info_str();
+  return fwd.impl_info_str();
+}
 
 // Grouped convolutions: oneDNN's JIT kernels where it has them (x86: depthwise and groups
 // of whole channel blocks) and a forward whose kernel is the same for every box; the own
 // grouped kernels elsewhere (ARM, resnext's narrow groups), and the 1x1 forward, as below.
 // Never OpenBLAS.
-static ConvChoice choose_grouped_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
-  const OwnConvShape s = own_shape(g);
-  const ConvChoice own{ConvChoice::Own, grouped_is_depthwise(s, g.groups) ? "own:depthwise" : "own:grouped"};
+ConvChoice choose_grouped_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass) {
+  const ConvChoice own{ConvChoice::Own, grouped_kernel_name(own_shape(g), g.groups)};
   if (ctx.config.path == KernelPath::Own || (pass == ConvPass::Forward && g.k == 1 && g.s == 1)) return own;
-  const DnnlDescs d(g);
-  const auto fwd = d.forward(ctx.eng);
-  std::string impl = fwd.impl_info_str();
-  if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
-  if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
+  const std::string impl = dnnl_impl(ctx, g, pass);
   if (ctx.config.path == KernelPath::Auto && (is_reference_impl(impl) || impl.find("gemm") != std::string::npos))
     return own;
   if (pass == ConvPass::Forward && stable_forward_impl(ctx, g) != impl) return own;
   return {ConvChoice::Dnnl, impl};
 }
+
+// Output pixels (over the batch) up to which layers after the cut may run on OpenBLAS
+// (YOLOv2's 13x13 tail is 169; see choose_conv).
+constexpr long kGemmMaxPixels = 200;
+}  // namespace
 
 // Forward values must not depend on the box a tile computes (a max-pool near-tie would
 // send the gradient to another cell), so forwards that round by the map's size run on
@@ -376,12 +382,11 @@ static ConvChoice choose_grouped_conv(const DnnlContext& ctx, const ConvGeom& g,
 // cut, on small maps (kGemmMaxPixels) where oneDNN has no AVX-512 kernel: OpenBLAS outruns
 // oneDNN's AVX2 kernels there, not its AVX-512 ones. After the cut backward-weights on small
 // maps run on OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's
-// blocked one needs a reorder pass over the weights. Tiled layers keep oneDNN's JIT kernels for forward and
-// backward-data (OpenBLAS rounds by the product's shape) and for backward-weights where it has them (OpenBLAS did not
-// pay there); on x86 their backward-weights run on the own kernel where it is the faster (bench/RESULTS.md, kernels per
-// CPU). Output pixels (over the batch) up to which layers after the cut may run on OpenBLAS (YOLOv2's 13x13 tail is
-// 169).
-constexpr long kGemmMaxPixels = 200;
+// blocked one needs a reorder pass over the weights. Tiled layers keep oneDNN's JIT kernels
+// for forward and backward-data (OpenBLAS rounds by the product's shape) and for
+// backward-weights where it has them (OpenBLAS did not pay there); on x86 their
+// backward-weights run on the own kernel where it is the faster (bench/RESULTS.md, kernels
+// per CPU).
 
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   if (g.groups > 1) return choose_grouped_conv(ctx, g, pass);
@@ -400,11 +405,7 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
                            own_wins_weights && g.k > 1 && g.in_cb > 1 && g.oh * g.ow >= 144;
   const bool own_only = ctx.config.path == KernelPath::Own || own_weights || (forward && g.k == 1 && g.s == 1);
   if (own_only && !gemm_candidate) return {ConvChoice::Own, own};
-  const DnnlDescs d(g);
-  const auto fwd = d.forward(ctx.eng);
-  std::string impl = fwd.impl_info_str();
-  if (pass == ConvPass::BackwardData) impl = d.backward_data(ctx.eng, fwd).impl_info_str();
-  if (pass == ConvPass::BackwardWeights) impl = d.backward_weights(ctx.eng, fwd).impl_info_str();
+  const std::string impl = dnnl_impl(ctx, g, pass);
   // After the cut OpenBLAS runs only on small maps (YOLOv2's 13x13 tail), where oneDNN's
   // extra pass over the weights (for backward-weights, its blocked gradient reordered into
   // the plain one) costs more than its product saves: on ResNet-18 at 256x256, OpenBLAS's

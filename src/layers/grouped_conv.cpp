@@ -21,6 +21,10 @@ dnnl::memory::desc plain_conv_weights_desc(int oc, int ic, int k, int groups) {
 
 bool grouped_is_depthwise(const OwnConvShape& s, int groups) { return groups == s.ic && groups == s.oc && s.ib == s.b; }
 
+const char* grouped_kernel_name(const OwnConvShape& s, int groups) {
+  return grouped_is_depthwise(s, groups) ? "own:depthwise" : "own:grouped";
+}
+
 tag grouped_weights_tag(const OwnConvShape& s, int groups, OwnPass pass) {
   if (pass != OwnPass::BackwardWeights && grouped_is_depthwise(s, groups))
     return s.b == 8 ? tag::Goihw8g : tag::Goihw16g;

@@ -31,6 +31,8 @@ dnnl::memory::desc plain_conv_weights_desc(int oc, int ic, int k, int groups);
 
 // Whether the block-at-a-time depthwise kernel runs this shape.
 bool grouped_is_depthwise(const OwnConvShape& s, int groups);
+// "own:depthwise" or "own:grouped": which of the two kernels runs.
+const char* grouped_kernel_name(const OwnConvShape& s, int groups);
 // Weight layout the kernels read for `pass`: Goihw{b}g for depthwise forward and
 // backward-data, plain goihw otherwise (backward-weights always writes plain goihw).
 dnnl::memory::format_tag grouped_weights_tag(const OwnConvShape& s, int groups, OwnPass pass);
