@@ -154,6 +154,16 @@ why() {
   esac
 }
 status_of() { [ "$RC" = 125 ] && echo SKIP || echo FAIL; }
+# record_verify NAME LOG: the outcome of a `tiletrain verify` just run (RC and MS from `run`).
+record_verify() {
+  if [ "$RC" = 0 ] && grep -q 'OK: tiled training matches untiled' "$2"; then
+    record PASS "$1" "$MS" "$(grep -m1 '^OK:' "$2" | cut -c1-90)"
+  elif [ "$RC" = 0 ]; then
+    record FAIL "$1" "$MS" "no 'OK: tiled training matches untiled' line (log: $2)"
+  else
+    record "$(status_of)" "$1" "$MS" "$(why "$2")"
+  fi
+}
 
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -274,13 +284,7 @@ for cpu in $CPUS; do
   log=$LOGDIR/$tag-verify.log
   run 600 "$log" env ONEDNN_VERBOSE=1 "${Q[@]}" "$TT" "${VERIFY_ARGS[@]}"
   vrc=$RC
-  if [ $RC = 0 ] && grep -q 'OK: tiled training matches untiled' "$log"; then
-    record PASS "$tag: verify 2x2, 1 step, batch 8" $MS "$(grep -m1 '^OK:' "$log" | cut -c1-90)"
-  elif [ $RC = 0 ]; then
-    RC=1; record FAIL "$tag: verify 2x2, 1 step, batch 8" $MS "no 'OK: tiled training matches untiled' line (log: $log)"
-  else
-    record "$(status_of)" "$tag: verify 2x2, 1 step, batch 8" $MS "$(why "$log")"
-  fi
+  record_verify "$tag: verify 2x2, 1 step, batch 8" "$log"
 
   # (e) no oneDNN reference convolution in the verify's ONEDNN_VERBOSE=1 exec lines
   #     oneDNN 2.x: onednn_verbose,exec,cpu,convolution,ref:any,forward_training,...
@@ -309,25 +313,13 @@ for cpu in $CPUS; do
   # (c2) MobileNetV2: depthwise convolutions and shortcuts tiled (about 15 s under qemu)
   log=$LOGDIR/$tag-verify-mobilenetv2.log
   run 600 "$log" "${Q[@]}" "$TT" "${MOBILE_VERIFY_ARGS[@]}"
-  if [ $RC = 0 ] && grep -q 'OK: tiled training matches untiled' "$log"; then
-    record PASS "$tag: verify mobilenetv2 2x2" $MS "$(grep -m1 '^OK:' "$log" | cut -c1-90)"
-  elif [ $RC = 0 ]; then
-    record FAIL "$tag: verify mobilenetv2 2x2" $MS "no 'OK: tiled training matches untiled' line (log: $log)"
-  else
-    record "$(status_of)" "$tag: verify mobilenetv2 2x2" $MS "$(why "$log")"
-  fi
+  record_verify "$tag: verify mobilenetv2 2x2" "$log"
 
   # (d) 2 ranks through the amd64 mpirun; each rank is qemu + the arm64 tiletrain
   log=$LOGDIR/$tag-mpirun-2ranks.log
   run 600 "$log" env "${MPIRUN_ENV[@]}" mpirun -np 2 "${MPIRUN_ARGS[@]}" -x QEMU_CPU \
       "${Q[@]}" "$TT" "${MPI_VERIFY_ARGS[@]}"
-  if [ $RC = 0 ] && grep -q 'OK: tiled training matches untiled' "$log"; then
-    record PASS "$tag: mpirun -np 2 verify 1x2" $MS "$(grep -m1 '^OK:' "$log" | cut -c1-90)"
-  elif [ $RC = 0 ]; then
-    record FAIL "$tag: mpirun -np 2 verify 1x2" $MS "no 'OK: tiled training matches untiled' line (log: $log)"
-  else
-    record "$(status_of)" "$tag: mpirun -np 2 verify 1x2" $MS "$(why "$log")"
-  fi
+  record_verify "$tag: mpirun -np 2 verify 1x2" "$log"
 
   # (a) unit tests
   log=$LOGDIR/$tag-unit-tests.log
