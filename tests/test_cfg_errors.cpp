@@ -107,15 +107,21 @@ TEST(CfgErrors, GroupedConvolution) {
 TEST(CfgErrors, CutAndResidualBlocks) {
   const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";
-  const NetSpec net = parse_net(
-      kNet + conv + conv + conv + "[shortcut]\nfrom=-3\n" + down + "[shortcut]\nfrom=-2\n" + conv + "[cost]\n",
-      "res.cfg");
-  EXPECT_TRUE(net.layers[3].spatial());   // 4x11x13 + 4x11x13
-  EXPECT_FALSE(net.layers[5].spatial());  // 4x6x7 + 4x11x13: sampled, after the cut
-  EXPECT_EQ(net.first_untileable(), 5);
-  EXPECT_EQ(net.max_cut(), 4);  // layer 5 reads layer 3: the cut is after it
-  EXPECT_EQ(resolve_cut(net, -1), 4);
+  const NetSpec net = parse_net(kNet + conv + conv + conv + "[shortcut]\nfrom=-3\n" + down + "[shortcut]\nfrom=-2\n" +
+                                    conv + "[avgpool]\n[cost]\n",
+                                "res.cfg");
+  EXPECT_TRUE(net.layers[3].spatial());          // 4x11x13 + 4x11x13
+  EXPECT_TRUE(net.layers[5].spatial());          // 4x6x7 + 4x11x13 sampled
+  EXPECT_EQ(net.layers[5].window(1).stride, 1);  // Darknet's: 13 / 7 (its first 6x7 cells)
+  EXPECT_EQ(net.first_untileable(), 7);
+  EXPECT_EQ(net.max_cut(), 7);
+  EXPECT_EQ(resolve_cut(net, -1), 7);
   EXPECT_EQ(resolve_cut(net, 1), 1);  // before the block
+  // The default stops where the grid still fits: 7 rows need layer 3's 11x13 map (cuts 5
+  // and 6 end at 6x7, and a cut after the strided layer 4 would split its block).
+  EXPECT_EQ(resolve_cut(net, -1, 7, 1), 4);
+  EXPECT_EQ(resolve_cut(net, -1, 6, 7), 7);
+  EXPECT_EQ(resolve_cut(net, -1, 12, 1), 7);  // nothing fits: make_plan says so
   auto message = [&](int cut) {
     try {
       resolve_cut(net, cut);
@@ -131,11 +137,11 @@ TEST(CfgErrors, CutAndResidualBlocks) {
         std::string::npos)
         << message(cut);
   EXPECT_NE(message(5).find("layer 5 ([shortcut]) reads the output of layer 3, which must then be whole on the root: "
-                            "the cut must be at most 4"),
+                            "the cut must be at most 4 or at least 6"),
             std::string::npos)
       << message(5);
-  EXPECT_NE(message(6).find("layer 5 ([shortcut] at res.cfg:"), std::string::npos) << message(6);
-  EXPECT_NE(message(99).find("the net has 8 layers"), std::string::npos) << message(99);
+  EXPECT_NE(message(8).find("layer 7 ([avgpool] at res.cfg:"), std::string::npos) << message(8);
+  EXPECT_NE(message(99).find("the net has 9 layers"), std::string::npos) << message(99);
 }
 
 TEST(CfgErrors, UnknownKey) {

@@ -140,9 +140,21 @@ RefKind ref_kind(const LayerSpec& l) {
   if (n == "connected") return RefKind::Connected;
   if (n == "softmax") return RefKind::Softmax;
   if (n == "cost") return RefKind::Cost;
-  if (n == "shortcut" && l.spatial()) return RefKind::Shortcut;  // of two maps of one shape
-  if (n == "route" && l.spatial()) return RefKind::Route;        // the layer before first
+  if (n == "shortcut") return RefKind::Shortcut;           // Darknet's pairing of any two sizes
+  if (n == "route" && l.spatial()) return RefKind::Route;  // the layer before first
   return RefKind::Other;
+}
+
+// Darknet's shortcut_cpu pairing of output map o with the map f it adds (ops/shortcut.cpp),
+// written again: fn(output index, f index) for each pair of sample n.
+template <class F>
+void each_shortcut_pair(const Shape& o, const Shape& f, int n, F&& fn) {
+  const int stride = std::max(1, f.w / o.w), sample = std::max(1, o.w / f.w);
+  for (int k = 0; k < std::min(o.c, f.c); ++k)
+    for (int j = 0; j < std::min(o.h, f.h); ++j)
+      for (int i = 0; i < std::min(o.w, f.w); ++i)
+        fn(size_t(((int64_t(n) * o.c + k) * o.h + j * sample) * o.w + i * sample),
+           size_t(((int64_t(n) * f.c + k) * f.h + j * stride) * f.w + i * stride));
 }
 
 bool usable(const EqConfig& c, NetSpec& net) {
@@ -306,12 +318,12 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
         break;
       case RefKind::Shortcut: {
         const std::vector<double>& from = x[size_t(l.inputs[1] + 1)];
-        pre[li].resize(in.size());
+        pre[li] = in;
+        for (int n = 0; n < N; ++n)
+          each_shortcut_pair(l.out, net.layers[size_t(l.inputs[1])].out, n,
+                             [&](size_t o, size_t f) { pre[li][o] += from[f]; });
         out.resize(in.size());
-        for (size_t k = 0; k < in.size(); ++k) {
-          pre[li][k] = in[k] + from[k];
-          out[k] = test::act_ref(l.activation(), pre[li][k]);
-        }
+        for (size_t k = 0; k < in.size(); ++k) out[k] = test::act_ref(l.activation(), pre[li][k]);
         break;
       }
       case RefKind::Route:  // per sample, each input's channels in turn
@@ -424,9 +436,10 @@ F64Step f64_step(const NetSpec& net, const Params& p, BnMode bn, const float* in
       }
       case RefKind::Shortcut: {
         for (size_t k = 0; k < g.size(); ++k) g[k] *= test::act_grad_ref(l.activation(), pre[li][k]);
+        const Shape& from = net.layers[size_t(l.inputs[1])].out;
         std::vector<double>& f = far_delta[size_t(l.inputs[1])];
-        f.resize(g.size(), 0.);
-        for (size_t k = 0; k < g.size(); ++k) f[k] += g[k];
+        f.resize(size_t(N * from.size()), 0.);
+        for (int n = 0; n < N; ++n) each_shortcut_pair(l.out, from, n, [&](size_t o, size_t k) { f[k] += g[o]; });
         gin = g;
         break;
       }
@@ -731,7 +744,8 @@ uint64_t env_u64(const char* name, uint64_t def) {
 
 // A random residual network from `seed`: a stack of convolutions that mostly keep the map's
 // shape (so that shortcuts can join them), max-pools and stride-2 convolutions that change
-// it, shortcuts from random earlier layers of the same shape (the one before included),
+// it, shortcuts from random earlier layers of the same shape (the one before included) or
+// of a larger map with other channels (sampled at a stride, Darknet's rules),
 // each with a random activation, and routes concatenating the layer before with one or two
 // earlier maps of its size; a random grid, grouping, cut (never inside a block), batch-norm
 // mode and feature mode. The reference runs every join after its cut (ref_cut), as the ops
@@ -763,14 +777,18 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
   for (int l = 1; l < n; ++l) {
     const std::string before = s.str();
     const Shape& out = net.layers.back().out;
-    std::vector<int> same, sized;  // earlier layers whose output has this shape, this map size
+    // Earlier layers whose output has this shape, this map size, or a map a shortcut can
+    // sample (as large or larger by the same factor along both axes, any channels).
+    std::vector<int> same, sized, sampled;
     for (const LayerSpec& x : net.layers) {
       if (x.out.h == out.h && x.out.w == out.w) sized.push_back(x.index);
       if (x.out.c == out.c && x.out.h == out.h && x.out.w == out.w) same.push_back(x.index);
+      if (x.out.h >= out.h && x.out.w >= out.w && x.out.w / out.w == x.out.h / out.h) sampled.push_back(x.index);
     }
     const int r = pick(10);
     if (r < 3) {
-      const int from = same[size_t(pick(int(same.size())))];
+      const std::vector<int>& of = pick(2) ? same : sampled;
+      const int from = of[size_t(pick(int(of.size())))];
       s << "\n[shortcut]\nfrom=" << from - l << "\nactivation=" << random_net::activation(d) << "\n";
     } else if (r == 3) {  // a concatenation onto the layer before
       s << "\n[route]\nlayers=-1";
@@ -826,7 +844,7 @@ EqConfig generate_residual(uint64_t seed, int& shortcuts) {
 TEST(TiledEquivalence, RandomResidualNets) {
   const uint64_t seed0 = env_u64("TILETRAIN_EQ_RESIDUAL_SEED", 20261128);
   const int count = int(env_u64("TILETRAIN_EQ_RESIDUAL_COUNT", 200));
-  int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0, grouped = 0;
+  int ran = 0, skipped = 0, joins = 0, crossing = 0, grids = 0, exchanged = 0, grouped = 0, sampled = 0;
   double worst = 0;
   for (uint64_t seed = seed0; ran < count; ++seed) {
     int shortcuts = 0;
@@ -843,8 +861,12 @@ TEST(TiledEquivalence, RandomResidualNets) {
     grids += c.rows * c.cols > 1 && shortcuts > 0;
     exchanged += c.rows * c.cols > 1 && shortcuts > 0 && c.features == BackwardFeatures::Exchange;
     const int cut = resolve_cut(net, c.cut);
-    for (const LayerSpec& l : net.layers)
+    for (const LayerSpec& l : net.layers) {
       grouped += c.rows * c.cols > 1 && l.index < cut && l.is(kConvKind) && l.conv().groups > 1;
+      // shortcuts tiled on a grid that sample a larger map or join other channel counts
+      sampled += c.rows * c.cols > 1 && l.index < cut && l.is(kShortcutKind) &&
+                 !(net.layers[size_t(l.inputs[1])].out == l.out);
+    }
     const Plan plan = make_plan(net, 1, 1, 0, cut, parse_groups(c.groups, 0, cut));
     for (size_t e = 0; e < plan.edges.size(); ++e) crossing += plan.side_edge(int(e)) && plan.crosses_groups(int(e));
     const EqResult r = run_equivalence(c, net);
@@ -857,15 +879,16 @@ TEST(TiledEquivalence, RandomResidualNets) {
   }
   std::printf(
       "ran %d random residual nets (%d skipped as unusable): %d tiled joins, %d of them across groups, %d "
-      "nets with joins on a grid (%d exchanging features), %d grouped convolutions tiled on a grid; worst relative "
-      "difference %.3g\n",
-      ran, skipped, joins, crossing, grids, exchanged, grouped, worst);
+      "nets with joins on a grid (%d exchanging features), %d grouped convolutions and %d shortcuts of maps of "
+      "other shapes tiled on a grid; worst relative difference %.3g\n",
+      ran, skipped, joins, crossing, grids, exchanged, grouped, sampled, worst);
   if (count >= 100 && !::testing::Test::HasFailure()) {  // joins tiled on grids, inside and across groups
     EXPECT_GT(joins, count);
     EXPECT_GT(crossing, count / 4);
     EXPECT_GT(grids, count / 2);
     EXPECT_GT(exchanged, count / 5);
     EXPECT_GT(grouped, count / 4);
+    EXPECT_GT(sampled, count / 10);
   }
 }
 
@@ -1119,31 +1142,49 @@ TEST(TiledEquivalence, ResidualBlocks) {
                             bn_conv + "leaky\n[cost]\ntype=sse\n";
   // MobileNetV2's inverted residual: 1x1 expansion, depthwise 3x3, linear projection and
   // shortcut, then a strided depthwise and a grouped 3x3 (groups of two channels into three).
-  const std::string mobile = head + bn_conv +
-                             "relu\n"
-                             "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=1\nstride=1\npad=1\nactivation=relu\n"
-                             "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=3\nstride=1\npad=1\ngroups=24\n"
-                             "activation=relu\n"
-                             "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=1\nstride=1\npad=1\nactivation=linear\n"
-                             "[shortcut]\nfrom=-4\nactivation=linear\n"
-                             "[convolutional]\nfilters=8\nsize=3\nstride=2\npad=1\ngroups=8\nactivation=leaky\n"
-                             "[convolutional]\nfilters=12\nsize=3\nstride=1\npad=1\ngroups=4\nactivation=logistic\n"
-                             "[cost]\ntype=sse\n";
+  const std::string mobile =
+      head + bn_conv +
+      "relu\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=1\nstride=1\npad=1\nactivation=relu\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=3\nstride=1\npad=1\ngroups=24\n"
+      "activation=relu\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=1\nstride=1\npad=1\nactivation=linear\n"
+      "[shortcut]\nfrom=-4\nactivation=linear\n"
+      "[convolutional]\nfilters=8\nsize=3\nstride=2\npad=1\ngroups=8\nactivation=leaky\n"
+      "[convolutional]\nfilters=12\nsize=3\nstride=1\npad=1\ngroups=4\nactivation=logistic\n"
+      "[cost]\ntype=sse\n";
+  // ResNet's joins of maps of other shapes (Darknet's rules): a strided block adding the
+  // larger map before it sampled at stride 2 (8 channels into 16), a bottleneck's 1x1
+  // widening to 32 channels onto a 16-channel map, and 4 channels taking the first 4 of a
+  // larger 32-channel map.
+  const std::string stages =
+      "[net]\nbatch=2\nwidth=24\nheight=20\nchannels=3\nlearning_rate=0.002\nmomentum=0.9\n" + bn_conv +
+      "leaky\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=linear\n"
+      "[shortcut]\nfrom=-3\nactivation=leaky\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=32\nsize=1\nstride=1\npad=1\nactivation=linear\n"
+      "[shortcut]\nfrom=-2\nactivation=relu\n"
+      "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=logistic\n"
+      "[shortcut]\nfrom=-3\nactivation=linear\n"
+      "[cost]\ntype=sse\n";
   struct Case {
     const std::string* cfg;
     HandRun run;  // ref_cut: before the first join's far input is read
   };
   constexpr auto S = BnMode::Sync, F = BnMode::Frozen;
   constexpr auto R = BackwardFeatures::Recompute, X = BackwardFeatures::Exchange;
-  for (const Case& k : {Case{&resnet, {"all", S, 1, 1, R, 2}}, Case{&resnet, {"none", S, 2, 2, R, 2}},
-                        Case{&resnet, {"all", F, 3, 2, R, 2}}, Case{&resnet, {"0,3,6", S, 1, 3, X, 2}},
+  for (const Case& k : {Case{&resnet, {"all", S, 1, 1, R, 2}},     Case{&resnet, {"none", S, 2, 2, R, 2}},
+                        Case{&resnet, {"all", F, 3, 2, R, 2}},     Case{&resnet, {"0,3,6", S, 1, 3, X, 2}},
                         Case{&resnet, {"0,2,5,7", F, 2, 3, X, 2}}, Case{&resnet, {"0,4", S, 3, 3, R, 2}},
-                        Case{&resnet, {"all", S, 2, 2, X, 2}}, Case{&mixed, {"none", S, 2, 2, R, 1}},
-                        Case{&mixed, {"all", F, 3, 1, X, 1}}, Case{&dense, {"all", S, 1, 1, R, 1}},
-                        Case{&dense, {"none", S, 2, 2, R, 1}}, Case{&dense, {"0,3,6", F, 3, 2, R, 1}},
-                        Case{&dense, {"0,2,5,8", S, 2, 3, X, 1}}, Case{&dense, {"all", F, 3, 3, X, 1}},
-                        Case{&mobile, {"all", S, 2, 2, R, 1}}, Case{&mobile, {"none", S, 3, 3, X, 1}},
-                        Case{&mobile, {"0,2,5", F, 2, 3, R, 1}}, Case{&mobile, {"0,4,6", S, 1, 2, X, 1}}}) {
+                        Case{&resnet, {"all", S, 2, 2, X, 2}},     Case{&mixed, {"none", S, 2, 2, R, 1}},
+                        Case{&mixed, {"all", F, 3, 1, X, 1}},      Case{&dense, {"all", S, 1, 1, R, 1}},
+                        Case{&dense, {"none", S, 2, 2, R, 1}},     Case{&dense, {"0,3,6", F, 3, 2, R, 1}},
+                        Case{&dense, {"0,2,5,8", S, 2, 3, X, 1}},  Case{&dense, {"all", F, 3, 3, X, 1}},
+                        Case{&mobile, {"all", S, 2, 2, R, 1}},     Case{&mobile, {"none", S, 3, 3, X, 1}},
+                        Case{&mobile, {"0,2,5", F, 2, 3, R, 1}},   Case{&mobile, {"0,4,6", S, 1, 2, X, 1}},
+                        Case{&stages, {"all", S, 2, 2, R, 1}},     Case{&stages, {"none", F, 3, 2, X, 1}},
+                        Case{&stages, {"0,3,6", S, 2, 3, R, 1}},   Case{&stages, {"0,2,5", S, 3, 3, X, 1}}}) {
     const EqConfig c = hand_config(*k.cfg, 4242, k.run);
     SCOPED_TRACE(c.describe());
     NetSpec net;

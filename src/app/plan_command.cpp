@@ -95,7 +95,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     pred = std::make_unique<Prediction>(predict(net, partition_of(o, po, net, *cm), *cm));
   }
   TrainOptions t = train_options(o);
-  const int cut = resolve_cut(net, t.cut);
+  const int cut = resolve_cut(net, t.cut, t.rows, t.cols);
   Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), {t.split, t.features});
   PlanStats st = plan_stats(net, p);
   print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels), cut));

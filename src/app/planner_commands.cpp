@@ -262,7 +262,9 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
                        {"model", m}});
     dev_hosts.push_back(hosts[size_t(r)]);
   }
-  auto dev_of = [&](int r) { return int(std::find(dev_hosts.begin(), dev_hosts.end(), hosts[size_t(r)]) - dev_hosts.begin()); };
+  auto dev_of = [&](int r) {
+    return int(std::find(dev_hosts.begin(), dev_hosts.end(), hosts[size_t(r)]) - dev_hosts.begin());
+  };
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> by_devices;  // latency, bytes/s
   std::vector<std::pair<double, double>> shm;
   std::printf("links (one way, fitted latency + bytes / bandwidth over 1 KB - 8 MB):\n");
@@ -433,7 +435,7 @@ ClusterModel load_cluster_model(const PlanOptions& po, const NetSpec& net) {
 Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec& net, const ClusterModel& cm) {
   Partition p;
   std::tie(p.rows, p.cols) = parse_pair(o.grid, "--grid");
-  p.cut = resolve_cut(net, o.cut);
+  p.cut = resolve_cut(net, o.cut, p.rows, p.cols);
   p.group_starts = parse_groups(o.groups, 0, p.cut);
   p.tiles_per_rank = o.tiles_per_rank;
   p.low_memory = o.low_memory;
@@ -457,9 +459,10 @@ void print_shortfalls(const Prediction& pr, const ClusterModel& cm, const char* 
 }  // namespace
 
 void print_prediction(const Prediction& pr, const ClusterModel& cm) {
-  std::printf("predicted step %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f; "
-              "largest over ranks)\n",
-              pr.step_s, pr.fwd_s, pr.bwd_s, pr.halo_s, pr.weights_s, pr.io_s, pr.update_s);
+  std::printf(
+      "predicted step %.4f s (forward %.4f, backward %.4f, halo %.4f, weights %.4f, io %.4f, update %.4f; "
+      "largest over ranks)\n",
+      pr.step_s, pr.fwd_s, pr.bwd_s, pr.halo_s, pr.weights_s, pr.io_s, pr.update_s);
   std::printf("%-5s %-12s %8s %8s %8s %8s %8s %8s %8s | %8s %7s %7s %8s\n", "rank", "device", "step s", "fwd", "bwd",
               "halo", "weights", "io", "update", "peak MB", "maps", "deltas", "filters");
   for (size_t r = 0; r < pr.ranks.size(); ++r) {
@@ -497,7 +500,7 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
                       {"ranks", c.part.ranks()},
                       {"command", command_line(o.cfg, c, ctx)},
                       {"prediction", prediction_to_json(c.pred)}});
-    nlohmann::json j{{"cfg", o.cfg}, {"batch", net.batch}, {"configs", r.configs}, {"predictions", r.replays},
+    nlohmann::json j{{"cfg", o.cfg},         {"batch", net.batch}, {"configs", r.configs}, {"predictions", r.replays},
                      {"seconds", r.seconds}, {"best", best}};
     if (r.best.empty()) j["least_memory"] = prediction_to_json(r.least_memory.pred);
     std::cout << j.dump() << std::endl;

@@ -1,8 +1,9 @@
-// A tiled residual join ([shortcut] of two maps of the same shape): forward adds its
-// inputs on the forward box and applies the activation; backward takes the activation's
-// derivative from the output on the delta box, then hands the same delta to both inputs
-// (the first as the input delta backward-data writes, the other added into its producer's
-// side delta).
+// A tiled residual join ([shortcut]; its `from` map at least as large as its output):
+// forward adds its inputs on the forward box (the `from` map sampled at a stride, its first
+// min(C) channels) and applies the activation; backward takes the activation's derivative
+// from the output on the delta box, then hands that delta to both inputs (the first as the
+// input delta backward-data writes, the other added into its producer's side delta on the
+// cells it sampled).
 #include "engine/tiled_op.hpp"
 #include "layers/residual.hpp"
 
@@ -13,10 +14,13 @@ namespace {
 class TiledShortcut final : public TiledOp {
  public:
   TiledShortcut(const TiledOpEnv& env, int l, std::function<TensorView(int)> out_of)
-      : env_(env), s_(env.net.layers[size_t(l)]), out_of_(std::move(out_of)) {}
+      : env_(env),
+        s_(env.net.layers[size_t(l)]),
+        pairing_(join_pairing(s_, env.net.layers[size_t(s_.inputs[1])].out)),
+        out_of_(std::move(out_of)) {}
 
   void forward(int /*t*/, int /*part*/, const Box& box, const TileMaps& m) override {
-    residual_forward(m.in, m.side[0], m.z, box, s_.activation());
+    residual_forward(m.in, m.side[0], m.z, box, s_.activation(), pairing_);
   }
 
   // Called once per tile and pass, before add_side_delta: the delta becomes dL/d(sum).
@@ -27,7 +31,7 @@ class TiledShortcut final : public TiledOp {
 
   void add_side_delta(int /*t*/, int /*slot*/, const TensorView& delta, const TensorView& dside,
                       const Box& cells) override {
-    env_.ctx.device.add_region(delta, dside, cells);
+    residual_add_side(delta, dside, cells, pairing_);
   }
 
   // Its output where backward reads it outside the forward box (activated joins).
@@ -39,6 +43,7 @@ class TiledShortcut final : public TiledOp {
  private:
   const TiledOpEnv& env_;
   const LayerSpec& s_;
+  JoinPairing pairing_;
   std::function<TensorView(int)> out_of_;
 };
 

@@ -74,7 +74,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       ctx_(opt.kernels, opt.channel_block, opt.device ? *opt.device : cpu_device()) {
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
-  cut_ = resolve_cut(net, opt.cut);
+  cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
   // so that they all run the same kernels (layers/fma_probe.hpp).
   if (comm.size() > 1) set_full_width_avx512_fma(comm.all_gather(full_width_avx512_fma() ? 1. : 0.)[0] != 0);

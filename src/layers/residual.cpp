@@ -1,6 +1,9 @@
 #include "layers/residual.hpp"
 
+#include <algorithm>
+
 #include "layers/pointwise.hpp"
+#include "model/op_kind.hpp"
 
 namespace tt {
 
@@ -15,31 +18,55 @@ void each_row(const TensorView& v, const Box& r, F&& f) {
 void same_layout(const TensorView& a, const TensorView& b) {
   if (a.cb != b.cb || a.c != b.c || a.n != b.n) fail("internal: a residual join of maps in different layouts");
 }
+// The output cells whose sample lies in `cells` of b's map (unclamped).
+Box sampled_by(const Box& cells, int stride) {
+  return {ceil_div(cells.y0, stride), ceil_div(cells.y1, stride), ceil_div(cells.x0, stride),
+          ceil_div(cells.x1, stride)};
+}
 }  // namespace
 
-void residual_forward(const TensorView& a, const TensorView& b, const TensorView& z, const Box& r, Act act) {
+JoinPairing join_pairing(const LayerSpec& s, const Shape& from) {
+  return {std::min(s.out.c, from.c), s.params_as<ShortcutParams>().from_window.stride};
+}
+
+void residual_forward(const TensorView& a, const TensorView& b, const TensorView& z, const Box& r, Act act,
+                      const JoinPairing& p) {
   same_layout(a, z);
-  // b in another layout (a join of a plain map and a blocked one), or channels padded to a
-  // block (act(0) of the padding is not always 0: it must stay untouched).
-  if (b.cb != a.cb || a.c % a.cb != 0) {
-    if (b.c != a.c || b.n != a.n) fail("internal: a residual join of maps of different shapes");
-    for (int s = 0; s < a.n; ++s)
-      for (int c = 0; c < a.c; ++c)
-        for (int y = r.y0; y < r.y1; ++y) {
-          const float* pa = a.at(s, c / a.cb, y, r.x0) + c % a.cb;
-          const float* pb = b.at(s, c / b.cb, y, r.x0) + c % b.cb;
-          float* pz = z.at(s, c / z.cb, y, r.x0) + c % z.cb;
-          for (int x = 0; x < r.w(); ++x) pz[x * z.cb] = activate(act, pa[x * a.cb] + pb[x * b.cb]);
+  if (b.n != a.n) fail("internal: a residual join of maps of different batches");
+  const int st = p.stride;
+  // The same layout, whole blocks joined: a block row at a time.
+  if (b.cb == a.cb && a.c % a.cb == 0 && p.channels % a.cb == 0) {
+    const int joined = p.channels / a.cb;
+    with_block(a.cb, [&](auto B) {
+      each_row(a, r, [&](int s, int blk, int y) {
+        const float* pa = a.at(s, blk, y, r.x0);
+        float* pz = z.at(s, blk, y, r.x0);
+        if (blk >= joined) {
+          for (int64_t i = 0; i < int64_t(r.w()) * B; ++i) pz[i] = activate(act, pa[i]);
+          return;
         }
+        const float* pb = b.at(s, blk, y * st, r.x0 * st);
+        for (int x = 0; x < r.w(); ++x)
+          for (int i = 0; i < B; ++i) pz[x * B + i] = activate(act, pa[x * B + i] + pb[x * st * B + i]);
+      });
+    });
     return;
   }
-  same_layout(a, b);
-  const int64_t k = int64_t(r.w()) * a.cb;
-  each_row(a, r, [&](int s, int blk, int y) {
-    const float *pa = a.at(s, blk, y, r.x0), *pb = b.at(s, blk, y, r.x0);
-    float* pz = z.at(s, blk, y, r.x0);
-    for (int64_t i = 0; i < k; ++i) pz[i] = activate(act, pa[i] + pb[i]);
-  });
+  // Any layouts and strides, a channel at a time (channels padded to a block stay
+  // untouched: act(0) of the padding is not always 0).
+  for (int s = 0; s < a.n; ++s)
+    for (int c = 0; c < a.c; ++c)
+      for (int y = r.y0; y < r.y1; ++y) {
+        const float* pa = a.at(s, c / a.cb, y, r.x0) + c % a.cb;
+        float* pz = z.at(s, c / z.cb, y, r.x0) + c % z.cb;
+        if (c < p.channels) {
+          const float* pb = b.at(s, c / b.cb, y * st, r.x0 * st) + c % b.cb;
+          const int64_t step = int64_t(st) * b.cb;
+          for (int x = 0; x < r.w(); ++x) pz[x * z.cb] = activate(act, pa[x * a.cb] + pb[x * step]);
+        } else {
+          for (int x = 0; x < r.w(); ++x) pz[x * z.cb] = activate(act, pa[x * a.cb]);
+        }
+      }
 }
 
 void residual_backward(const TensorView& g, const TensorView& z, const Box& r, Act act) {
@@ -51,6 +78,33 @@ void residual_backward(const TensorView& g, const TensorView& z, const Box& r, A
     const float* pz = z.at(s, blk, y, r.x0);
     for (int64_t i = 0; i < k; ++i) pg[i] *= gradient_at_output(act, pz[i]);
   });
+}
+
+void residual_add_side(const TensorView& g, const TensorView& db, const Box& cells, const JoinPairing& p) {
+  const int st = p.stride;
+  const Box o = intersect(sampled_by(cells, st), g.box);
+  if (o.empty()) return;
+  if (g.cb == db.cb && p.channels % g.cb == 0) {
+    with_block(g.cb, [&](auto B) {
+      for (int s = 0; s < g.n; ++s)
+        for (int blk = 0; blk < p.channels / B; ++blk)
+          for (int y = o.y0; y < o.y1; ++y) {
+            const float* pg = g.at(s, blk, y, o.x0);
+            float* pd = db.at(s, blk, y * st, o.x0 * st);
+            for (int x = 0; x < o.w(); ++x)
+              for (int i = 0; i < B; ++i) pd[x * st * B + i] += pg[x * B + i];
+          }
+    });
+    return;
+  }
+  for (int s = 0; s < g.n; ++s)
+    for (int c = 0; c < p.channels; ++c)
+      for (int y = o.y0; y < o.y1; ++y) {
+        const float* pg = g.at(s, c / g.cb, y, o.x0) + c % g.cb;
+        float* pd = db.at(s, c / db.cb, y * st, o.x0 * st) + c % db.cb;
+        const int64_t step = int64_t(st) * db.cb;
+        for (int x = 0; x < o.w(); ++x) pd[x * step] += pg[x * g.cb];
+      }
 }
 
 }  // namespace tt

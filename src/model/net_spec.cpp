@@ -15,7 +15,7 @@ bool LayerSpec::batch_normalize() const { return is(kConvKind) && conv().batch_n
 // A shortcut adding a map of another shape samples it with a stride or adds part of its
 // channels: that runs after the cut. A route's first input is the layer before (its chain), the others join it.
 bool LayerSpec::spatial() const {
-  return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().same_shape) ||
+  return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().tileable) ||
          (is(kRouteKind) && !inputs.empty() && inputs[0] == index - 1);
 }
 bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind); }
@@ -52,8 +52,9 @@ TT_PARAMS(upsample, UpsampleParams)
 TT_PARAMS(det, DetectorSpec)
 #undef TT_PARAMS
 
-const Window& LayerSpec::window() const {
+const Window& LayerSpec::window(int slot) const {
   static const Window kCell;  // one cell, stride 1
+  if (is(kShortcutKind) && slot == 1) return params_as<ShortcutParams>().from_window;
   if (is(kShortcutKind) || is(kRouteKind)) return kCell;
   return is(kMaxPoolKind) ? maxpool().win : conv().win;
 }

@@ -19,6 +19,7 @@ const char* act_name(Act a);
 struct Shape {
   int c = 0, h = 0, w = 0;
   int64_t size() const { return int64_t(c) * h * w; }
+  bool operator==(const Shape&) const = default;
 };
 
 // A sliding window along one axis: output i reads input [i*stride - pad, i*stride - pad + size).
@@ -72,9 +73,13 @@ struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples
   bool reverse = false;
   float scale = 1;
 };
-struct ShortcutParams {    // [shortcut]
-  Act act = Act::Linear;   // after the sum
-  bool same_shape = true;  // both maps have the same shape (set with the shapes): it can run tiled
+struct ShortcutParams {   // [shortcut]
+  Act act = Act::Linear;  // after the sum
+  // Set with the shapes: the `from` map is at least as large as the output, so each output
+  // cell reads one cell of it (every `from_window.stride`-th, as Darknet samples a larger
+  // map) and it can run tiled; a smaller map (added to every k-th cell) ends the tiled part.
+  bool tileable = true;
+  Window from_window;  // the cells of `from` an output cell reads: one, at stride
 };
 // [avgpool], [softmax], [cost] and [route] have no options beyond their input edges. A new
 // op type's parameter struct may live beside its op (LayerSpec::params_as).
@@ -119,9 +124,10 @@ struct LayerSpec {
   UpsampleParams& upsample();
   const DetectorSpec& det() const;
   DetectorSpec& det();
-  // What tiling needs of a spatial op: the window it reads from each input (a shortcut's
-  // is one cell) and the padding over both sides of an axis.
-  const Window& window() const;
+  // What tiling needs of a spatial op: the window it reads from its input `slot` (a
+  // route's and a shortcut's are one cell, a shortcut's `from` sampled with a stride) and
+  // the padding over both sides of an axis.
+  const Window& window(int slot = 0) const;
   int pad_total() const;
   bool is(const OpKind& k) const { return kind == &k; }
   const char* type_name() const;  // the cfg section name, e.g. "convolutional"
@@ -129,8 +135,8 @@ struct LayerSpec {
   // The activation a convolution, dense layer or shortcut applies; linear for the others.
   Act activation() const;
 
-  // Runs tiled: convolution, max-pool, a shortcut adding maps of the same shape, and a
-  // route whose first input is the layer before.
+  // Runs tiled: convolution, max-pool, a shortcut whose `from` map is at least as large as
+  // its output, and a route whose first input is the layer before.
   bool spatial() const;
   bool has_params() const;       // convolution, dense
   bool detector() const;         // [region], [yolo]

@@ -98,7 +98,9 @@ void shortcut_shape(const NetSpec& net, LayerSpec& l, const ShapeCheck& check) {
     fail(check.where(), ": layer ", l.inputs[1], "'s ", f.w, "x", f.h, " map cannot be added to layer ", l.inputs[0],
          "'s ", l.in.w, "x", l.in.h, " (the sizes must be equal or integer multiples alike in width and height)");
   l.out = l.in;
-  l.params_as<ShortcutParams>().same_shape = f.c == l.in.c && f.h == l.in.h && f.w == l.in.w;
+  ShortcutParams& p = l.params_as<ShortcutParams>();
+  p.tileable = f.w >= l.in.w && f.h >= l.in.h;
+  p.from_window.stride = std::max(1, f.w / l.in.w);
 }
 }  // namespace
 

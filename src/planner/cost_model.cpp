@@ -47,7 +47,7 @@ struct Replay {
   Prediction out;
 
   Replay(const NetSpec& n, const Partition& part, const ClusterModel& c) : net(n), p(part), cm(c) {
-    cut = resolve_cut(net, p.cut);
+    cut = resolve_cut(net, p.cut, p.rows, p.cols);
     dense_begin = net.first_untileable();
     batch = net.micro_batch();
     plan = make_plan(net, p.rows, p.cols, 0, cut,

@@ -152,9 +152,16 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   bool hetero = false;  // devices of different speeds: also try splits weighted by speed
   for (int d = 0; d < D; ++d) hetero |= std::abs(device_speed(cm, d) / device_speed(cm, 0) - 1) > 0.05;
   const int default_cut = resolve_cut(net, -1);
-  std::vector<int> cuts{default_cut};  // and after every max-pool before it: smaller maps at the cut
-  for (int l = 0; l + 1 < default_cut; ++l)
-    if (net.layers[size_t(l)].is(kMaxPoolKind) && net.split_reader(l + 1) < 0) cuts.push_back(l + 1);
+  // The default cut (as far as the grid fits), and after every layer before it that makes
+  // the map smaller (smaller maps at the cut); where a join reads across that layer (a
+  // residual stage's strided block), just before it, at the end of the stage.
+  std::vector<int> cuts{default_cut};
+  for (int l = 0; l + 1 < default_cut; ++l) {
+    const LayerSpec& x = net.layers[size_t(l)];
+    if (x.out.h * x.out.w >= x.in.h * x.in.w) continue;
+    const int cut = net.split_reader(l + 1) < 0 ? l + 1 : l > 0 && net.split_reader(l) < 0 ? l : 0;
+    if (cut > 0 && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) cuts.push_back(cut);
+  }
 
   std::vector<Candidate> all;
   res.least_memory.pred.memory_short_mb.assign(1, std::numeric_limits<double>::infinity());
@@ -196,9 +203,10 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         if (per > min_cores) continue;  // more ranks on a device than it has cores
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
         if (P == 1 && R * C > 1 && untiled_fits) continue;
-        for (int cut : cuts)
+        for (int stage_end : cuts)
           for (int variant = 0; variant < 8; ++variant) {
-            if (R * C == 1 && cut != default_cut) continue;  // one tile: the cut changes nothing
+            if (R * C == 1 && stage_end != default_cut) continue;  // one tile: the cut changes nothing
+            const int cut = stage_end == default_cut ? resolve_cut(net, -1, R, C) : stage_end;
             const bool lm = variant & 1, weighted = variant & 2, exchange = variant & 4;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;

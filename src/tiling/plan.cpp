@@ -95,12 +95,16 @@ std::vector<int> parse_groups(const std::string& spec, int first, int last) {
   return g;
 }
 
-int resolve_cut(const NetSpec& net, int requested) {
+int resolve_cut(const NetSpec& net, int requested, int rows, int cols) {
   const int limit = net.max_cut(), untileable = net.first_untileable();
   if (requested < -1) fail("--cut ", requested, ": a layer count (or -1, the default)");
   if (requested < 0) {
     if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", net.layers[0].type_name(), "])");
-    return limit;
+    for (int cut = limit; cut > 0; --cut) {
+      const Shape& end = net.layers[size_t(cut - 1)].out;
+      if (end.h >= rows && end.w >= cols && net.split_reader(cut) < 0) return cut;
+    }
+    return limit;  // no cut fits the grid: make_plan names the layer where a tile is empty
   }
   if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
   if (requested > int(net.layers.size())) fail("--cut ", requested, ": the net has ", net.layers.size(), " layers");
@@ -152,8 +156,8 @@ std::vector<int> project(const std::vector<int>& b, int stride, int m) {
 int map_len(const Shape& s, bool rows) { return rows ? s.h : s.w; }
 
 // Owned intervals of one axis for every node's output: balanced at the outputs no tiled
-// node reads (the last node's), then mapped back through the strides along each node's
-// first consumer, so that tiles stay aligned; and the segment's input's, from node first.
+// node reads (the last node's), then mapped back through the strides of each node's first
+// consumer edge, so that tiles stay aligned; and the segment's input's, from node first.
 std::vector<std::vector<int>> split_axis(const NetSpec& net, const Plan& p, int parts, bool rows,
                                          const std::vector<double>& weights, std::vector<int>& in_bounds) {
   std::vector<std::vector<int>> bounds(size_t(p.last - p.first));
@@ -163,9 +167,9 @@ std::vector<std::vector<int>> split_axis(const NetSpec& net, const Plan& p, int 
     if (readers.empty()) {
       bounds[size_t(l - p.first)] = balanced(map_len(out, rows), parts, weights);
     } else {
-      const int c = p.edges[size_t(readers[0])].to;
+      const PlanEdge& e = p.edges[size_t(readers[0])];
       bounds[size_t(l - p.first)] =
-          project(bounds[size_t(c - p.first)], net.layers[size_t(c)].window().stride, map_len(out, rows));
+          project(bounds[size_t(e.to - p.first)], net.layers[size_t(e.to)].window(e.slot).stride, map_len(out, rows));
     }
   }
   const LayerSpec& head = net.layers[size_t(p.first)];
@@ -329,7 +333,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
           const PlanEdge& pe = p.edges[size_t(id)];
           const Box need = pe.from >= s ? tl[pe.from - first].delta : own_of(pe.from);
           x.delta_in[size_t(pe.slot)] = need;
-          x.delta = hull(x.delta, touching_out(need, ls.window(), ls.out.h, ls.out.w));
+          x.delta = hull(x.delta, touching_out(need, ls.window(pe.slot), ls.out.h, ls.out.w));
         }
       }
       // Forward boxes grow from the group's end towards its start. A layer with a
@@ -350,7 +354,7 @@ Plan make_plan(const NetSpec& net, int rows, int cols, int first, int last, cons
         for (int id : p.node_edges[size_t(l - first)]) {
           const PlanEdge& pe = p.edges[size_t(id)];
           const Shape& m = edge_map(net, p, pe);
-          x.in[size_t(pe.slot)] = window_in(x.fwd, ls.window(), m.h, m.w);
+          x.in[size_t(pe.slot)] = window_in(x.fwd, ls.window(pe.slot), m.h, m.w);
         }
         x.held = backward_reads_features(net, p, l) ? hull(x.fwd, x.delta) : x.fwd;
       }

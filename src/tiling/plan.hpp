@@ -128,8 +128,11 @@ bool pointwise_before_exchange(const NetSpec& net, const Plan& plan, int l);
 // convolution with batch-norm/activation whose backward does not run before the exchange.
 bool backward_reads_features(const NetSpec& net, const Plan& plan, int l);
 
-// Default and validated cut: how many leading layers are tiled.
-int resolve_cut(const NetSpec& net, int requested /* -1 = default */);
+// Default and validated cut: how many leading layers are tiled. The default goes as far as
+// the layers can be tiled (NetSpec::max_cut), but stops before maps too small for the grid
+// (a rows x cols grid needs that many rows and columns at the last tiled layer): deep
+// stages of a residual network at a small input size stay untiled instead of failing.
+int resolve_cut(const NetSpec& net, int requested /* -1 = default */, int rows = 1, int cols = 1);
 
 struct PlanStats {
   double flops_untiled = 0, flops_tiled = 0;      // forward FLOPs per sample, summed over tiles
