@@ -158,11 +158,15 @@ TEST_F(Cli, BadGrids) {
     EXPECT_CONTAINS(r.err, "50x50");
     EXPECT_CONTAINS(r.err, "empty");
   }
-  // 6 rows fit the 17-row input but not layer 3's 5 rows: the message names that layer.
-  const Result r = run("train --steps 1 --cfg '" + cfg + "' --grid 6x1");
+  // 6 rows fit the 17-row input but not layer 3's 5 rows: a cut through layer 3 names that
+  // layer; the default cut stops before the maps get too small for the grid.
+  const Result r = run("train --steps 1 --cfg '" + cfg + "' --grid 6x1 --cut 4");
   EXPECT_EQ(r.code, 2);
   EXPECT_CONTAINS(r.err, "layer 3");
   EXPECT_CONTAINS(r.err, "split 6 ways");
+  const Result d = run("plan --cfg '" + cfg + "' --grid 6x1");
+  EXPECT_EQ(d.code, 0) << d.err;
+  EXPECT_CONTAINS(d.out, "grid 6x1, tiled layers [0, 2)");
 }
 
 TEST_F(Cli, BadCutAndGroups) {
