@@ -21,6 +21,9 @@
 #          every grouping, --low-memory, batch 4, 4x2 and 6x4 with several tiles per rank.
 #   paper  backward features exchanged (--backward-features exchange) beside recomputed:
 #          here (one process and 4 ranks) and on the 4 devices at 100 Mbit/s.
+#   residual  issue #29's networks on the 4 devices at 1 Gbit/s: ResNet-18 and MobileNetV2
+#          at 128x128 (each calibrated on its own cfg), grids 1x1 to 2x2, stage groupings,
+#          exchanged features, --low-memory, 2 ranks per device.
 # --append adds to DIR/runs.jsonl instead of starting it anew.
 # Output: DIR/runs.jsonl (configuration, prediction, measurement), and from plot.py
 # runs.csv, scatter.png and summary.md. Needs root for `edge` (namespaces, tc, cgroups).
@@ -72,7 +75,7 @@ runs = [json.loads(l) for l in open(f"{out}/runs.jsonl") if l.strip()]
 for r in runs:
     # DIR's own cluster file (DIR may be a copy, with a cluster file changed)
     cluster = os.path.join(out, os.path.basename(r["cluster"]))
-    cmd = [bin, "plan", "--cfg", "cfgs/yolov2-16.cfg", *r["args"].split(), "--cluster", cluster,
+    cmd = [bin, "plan", "--cfg", r.get("cfg", "cfgs/yolov2-16.cfg"), *r["args"].split(), "--cluster", cluster,
            "--ranks-per-device", str(r["per"]), "--json"]
     p = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["prediction"]
     r["predicted"] = {k: v for k, v in p.items() if k != "ranks"}
@@ -104,12 +107,12 @@ record() {
     log "FAILED: $setting $* (see $out/raw/$name.bench.err)"
     exit 1
   fi
-  python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" "$cluster" "$per" >>"$runs" <<'EOF'
+  python3 - "$setting" "$ranks" "$out/raw/$name.plan.json" "$out/raw/$name.bench.txt" "$*" "$cluster" "$per" "$cfg" >>"$runs" <<'EOF'
 import json, sys
-setting, ranks, plan, bench, args, cluster, per = sys.argv[1:]
+setting, ranks, plan, bench, args, cluster, per, cfg = sys.argv[1:]
 p = json.load(open(plan))["prediction"]
 b = json.loads([l for l in open(bench) if l.startswith("{")][-1])
-print(json.dumps({"setting": setting, "ranks": int(ranks), "args": args, "cluster": cluster, "per": int(per), "predicted": {k: v for k, v in p.items() if k != "ranks"},
+print(json.dumps({"setting": setting, "cfg": cfg, "ranks": int(ranks), "args": args, "cluster": cluster, "per": int(per), "predicted": {k: v for k, v in p.items() if k != "ranks"},
                   "measured": {k: b[k] for k in ("step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_rss_mb_max")}}))
 EOF
   python3 -c "import json,sys; r=json.loads(open('$runs').readlines()[-1]); print('  %-40s predicted %.3f s %.0f MB, measured %.3f s %.0f MB' % (r['setting']+' '+r['args'][:40], r['predicted']['step_s'], r['predicted']['peak_rss_mb_max'], r['measured']['step_s'], r['measured']['peak_rss_mb_max']))" >&2
@@ -184,6 +187,31 @@ if want edge; then
     [ $link = 100mbit ] && run4 --grid 6x4 --tiles-per-rank 6 --groups 0,4,8,12
     [ $link = 1gbit ] && run8 --grid 2x4 --groups none
   done
+fi
+if want residual; then
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: residual needs root (cluster/edge.sh)" >&2; exit 1; }
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  cluster/edge.sh down >/dev/null 2>&1 || true
+  cluster/edge.sh up --devices 4 --link 1gbit --cores 1 --device-speed 0.45 >&2
+  w1=$cfg
+  for cfg in /usr/share/darknet/cfg/resnet18.cfg cfgs/mobilenetv2.cfg; do
+    net=$(basename $cfg .cfg)
+    log "residual: $net on 4 devices, 1gbit"
+    c=$out/residual-$net-cluster.json
+    cluster/edge.sh run -- calibrate --cfg $cfg --size 128x128 --threads 1 --out "$c" >&2
+    run() { local n=$1; shift; record "residual-$net" "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 600 -- :: --size 128x128 "$@"; }
+    run8() { record "residual-$net" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: --size 128x128 "$@"; }
+    run 1 --grid 1x1
+    run 2 --grid 1x2 --groups none
+    run 4 --grid 2x2 --groups none
+    run 4 --grid 2x2 --groups all
+    run 4 --grid 2x2 --groups none --low-memory
+    run 4 --grid 2x2 --groups all --backward-features exchange
+    run 4 --grid 2x2 --groups none --batch 2
+    run8 --grid 2x4 --groups none
+  done
+  cfg=$w1
 fi
 if want paper; then
   [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: paper needs root (cluster/edge.sh)" >&2; exit 1; }
