@@ -79,6 +79,9 @@ VERIFY_ARGS=(verify --cfg "$CFG" --grid 2x2 --groups none --steps 1 --batch 8)
 MPI_VERIFY_ARGS=(verify --cfg "$CFG" --grid 1x2 --groups none --steps 1 --batch 8)
 # depthwise and grouped convolutions on the own NEON-path kernels, with shortcuts, tiled
 MOBILE_VERIFY_ARGS=(verify --cfg "$SRC/cfgs/mobilenetv2.cfg" --size 48x48 --batch 2 --grid 2x2 --groups 0,6,20 --steps 1)
+# ResNet-18 tiled through every stage: shortcuts that sample a larger map, on NEON's blocks
+RESNET_VERIFY_ARGS=(verify --cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 1 --grid 2x2 --groups 0,8,14
+                    --steps 1)
 Q=(qemu-aarch64-static -L "$A64_ROOT")
 MPIRUN_ENV=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 # vader's single-copy mechanism (CMA, process_vm_readv) is not implemented by qemu-user.
@@ -88,7 +91,7 @@ MPIRUN_ARGS=(--oversubscribe --mca btl self,vader --mca btl_vader_single_copy_me
 # Packages. Host side (amd64): cross compiler, emulator, build tools, header-only libraries,
 # the amd64 mpirun. arm64 multiarch (Multi-Arch: same, co-install with their amd64 twins).
 HOST_PKGS=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static cmake ninja-build
-           pkg-config nlohmann-json3-dev libcli11-dev libstb-dev openmpi-bin)
+           pkg-config nlohmann-json3-dev libcli11-dev libstb-dev openmpi-bin darknet)  # darknet: its cfgs
 A64_MULTIARCH_PKGS=(libc6:arm64 libstdc++6:arm64 libgomp1:arm64 zlib1g-dev:arm64 libgtest-dev:arm64
                     libhwy-dev:arm64 libopenblas-openmp-dev:arm64)
 # arm64 packages that cannot be co-installed (libdnnl-dev: dnnl_config.h differs from amd64's;
@@ -314,6 +317,11 @@ for cpu in $CPUS; do
   log=$LOGDIR/$tag-verify-mobilenetv2.log
   run 600 "$log" "${Q[@]}" "$TT" "${MOBILE_VERIFY_ARGS[@]}"
   record_verify "$tag: verify mobilenetv2 2x2" "$log"
+
+  # (c3) ResNet-18: every stage tiled (about 12 s under qemu)
+  log=$LOGDIR/$tag-verify-resnet18.log
+  run 600 "$log" "${Q[@]}" "$TT" "${RESNET_VERIFY_ARGS[@]}"
+  record_verify "$tag: verify resnet18 2x2" "$log"
 
   # (d) 2 ranks through the amd64 mpirun; each rank is qemu + the arm64 tiletrain
   log=$LOGDIR/$tag-mpirun-2ranks.log
