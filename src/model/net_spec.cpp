@@ -12,8 +12,9 @@ namespace tt {
 
 const char* LayerSpec::type_name() const { return kind->name; }
 bool LayerSpec::batch_normalize() const { return is(kConvKind) && conv().batch_normalize; }
-// A shortcut adding a map of another shape samples it with a stride or adds part of its
-// channels: that runs after the cut. A route's first input is the layer before (its chain), the others join it.
+// A shortcut samples a `from` map at least as large as its output (a smaller one would be
+// added to every k-th cell: that runs after the cut). A route's first input is the layer
+// before (its chain), the others join it.
 bool LayerSpec::spatial() const {
   return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().tileable) ||
          (is(kRouteKind) && !inputs.empty() && inputs[0] == index - 1);
