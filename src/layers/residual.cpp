@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "layers/pointwise.hpp"
-#include "model/op_kind.hpp"
 
 namespace tt {
 

@@ -15,17 +15,17 @@ namespace tt {
 namespace {
 
 // Cell (k, j, i) of the min(C) x min(H) x min(W) region pairs output cell
-// (k, j·sample, i·sample) with `from` cell (k, j·stride, i·stride).
+// (k, j·sample, i·sample) with `from` cell (k, j·stride, i·stride); the stride is the
+// one shortcut_shape set (ShortcutParams::from_window, which the tiled join reads too).
 struct Pairing {
   int c, h, w;  // the region
   int stride = 1, sample = 1;
   Shape out, from;
 
-  Pairing(const Shape& o, const Shape& f) : out(o), from(f) {
+  Pairing(const Shape& o, const Shape& f, int from_stride) : stride(from_stride), out(o), from(f) {
     c = std::min(o.c, f.c);
     h = std::min(o.h, f.h);
     w = std::min(o.w, f.w);
-    stride = std::max(1, f.w / o.w);
     sample = std::max(1, o.w / f.w);
   }
   // f(output index, from index) over one sample's region.
@@ -42,7 +42,9 @@ struct Pairing {
 class ShortcutOp final : public Op {
  public:
   ShortcutOp(const NetSpec& net, const LayerSpec& s)
-      : Op(s), act_(s.params_as<ShortcutParams>().act), pair_(s.out, net.layers[size_t(s.inputs[1])].out) {}
+      : Op(s),
+        act_(s.params_as<ShortcutParams>().act),
+        pair_(s.out, net.layers[size_t(s.inputs[1])].out, s.params_as<ShortcutParams>().from_window.stride) {}
   void forward(const OpStep& st, const OpTensors& t) const override {
     const int64_t n = spec.out.size(), m = pair_.from.size();
     for (int b = 0; b < st.batch; ++b) {

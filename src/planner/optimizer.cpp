@@ -203,10 +203,10 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         if (per > min_cores) continue;  // more ranks on a device than it has cores
         if (P % per) continue;          // edge.sh run puts the same number of ranks on each device
         if (P == 1 && R * C > 1 && untiled_fits) continue;
-        for (int stage_end : cuts)
+        for (int stage_end : cuts) {
+          if (R * C == 1 && stage_end != default_cut) continue;  // one tile: the cut changes nothing
+          const int cut = stage_end == default_cut ? resolve_cut(net, -1, R, C) : stage_end;
           for (int variant = 0; variant < 8; ++variant) {
-            if (R * C == 1 && stage_end != default_cut) continue;  // one tile: the cut changes nothing
-            const int cut = stage_end == default_cut ? resolve_cut(net, -1, R, C) : stage_end;
             const bool lm = variant & 1, weighted = variant & 2, exchange = variant & 4;
             if (lm && (!o.low_memory || P == 1)) continue;
             if (weighted && !hetero) continue;
@@ -235,6 +235,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             if (cfg.best < std::numeric_limits<double>::infinity()) configs.push_back(cfg);
             untiled_fits |= R * C == 1 && cfg.best < std::numeric_limits<double>::infinity();
           }
+        }
       }
   // Stage 2: the grouping search on the most promising configurations.
   std::sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.best < b.best; });
