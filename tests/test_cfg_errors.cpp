@@ -104,6 +104,19 @@ TEST(CfgErrors, GroupedConvolution) {
   EXPECT_EQ(net.layers[1].forward_flops(), 2.0 * net.layers[1].out.size() * 2 * 9);
 }
 
+TEST(CfgErrors, LocalLayer) {
+  const std::string conv = "[convolutional]\nfilters=6\nsize=1\nactivation=leaky\n";
+  expect_error_at(kNet + conv + "[local]\nfilters=4\npad=1\nsize=5\n", "pad=1", {"needs size=3", "size=5"});
+  expect_error_at(kNet + conv + "[local]\nfilters=4\nsize=3\npad=-1\n", "pad=-1", {"pad must be >= 0"});
+  expect_error_at(kNet + conv + "[local]\nfilters=4\nsize=40\n", "[local]", {"(layer 1)", "does not fit"});
+  const NetSpec net = parse_net(kNet + conv + "[local]\nfilters=4\nsize=3\nstride=2\n[cost]\n", "l.cfg");
+  const LayerSpec& l = net.layers[1];
+  EXPECT_EQ(l.out.h, (net.height - 3) / 2 + 1);  // Darknet's local_out_height without padding
+  EXPECT_EQ(l.bias_count(), l.out.size());       // one bias per output value
+  EXPECT_EQ(l.weight_count(), int64_t(l.out.h) * l.out.w * 4 * 6 * 9);
+  EXPECT_FALSE(l.spatial());
+}
+
 TEST(CfgErrors, CutAndResidualBlocks) {
   const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";

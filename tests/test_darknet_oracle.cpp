@@ -161,6 +161,19 @@ std::vector<Case> cases() {
                    "[connected]\noutput=4\nactivation=linear\n"
                    "[cost]\n",
                false});
+  // Locally connected layers (yolov1's): "same" padding and a strided one without, their
+  // per-cell weights and biases in Darknet's file order. Darknet allocates the shared
+  // workspace in bytes but counts a local layer's in floats: a convolution before it with a
+  // larger workspace (8 input channels) keeps libdarknet inside its buffer, as in yolov1.
+  c.push_back({"local",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=7\nheight=6\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
+                   "[local]\nsize=3\nstride=1\npad=1\nfilters=5\nactivation=leaky\n"
+                   "[local]\nsize=2\nstride=2\nfilters=3\nactivation=logistic\n"
+                   "[connected]\noutput=4\nactivation=linear\n"
+                   "[cost]\n",
+               false});
   // Batch-norm convs (see the note on epsilon at the top).
   c.push_back({"batchnorm",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=13\nheight=11\nchannels=3\n" + kTrainKeys +

@@ -49,6 +49,10 @@ const OpCase kCases[] = {
     {"connected_linear", "[net]\nwidth=3\nheight=2\nchannels=2\n[connected]\noutput=5\nactivation=linear\n"},
     {"connected_leaky", "[net]\nwidth=3\nheight=2\nchannels=2\n[connected]\noutput=4\nactivation=leaky\n"},
     {"connected_logistic", "[net]\nwidth=2\nheight=2\nchannels=2\n[connected]\noutput=3\nactivation=logistic\n"},
+    {"local_same",
+     "[net]\nwidth=4\nheight=3\nchannels=2\n[local]\nsize=3\nstride=1\npad=1\nfilters=3\nactivation=leaky\n"},
+    {"local_strided",
+     "[net]\nwidth=5\nheight=6\nchannels=3\n[local]\nsize=2\nstride=2\nfilters=2\nactivation=logistic\n"},
     {"dropout", "[net]\nwidth=4\nheight=3\nchannels=2\n[dropout]\nprobability=0.4\n"},
     {"cost", "[net]\nwidth=3\nheight=2\nchannels=2\n[cost]\n"},
     {"softmax", "[net]\nwidth=1\nheight=1\nchannels=7\n[softmax]\n", -1, false},
@@ -84,7 +88,7 @@ class OpContract : public ::testing::TestWithParam<OpCase> {
     scratch.assign(size_t(batch * op->scratch_floats()), 0.f);
     if (spec->has_params()) {
       weights.resize(size_t(spec->weight_count()));
-      biases.resize(size_t(spec->out.c));
+      biases.resize(size_t(spec->bias_count()));
       for (float& v : weights) v = u(rng);
       for (float& v : biases) v = u(rng);
     }

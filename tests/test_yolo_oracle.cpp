@@ -93,6 +93,18 @@ std::vector<Case> cases() {
                    "[cost]\ntype=sse\n",
                0,
                {{1, 1}, {2, 2}}});
+  // yolov1's locally connected layer, between convolutions: its output, and the input
+  // delta through its backward (col2im) and the convolutions'. (The first convolution's
+  // workspace keeps libdarknet's, which it sizes too small for [local], inside its buffer.)
+  c.push_back({"local",
+               "[net]\nbatch=2\nwidth=7\nheight=6\nchannels=3\n" + kNet +
+                   "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=leaky\n"
+                   "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
+                   "[local]\nsize=3\nstride=1\npad=1\nfilters=5\nactivation=leaky\n"
+                   "[local]\nsize=2\nstride=2\nfilters=3\nactivation=logistic\n"
+                   "[cost]\ntype=sse\n",
+               0,
+               {{1, 1}, {2, 2}}});
   return c;
 }
 

@@ -24,7 +24,9 @@ void resolve_shapes(NetSpec& net) {
     const double weights =
         l.is(kConvKind) ? double(l.conv().filters) * (l.in.c / l.conv().groups) * l.window().size * l.window().size
         : l.is(kConnectedKind) ? double(l.connected().outputs) * double(l.in.size())
-                               : 0;
+        : l.is(kLocalKind)
+            ? double(l.local().filters) * l.in.c * l.local().win.size * l.local().win.size * double(l.out.h) * l.out.w
+            : 0;
     if (weights > double(kMaxElements))
       fail(check.where(), ": ", num_text(weights), " weights, more than a device can hold (at most ", kMaxElements,
            " per layer)");

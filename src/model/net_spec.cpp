@@ -19,7 +19,7 @@ bool LayerSpec::spatial() const {
   return is(kConvKind) || is(kMaxPoolKind) || (is(kShortcutKind) && params_as<ShortcutParams>().tileable) ||
          (is(kRouteKind) && !inputs.empty() && inputs[0] == index - 1);
 }
-bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind); }
+bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind) || is(kLocalKind); }
 bool LayerSpec::detector() const { return is(kRegionKind) || is(kYoloKind); }
 bool LayerSpec::loss() const { return detector() || is(kCostKind) || is(kSoftmaxKind); }
 
@@ -67,6 +67,7 @@ int LayerSpec::pad_total() const {
 Act LayerSpec::activation() const {
   if (is(kConvKind)) return conv().act;
   if (is(kConnectedKind)) return connected().act;
+  if (is(kLocalKind)) return local().act;
   if (is(kShortcutKind)) return params_as<ShortcutParams>().act;
   return Act::Linear;
 }
@@ -74,12 +75,15 @@ Act LayerSpec::activation() const {
 int64_t LayerSpec::weight_count() const {
   if (is(kConvKind)) return int64_t(conv().filters) * (in.c / conv().groups) * window().size * window().size;
   if (is(kConnectedKind)) return int64_t(connected().outputs) * in.size();
+  if (is(kLocalKind)) return int64_t(local().filters) * in.c * local().win.size * local().win.size * out.h * out.w;
   return 0;
 }
 
+int64_t LayerSpec::bias_count() const { return is(kLocalKind) ? out.size() : out.c; }
+
 int64_t LayerSpec::param_count() const {
   if (!has_params()) return 0;
-  return weight_count() + out.c * (batch_normalize() ? 2 : 1);
+  return weight_count() + bias_count() * (batch_normalize() ? 2 : 1);
 }
 
 double LayerSpec::forward_flops() const { return kind->flops(*this); }

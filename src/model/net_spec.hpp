@@ -61,6 +61,11 @@ struct ConnectedParams {  // [connected]
   int outputs = 0;
   Act act = Act::Linear;
 };
+struct LocalParams {  // [local]: a convolution with its own filters at every output cell
+  int filters = 0;
+  Window win;  // Darknet pads `pad` (0 or 1) cells whatever the size
+  Act act = Act::Linear;
+};
 struct DropoutParams {  // [dropout]
   float probability = 0.5f;
 };
@@ -116,6 +121,7 @@ struct LayerSpec {
   MaxPoolParams& maxpool();
   const ConnectedParams& connected() const;
   ConnectedParams& connected();
+  const LocalParams& local() const { return params_as<LocalParams>(); }
   const DropoutParams& dropout() const;
   DropoutParams& dropout();
   const ReorgParams& reorg() const;
@@ -138,10 +144,11 @@ struct LayerSpec {
   // Runs tiled: convolution, max-pool, a shortcut whose `from` map is at least as large as
   // its output, and a route whose first input is the layer before.
   bool spatial() const;
-  bool has_params() const;       // convolution, dense
+  bool has_params() const;       // convolution, dense, locally connected
   bool detector() const;         // [region], [yolo]
   bool loss() const;             // a detector, [cost] or [softmax]
   int64_t weight_count() const;  // conv: filters*(c/groups)*size*size, connected: outputs*inputs
+  int64_t bias_count() const;    // one per output channel; [local]: one per output value
   int64_t param_count() const;   // weights + biases (+ scales when batch-normalized)
   double forward_flops() const;  // multiply-adds counted as 2 FLOPs, per sample
 };

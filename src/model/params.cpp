@@ -19,7 +19,7 @@ Params::Params(const NetSpec& net) {
   for (const auto& l : net.layers) {
     if (!l.has_params()) continue;
     ParamSlice& s = slices[l.index];
-    s.n_out = l.out.c;
+    s.n_out = l.bias_count();
     s.n_weights = l.weight_count();
     s.biases = off;
     off += s.n_out;
@@ -50,7 +50,11 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
           0.f, std::sqrt(2.f / (l.window().size * l.window().size * (l.in.c / l.conv().groups))));
       for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
     } else {
-      float a = std::sqrt(2.f / float(l.in.size()));
+      // Darknet's [local] draws only its first cell's filters (the others start at 0); here
+      // every cell's filters get the same U(±sqrt(2/(k*k*c))).
+      const float fan_in =
+          l.is(kLocalKind) ? float(l.local().win.size * l.local().win.size * l.in.c) : float(l.in.size());
+      float a = std::sqrt(2.f / fan_in);
       std::uniform_real_distribution<float> d(-a, a);
       for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
     }
@@ -66,7 +70,7 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
 
 namespace {
 // Darknet's per-layer order: conv = biases, [scales, rolling_mean, rolling_variance],
-// weights; connected = biases, weights.
+// weights; connected and local = biases, weights.
 template <class F>
 void for_each_array(const NetSpec& net, F&& f) {
   for (const auto& l : net.layers) {
@@ -106,7 +110,7 @@ bool all_finite(const float* v, int64_t n) {
 int64_t expected_bytes(const NetSpec& net, int header) {
   int64_t total = header;
   for_each_array(net, [&](const LayerSpec& l, const char* what) {
-    total += 4 * (std::string(what) == "weights" ? l.weight_count() : l.out.c);
+    total += 4 * (std::string(what) == "weights" ? l.weight_count() : l.bias_count());
   });
   return total;
 }

@@ -27,7 +27,8 @@ struct Params {
   int64_t size() const { return int64_t(values.size()); }
 };
 
-// Darknet-style random init: conv weights N(0, 2/(k*k*c)), connected U(±sqrt(2/in)),
+// Darknet-style random init: conv weights N(0, 2/(k*k*c)), connected U(±sqrt(2/in)), local
+// U(±sqrt(2/(k*k*c))),
 // biases 0, scales 1, running mean 0 and variance 1. Deterministic in `seed`.
 void init_params(Params& p, const NetSpec& net, uint64_t seed);
 // Throws naming the file and expected vs actual bytes on a short or oversized file.

@@ -21,6 +21,7 @@ std::unique_ptr<Op> make_dropout_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_shortcut_op(const NetSpec&, const LayerSpec&);
+std::unique_ptr<Op> make_local_op(const NetSpec&, const LayerSpec&);
 
 namespace {
 
@@ -43,6 +44,7 @@ const Registration kOps[] = {
     {&kSoftmaxKind, make_softmax_op},
     {&kCostKind, make_cost_op},
     {&kShortcutKind, make_shortcut_op},
+    {&kLocalKind, make_local_op},
 };
 
 const Registration* find(const OpKind* k) {
