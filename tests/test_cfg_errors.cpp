@@ -117,6 +117,20 @@ TEST(CfgErrors, LocalLayer) {
   EXPECT_FALSE(l.spatial());
 }
 
+TEST(CfgErrors, DetectionLayer) {
+  const std::string fc = "[connected]\noutput=52\nactivation=linear\n";  // 2^2 x (2 x 5 + 3)
+  expect_error_at(kNet + fc + "[detection]\nside=2\nnum=2\nclasses=4\ncoords=4\n", "[detection]",
+                  {"(layer 1)", "52 values", "= 56", "output=56"});
+  expect_error_at(kNet + fc + "[detection]\nside=2\nnum=2\nclasses=3\ncoords=5\n", "coords=5", {"not supported"});
+  expect_error_at(kNet + fc + "[detection]\nside=2\nnum=1\nclasses=8\ncoords=4\nforced=1\n", "forced=1", {"num >= 2"});
+  expect_error_at(kNet + fc + "[detection]\nside=2\nnum=2\nclasses=3\ncoords=4\njitter=1.5\n", "jitter=1.5",
+                  {"jitter"});
+  const NetSpec net = parse_net(kNet + fc + "[detection]\nside=2\nnum=2\nclasses=3\ncoords=4\nmax=7\n", "d.cfg");
+  EXPECT_TRUE(net.detector());             // its truth is boxes
+  EXPECT_EQ(net.truth_size(), 7 * 5);      // max boxes x (x, y, w, h, class)
+  EXPECT_FALSE(net.layers[1].detector());  // not a [region]/[yolo] head
+}
+
 TEST(CfgErrors, CutAndResidualBlocks) {
   const std::string conv = "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n";
   const std::string down = "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\n";
@@ -657,11 +671,8 @@ TEST(CfgErrors, DebianCfgsLoad) {
                                                       {"rnn.cfg", "needs 'width='"},
                                                       {"rnn.train.cfg", "needs 'width='"},
                                                       {"strided.cfg", "unknown section [crop]"},
-                                                      {"t1.test.cfg", "unknown section [detection]"},
                                                       {"vgg-16.cfg", "unknown section [crop]"},
-                                                      {"yolo9000.cfg", "class maps and trees"},
-                                                      {"yolov1-tiny.cfg", "unknown section [detection]"},
-                                                      {"yolov1.cfg", "unknown section [local]"}};
+                                                      {"yolo9000.cfg", "class maps and trees"}};
   int loaded = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".cfg") continue;
@@ -680,7 +691,7 @@ TEST(CfgErrors, DebianCfgsLoad) {
       EXPECT_NE(error.find(it->second), std::string::npos) << name << ": " << (error.empty() ? "loads" : error);
     }
   }
-  EXPECT_EQ(loaded, 33);
+  EXPECT_EQ(loaded, 36);
 }
 
 }  // namespace

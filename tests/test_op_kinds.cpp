@@ -15,7 +15,7 @@ namespace {
 TEST(OpKinds, EveryTypeHasOneKindFoundByItsSectionNames) {
   std::set<std::string> names;
   const std::vector<const OpKind*> kinds = op_kinds();
-  EXPECT_EQ(kinds.size(), 13u);
+  EXPECT_EQ(kinds.size(), 15u);
   for (const OpKind* kind : kinds) {
     const OpKind& k = *kind;
     EXPECT_EQ(find_op_kind(k.name), &k) << k.name;
@@ -26,7 +26,7 @@ TEST(OpKinds, EveryTypeHasOneKindFoundByItsSectionNames) {
     }
     EXPECT_TRUE(k.parse && k.shape && k.flops) << k.name;
   }
-  EXPECT_EQ(find_op_kind("local"), nullptr);  // not (yet) an op type
+  EXPECT_EQ(find_op_kind("lstm"), nullptr);  // not (yet) an op type
   EXPECT_EQ(find_op_kind("net"), nullptr);
 }
 
@@ -53,10 +53,10 @@ TEST(OpKinds, TheParserShapesAndFlopsComeFromTheKind) {
   EXPECT_DOUBLE_EQ(net.layers[4].forward_flops(), 2.0 * 5 * 4);
   EXPECT_TRUE(net.layers[5].is(kSoftmaxKind));
   try {
-    parse_net("[net]\nwidth=8\nheight=6\nchannels=3\n[local]\nfilters=2\n", "kinds.cfg");
+    parse_net("[net]\nwidth=8\nheight=6\nchannels=3\n[lstm]\noutput=2\n", "kinds.cfg");
     ADD_FAILURE() << "an unknown section parsed";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kinds.cfg:5: unknown section [local]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kinds.cfg:5: unknown section [lstm]"), std::string::npos) << e.what();
   }
 }
 

@@ -60,6 +60,10 @@ const OpCase kCases[] = {
      "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=30\nsize=1\nactivation=linear\n"
      "[region]\nanchors=1,1,2,2\nclasses=10\nnum=2\ncoords=4\nsoftmax=1\n",
      -1, false},
+    {"detection",
+     "[net]\nwidth=3\nheight=2\nchannels=2\n[connected]\noutput=52\nactivation=linear\n"
+     "[detection]\nside=2\nnum=2\nclasses=3\ncoords=4\nsoftmax=1\n",
+     -1, false},
     {"yolo",
      "[net]\nwidth=64\nheight=64\nchannels=3\n[convolutional]\nfilters=24\nsize=1\nactivation=linear\n"
      "[yolo]\nmask=0,1\nanchors=10,14,23,27\nclasses=7\nnum=2\n",
@@ -218,7 +222,7 @@ TEST_P(OpLoss, WritesItsGradient) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   std::vector<float> truth(size_t(batch * net.truth_size()), 0.f);
-  if (spec->detector()) {  // one box per sample
+  if (spec->box_loss()) {  // one box per sample
     for (int b = 0; b < batch; ++b) {
       float* t = truth.data() + b * net.truth_size();
       t[0] = 0.3f + 0.4f * u(rng), t[1] = 0.3f + 0.4f * u(rng), t[2] = 0.2f, t[3] = 0.3f, t[4] = 1;
@@ -243,7 +247,7 @@ TEST_P(OpLoss, WritesItsGradient) {
     t.dout = dout.data();
     op->backward(step, t);
   }
-  if (spec->detector()) {  // its cost is the sum of its delta's squares, and the delta reaches the input
+  if (spec->box_loss()) {  // its cost is the sum of its delta's squares, and the delta reaches the input
     double squares = 0;
     for (float d : dout) squares += double(d) * d;
     EXPECT_GT(squares, 0);

@@ -105,6 +105,21 @@ std::vector<Case> cases() {
                    "[cost]\ntype=sse\n",
                0,
                {{1, 1}, {2, 2}}});
+  // YOLOv1's loss on a 3x3 grid, 2 boxes per cell, 3 classes: 3^2 x (2 x 5 + 3) = 117 values
+  // from a connected layer. yolov1.cfg's settings, then softmax classes and forced boxes.
+  const std::string v1_net = "[net]\nbatch=2\nwidth=6\nheight=5\nchannels=3\n" + kNet +
+                             "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
+                             "[connected]\noutput=117\nactivation=linear\n"
+                             "[detection]\nclasses=3\ncoords=4\nside=3\nnum=2\n";
+  c.push_back({"detection_yolov1",
+               v1_net + "rescore=1\nsoftmax=0\nsqrt=1\njitter=.2\nobject_scale=1\nnoobject_scale=.5\n"
+                        "class_scale=1\ncoord_scale=5\n",
+               0,
+               {{1, 1}, {2, 2}}});
+  c.push_back({"detection_softmax_forced",
+               v1_net + "softmax=1\nforced=1\nobject_scale=2\nnoobject_scale=.3\nclass_scale=1.5\ncoord_scale=2\n",
+               0,
+               {{1, 1}}});
   return c;
 }
 
@@ -136,7 +151,10 @@ std::vector<float> make_truth(const NetSpec& net, int n, std::mt19937_64& rng) {
   }
   int classes = 1;
   for (const auto& l : net.layers)
-    if (l.detector()) classes = l.det().classes;
+    if (l.detector())
+      classes = l.det().classes;
+    else if (l.is(kDetectionKind))
+      classes = l.detection().classes;
   std::uniform_real_distribution<float> c(0.03f, 0.97f), s(0.05f, 0.9f);
   for (int b = 0; b < n; ++b)
     for (int k = 0; k < 4 + b; ++k) {
@@ -146,6 +164,30 @@ std::vector<float> make_truth(const NetSpec& net, int n, std::mt19937_64& rng) {
       box[2] = s(rng);
       box[3] = s(rng);
       box[4] = float(rng() % uint64_t(classes));
+    }
+  return t;
+}
+
+// Darknet's [detection] reads its truth per cell of its grid (fill_truth_region, written
+// out here from data.c): is object, one-hot class, x and y within the cell, w, h; the first
+// box of a cell wins.
+std::vector<float> cell_truth(const LayerSpec& l, const std::vector<float>& boxes, int n, int64_t per_sample) {
+  const DetectionParams& p = l.detection();
+  const int per_cell = 5 + p.classes;
+  std::vector<float> t(size_t(n) * p.side * p.side * per_cell, 0.f);
+  for (int b = 0; b < n; ++b)
+    for (int k = 0; k < p.max_boxes; ++k) {
+      const float* box = boxes.data() + b * per_sample + 5 * k;
+      if (box[0] == 0) break;
+      const int col = int(box[0] * p.side), row = int(box[1] * p.side);
+      float* cell = t.data() + (size_t(b) * p.side * p.side + size_t(col + row * p.side)) * per_cell;
+      if (cell[0] != 0) continue;
+      cell[0] = 1;
+      cell[1 + int(box[4])] = 1;
+      cell[1 + p.classes] = box[0] * p.side - col;
+      cell[2 + p.classes] = box[1] * p.side - row;
+      cell[3 + p.classes] = box[2];
+      cell[4 + p.classes] = box[3];
     }
   return t;
 }
@@ -166,7 +208,12 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
   const std::vector<float> truth = make_truth(net, n, rng);
   const Shape in = net.input();
   write_dump(path("input.bin"), {{"input", {{n, in.c, in.h, in.w}, x}}});
-  write_dump(path("truth.bin"), {{"truth", {{n, int(net.truth_size())}, truth}}});
+  if (net.layers.back().is(kDetectionKind)) {
+    const std::vector<float> cells = cell_truth(net.layers.back(), truth, n, net.truth_size());
+    write_dump(path("truth.bin"), {{"truth", {{n, int(cells.size()) / n}, cells}}});
+  } else {
+    write_dump(path("truth.bin"), {{"truth", {{n, int(net.truth_size())}, truth}}});
+  }
 
   const std::string cmd = std::string("'") + DARKNET_FORWARD + "' --train '" + cfg + "' '" + path("net.weights") +
                           "' '" + path("input.bin") + "' '" + path("truth.bin") + "' - " + std::to_string(c.seen) +

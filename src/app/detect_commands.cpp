@@ -15,6 +15,7 @@
 #include "data/detection_data.hpp"
 #include "detect/detection_picture.hpp"
 #include "detect/detections.hpp"
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -26,8 +27,12 @@ namespace {
 
 std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::string& cfg) {
   std::vector<const LayerSpec*> out;
-  for (const LayerSpec& l : net.layers)
+  for (const LayerSpec& l : net.layers) {
+    if (l.is(kDetectionKind))
+      fail(cfg, ":", l.line, ": [detection] (YOLOv1's loss) trains with `train` and `verify` on synthetic pictures;",
+           " training it on a data set and detecting with it are not supported yet");
     if (l.detector()) out.push_back(&l);
+  }
   if (out.empty()) fail(cfg, ": the net has no [region] or [yolo] layer: it is not a detector");
   return out;
 }

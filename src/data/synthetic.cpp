@@ -15,7 +15,10 @@ void synthetic_batch(const NetSpec& net, int n, uint64_t seed, std::vector<float
   if (net.detector()) {  // 1-3 boxes per sample: x, y, w, h, class
     int classes = 1;
     for (const LayerSpec& l : net.layers)
-      if (l.detector()) classes = l.det().classes;
+      if (l.detector())
+        classes = l.det().classes;
+      else if (l.is(kDetectionKind))
+        classes = l.detection().classes;
     std::uniform_real_distribution<float> centre(0.05f, 0.95f), size(0.05f, 0.5f);
     for (int s = 0; s < n; ++s) {
       float* t = truth.data() + s * net.truth_size();

@@ -60,7 +60,7 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
   const int L = int(net.layers.size());
   for (const LayerSpec& s : net.layers)
     for (int r : net.inputs_of(s.index))
-      if (net.layers[size_t(r)].detector())
+      if (net.layers[size_t(r)].box_loss())
         fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [", net.layers[size_t(r)].type_name(),
              "] layer ", r, ", which is a loss");
   const TailLayout t = plan_tail(net, cut, opt.batch);

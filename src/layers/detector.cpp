@@ -22,15 +22,7 @@ DetectorLoss& DetectorLoss::operator+=(const DetectorLoss& o) {
   return *this;
 }
 
-namespace {
-
-// Darknet's float arithmetic, operation for operation (box.c, activations.h, blas.c).
-using Box = BoxF;
-float iou(const Box& a, const Box& b) { return box_iou(a, b); }
-
-float logistic(float x) { return float(1. / (1. + std::exp(double(-x)))); }
-
-void softmax(const float* in, int n, int stride, float* out) {
+void darknet_softmax(const float* in, int n, int stride, float* out) {
   float largest = -FLT_MAX, sum = 0;
   for (int i = 0; i < n; ++i) largest = std::max(largest, in[i * stride]);
   for (int i = 0; i < n; ++i) {
@@ -40,6 +32,14 @@ void softmax(const float* in, int n, int stride, float* out) {
   }
   for (int i = 0; i < n; ++i) out[i * stride] /= sum;
 }
+
+namespace {
+
+// Darknet's float arithmetic, operation for operation (box.c, activations.h, blas.c).
+using Box = BoxF;
+float iou(const Box& a, const Box& b) { return box_iou(a, b); }
+
+float logistic(float x) { return float(1. / (1. + std::exp(double(-x)))); }
 
 // One layer's view of a micro-batch in Darknet's terms.
 struct Geometry {
@@ -256,7 +256,7 @@ void detector_forward(const LayerSpec& l, const float* in, float* out, int batch
       for (int i = 0; i < logistic_entries * wh; ++i) obj[i] = logistic(obj[i]);
       if (!yolo && l.det().softmax)  // over the classes of each cell, Darknet's softmax_cpu
         for (int loc = 0; loc < wh; ++loc)
-          softmax(in + g.entry(b, n, loc, g.coords + 1), g.classes, wh, out + g.entry(b, n, loc, g.coords + 1));
+          darknet_softmax(in + g.entry(b, n, loc, g.coords + 1), g.classes, wh, out + g.entry(b, n, loc, g.coords + 1));
     }
 }
 

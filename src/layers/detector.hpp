@@ -30,6 +30,9 @@ struct DetectorArgs {
   int64_t seen = 0;  // images seen before this micro-batch, Darknet's *net.seen ([region]'s prior for the first 12800)
 };
 
+// Darknet's softmax (blas.c) over n entries `stride` apart, in its float arithmetic.
+void darknet_softmax(const float* in, int n, int stride, float* out);
+
 void detector_forward(const LayerSpec& l, const float* in, float* out, int batch);
 // `truth`: per sample l.det().truth_floats() floats (x, y, w, h, class per box, normalised; a
 // box with x == 0 ends the list, as in Darknet). `delta` gets l.out.size() floats per sample.

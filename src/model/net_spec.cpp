@@ -21,7 +21,8 @@ bool LayerSpec::spatial() const {
 }
 bool LayerSpec::has_params() const { return is(kConvKind) || is(kConnectedKind) || is(kLocalKind); }
 bool LayerSpec::detector() const { return is(kRegionKind) || is(kYoloKind); }
-bool LayerSpec::loss() const { return detector() || is(kCostKind) || is(kSoftmaxKind); }
+bool LayerSpec::box_loss() const { return detector() || is(kDetectionKind); }
+bool LayerSpec::loss() const { return box_loss() || is(kCostKind) || is(kSoftmaxKind); }
 
 const char* act_name(Act a) {
   switch (a) {
@@ -158,14 +159,17 @@ int NetSpec::far_reader(int r) const {
 
 bool NetSpec::detector() const {
   for (const auto& l : layers)
-    if (l.detector()) return true;
+    if (l.box_loss()) return true;
   return false;
 }
 
 int64_t NetSpec::truth_size() const {
   int64_t n = 0;
   for (const auto& l : layers)
-    if (l.detector()) n = std::max<int64_t>(n, l.det().truth_floats());
+    if (l.detector())
+      n = std::max<int64_t>(n, l.det().truth_floats());
+    else if (l.is(kDetectionKind))
+      n = std::max<int64_t>(n, int64_t(l.detection().max_boxes) * 5);
   return n > 0 ? n : output().size();
 }
 

@@ -44,6 +44,16 @@ struct DetectorSpec {
   int truth_floats() const { return max_boxes * 5; }  // Darknet's l.truths: x, y, w, h, class per box
 };
 
+// [detection] (YOLOv1): the loss on a flat vector of class scores, confidences and boxes per
+// cell of a side x side grid (parser.c parse_detection).
+struct DetectionParams {
+  int classes = 1, coords = 4, num = 1, side = 7;
+  bool softmax = false, sqrt = false, rescore = false, forced = false, random = false;
+  float coord_scale = 1, object_scale = 1, noobject_scale = 1, class_scale = 1;
+  float jitter = 0.2f;
+  int max_boxes = 90;  // truth boxes read per picture (x, y, w, h, class each)
+};
+
 // One parameter struct per op type that has options of its own.
 struct ConvParams {  // [convolutional]
   int filters = 0;
@@ -122,6 +132,7 @@ struct LayerSpec {
   const ConnectedParams& connected() const;
   ConnectedParams& connected();
   const LocalParams& local() const { return params_as<LocalParams>(); }
+  const DetectionParams& detection() const { return params_as<DetectionParams>(); }
   const DropoutParams& dropout() const;
   DropoutParams& dropout();
   const ReorgParams& reorg() const;
@@ -146,6 +157,7 @@ struct LayerSpec {
   bool spatial() const;
   bool has_params() const;       // convolution, dense, locally connected
   bool detector() const;         // [region], [yolo]
+  bool box_loss() const;         // [region], [yolo], [detection]: a loss on lists of truth boxes
   bool loss() const;             // a detector, [cost] or [softmax]
   int64_t weight_count() const;  // conv: filters*(c/groups)*size*size, connected: outputs*inputs
   int64_t bias_count() const;    // one per output channel; [local]: one per output value
@@ -197,7 +209,7 @@ struct NetSpec {
   int far_reader(int r) const;
   // Layers whose output layer l reads (its input edges).
   const std::vector<int>& inputs_of(int l) const { return layers[size_t(l)].inputs; }
-  bool detector() const;  // ends in [region] / [yolo] losses (truth = boxes)
+  bool detector() const;  // ends in [region], [yolo] or [detection] losses (truth = boxes)
   // Floats of truth per sample: boxes (Darknet's net.truths) or the output's size.
   int64_t truth_size() const;
 };

@@ -22,6 +22,7 @@ std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_shortcut_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_local_op(const NetSpec&, const LayerSpec&);
+std::unique_ptr<Op> make_detection_op(const NetSpec&, const LayerSpec&);
 
 namespace {
 
@@ -45,6 +46,7 @@ const Registration kOps[] = {
     {&kCostKind, make_cost_op},
     {&kShortcutKind, make_shortcut_op},
     {&kLocalKind, make_local_op},
+    {&kDetectionKind, make_detection_op},
 };
 
 const Registration* find(const OpKind* k) {
