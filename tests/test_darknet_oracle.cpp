@@ -174,6 +174,17 @@ std::vector<Case> cases() {
                    "[connected]\noutput=4\nactivation=linear\n"
                    "[cost]\n",
                false});
+  // go.cfg's head: a one-filter convolution, [reorg] extra=1 (the flat board and a zero
+  // "pass" entry), softmax over both; and a flatten (channels last) before a connected layer.
+  c.push_back({"reorg_extra_flatten",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=5\nheight=4\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=leaky\n"
+                   "[reorg]\nstride=2\nflatten=1\nreverse=1\n"
+                   "[reorg]\nstride=1\nflatten=1\n"
+                   "[convolutional]\nfilters=1\nsize=1\nactivation=linear\n"
+                   "[reorg]\nstride=1\nextra=1\n"
+                   "[softmax]\n",
+               false});
   // Batch-norm convs (see the note on epsilon at the top).
   c.push_back({"batchnorm",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=13\nheight=11\nchannels=3\n" + kTrainKeys +

@@ -82,6 +82,11 @@ struct DropoutParams {  // [dropout]
 struct ReorgParams {  // [reorg]
   int stride = 1;
   bool reverse = false;
+  // Darknet's other modes: `flatten` transposes each picture's [channel][cell] values to
+  // [cell][channel] (back with `reverse`), the shape as the stride gives it; `extra` copies the
+  // input as a flat vector and appends that many zeros (go.cfg's "pass" move).
+  bool flatten = false;
+  int extra = 0;
 };
 struct UpsampleParams {  // [upsample]; a negative stride in the cfg downsamples (reverse)
   int stride = 2;
