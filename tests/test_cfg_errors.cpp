@@ -126,6 +126,31 @@ TEST(CfgErrors, ReorgModes) {
   EXPECT_EQ(net.layers[1].out.h, 1);
 }
 
+TEST(CfgErrors, CropLayer) {
+  // kNet's input is 11x13
+  expect_error_at(kNet + "[crop]\ncrop_height=12\ncrop_width=5\n[cost]\n", "[crop]",
+                  {"(layer 0)", "12x5 crop", "larger than its 11x13 input"});
+  expect_error_at(kNet + "[crop]\ncrop_height=4\ncrop_width=4\nzoom=2\n[cost]\n", "zoom=2", {"unknown key"});
+  NetSpec net = parse_net(kNet +
+                              "[crop]\ncrop_height=8\ncrop_width=6\nflip=1\nangle=7\n[convolutional]\nfilters=2\n"
+                              "size=3\npad=1\nactivation=ramp\n[cost]\n",
+                          "c.cfg");
+  EXPECT_EQ(net.first_tiled(), 1);  // the crop runs whole before the tiled part
+  EXPECT_EQ(net.first_untileable(), 2);
+  EXPECT_EQ(net.layers[0].out.h, 8);
+  EXPECT_EQ(net.layers[0].out.w, 6);
+  EXPECT_EQ(net.layers[1].activation(), Act::Ramp);
+  // At another size, Darknet's resize_crop_layer: both sides times crop_height / height.
+  resize_net(net, 22, 26);
+  EXPECT_EQ(net.layers[0].out.h, int(8.f / 11.f * 22.f));
+  EXPECT_EQ(net.layers[0].out.w, int(8.f / 11.f * 26.f));
+  // A crop after the first layer is an op after the cut.
+  const NetSpec later =
+      parse_net(kNet + "[maxpool]\nsize=1\nstride=1\n[crop]\ncrop_height=3\ncrop_width=3\n[cost]\n", "l.cfg");
+  EXPECT_EQ(later.first_tiled(), 0);
+  EXPECT_EQ(later.first_untileable(), 1);
+}
+
 TEST(CfgErrors, DetectionLayer) {
   const std::string fc = "[connected]\noutput=52\nactivation=linear\n";  // 2^2 x (2 x 5 + 3)
   expect_error_at(kNet + fc + "[detection]\nside=2\nnum=2\nclasses=4\ncoords=4\n", "[detection]",
@@ -677,8 +702,6 @@ TEST(CfgErrors, DebianCfgsLoad) {
                                                       {"gru.cfg", "needs 'width='"},
                                                       {"rnn.cfg", "needs 'width='"},
                                                       {"rnn.train.cfg", "needs 'width='"},
-                                                      {"strided.cfg", "unknown section [crop]"},
-                                                      {"vgg-16.cfg", "unknown section [crop]"},
                                                       {"yolo9000.cfg", "class maps and trees"}};
   int loaded = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -698,7 +721,7 @@ TEST(CfgErrors, DebianCfgsLoad) {
       EXPECT_NE(error.find(it->second), std::string::npos) << name << ": " << (error.empty() ? "loads" : error);
     }
   }
-  EXPECT_EQ(loaded, 38);
+  EXPECT_EQ(loaded, 40);
 }
 
 }  // namespace

@@ -189,6 +189,31 @@ TEST_F(Cli, BadCutAndGroups) {
   EXPECT_CONTAINS(g3.err, "--groups");
 }
 
+// A [crop] at layer 0 runs whole on the root before the tiled layers: plan shows the tiled
+// layers from 1, --cut and --groups count from there, the planner says it does not model it.
+TEST_F(Cli, CropBeforeTheTiledLayers) {
+  const std::string cfg = path("crop.cfg");
+  std::ofstream(cfg) << "[net]\nbatch=2\nwidth=20\nheight=18\nchannels=3\n[crop]\ncrop_height=16\ncrop_width=16\n"
+                        "flip=1\n[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=ramp\n[maxpool]\nsize=2\n"
+                        "stride=2\n[connected]\noutput=3\nactivation=linear\n[softmax]\n";
+  const Result p = run("plan --cfg '" + cfg + "' --grid 2x2");
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_CONTAINS(p.out, "grid 2x2, tiled layers [1, 3), groups start at 1 2");
+  const Result c1 = run("train --steps 1 --cfg '" + cfg + "' --cut 1");
+  EXPECT_EQ(c1.code, 2);
+  EXPECT_CONTAINS(c1.err, "at least layer 1 must be tiled");
+  const Result g0 = run("train --steps 1 --cfg '" + cfg + "' --groups 0,2");
+  EXPECT_EQ(g0.code, 2);
+  EXPECT_CONTAINS(g0.err, "--groups");
+  const Result v = run("verify --steps 2 --cfg '" + cfg + "' --grid 2x2 --groups all");
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_CONTAINS(v.out, "OK: tiled training matches untiled");
+  const Result cal = run("calibrate --cfg '" + cfg + "' --steps 1 --out model.json");
+  EXPECT_EQ(cal.code, 2);
+  EXPECT_CONTAINS(cal.err, "crop.cfg:6: the planner");
+  EXPECT_FALSE(fs::exists(path("model.json")));
+}
+
 TEST_F(Cli, VersionAndMisspellings) {
   Result r = run("--version");
   EXPECT_EQ(r.code, 0);

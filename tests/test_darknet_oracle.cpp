@@ -185,6 +185,16 @@ std::vector<Case> cases() {
                    "[reorg]\nstride=1\nextra=1\n"
                    "[softmax]\n",
                false});
+  // vgg-16's and strided's front: a centred crop at layer 0 (inference: no flip, scaled to
+  // 2x - 1), ramp activations; and a crop with noadjust=1 after a convolution.
+  c.push_back({"crop_ramp",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=11\nheight=9\nchannels=3\n" + kTrainKeys +
+                   "[crop]\ncrop_height=6\ncrop_width=8\nflip=1\nangle=0\nsaturation=1\nexposure=1\nshift=.2\n"
+                   "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=ramp\n"
+                   "[crop]\ncrop_height=5\ncrop_width=5\nnoadjust=1\n"
+                   "[connected]\noutput=4\nactivation=ramp\n"
+                   "[softmax]\n",
+               false});
   // Batch-norm convs (see the note on epsilon at the top).
   c.push_back({"batchnorm",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=13\nheight=11\nchannels=3\n" + kTrainKeys +

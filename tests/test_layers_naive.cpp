@@ -692,7 +692,7 @@ TEST_P(Pointwise, ChannelSums) {
 TEST_P(Pointwise, AffineActForwardAndBackward) {
   const auto [channels, block] = GetParam();
   Rng rng(23 + channels);
-  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic}) {
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic, Act::Ramp}) {
     SCOPED_TRACE(act_name(act));
     PwFixture f(channels, block, rng);
     const int B = f.B;
@@ -819,7 +819,7 @@ INSTANTIATE_TEST_SUITE_P(Channels, Pointwise,
                          ::testing::Combine(::testing::Values(1, 5, 16, 21, 35), ::testing::Values(8, 16)));
 
 TEST(Pointwise, Activate) {
-  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic})
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic, Act::Ramp})
     for (float v : {-3.f, -0.5f, 0.f, 0.25f, 2.f})
       EXPECT_NEAR(activate(act, v), test::act_ref(act, v), 1e-6) << act_name(act) << " " << v;
 }
@@ -845,7 +845,7 @@ TEST(DenseNaive, AvgPool) {
 TEST(DenseNaive, Connected) {
   Rng rng(6);
   const int n = 3, in = 37, out = 11;
-  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic}) {
+  for (Act act : {Act::Linear, Act::Leaky, Act::Relu, Act::Logistic, Act::Ramp}) {
     SCOPED_TRACE(act_name(act));
     const std::vector<float> x = uniform(rng, size_t(n) * in), w = uniform(rng, size_t(out) * in, -0.3f, 0.3f),
                              b = uniform(rng, out), g0 = uniform(rng, size_t(n) * out);

@@ -56,6 +56,12 @@ const OpCase kCases[] = {
      "[net]\nwidth=4\nheight=3\nchannels=2\n[local]\nsize=3\nstride=1\npad=1\nfilters=3\nactivation=leaky\n"},
     {"local_strided",
      "[net]\nwidth=5\nheight=6\nchannels=3\n[local]\nsize=2\nstride=2\nfilters=2\nactivation=logistic\n"},
+    {"crop",
+     "[net]\nwidth=5\nheight=4\nchannels=2\n[maxpool]\nsize=1\nstride=1\n[crop]\ncrop_height=2\ncrop_width=3\nflip="
+     "1\n"},
+    {"crop_noadjust",
+     "[net]\nwidth=4\nheight=4\nchannels=2\n[maxpool]\nsize=1\nstride=1\n[crop]\ncrop_height=3\ncrop_width=3\nnoadjust="
+     "1\n"},
     {"dropout", "[net]\nwidth=4\nheight=3\nchannels=2\n[dropout]\nprobability=0.4\n"},
     {"cost", "[net]\nwidth=3\nheight=2\nchannels=2\n[cost]\n"},
     {"softmax", "[net]\nwidth=1\nheight=1\nchannels=7\n[softmax]\n", -1, false},

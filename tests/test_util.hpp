@@ -38,6 +38,8 @@ inline double act_ref(Act a, double v) {
       return v > 0 ? v : 0.;
     case Act::Logistic:
       return 1. / (1. + std::exp(-v));
+    case Act::Ramp:
+      return (v > 0 ? v : 0.) + 0.1 * v;
     case Act::Linear:
       break;
   }
@@ -54,6 +56,8 @@ inline double act_grad_ref(Act a, double v) {
       const double s = 1. / (1. + std::exp(-v));
       return s * (1. - s);
     }
+    case Act::Ramp:
+      return v > 0 ? 1.1 : 0.1;
     case Act::Linear:
       break;
   }

@@ -105,6 +105,14 @@ std::vector<Case> cases() {
                    "[cost]\ntype=sse\n",
                0,
                {{1, 1}, {2, 2}}});
+  // strided.cfg's ramp activation, through a convolution's and a connected layer's backward.
+  c.push_back({"ramp",
+               "[net]\nbatch=2\nwidth=7\nheight=6\nchannels=3\n" + kNet +
+                   "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=ramp\n"
+                   "[connected]\noutput=5\nactivation=ramp\n"
+                   "[cost]\ntype=sse\n",
+               0,
+               {{1, 1}, {2, 2}}});
   // YOLOv1's loss on a 3x3 grid, 2 boxes per cell, 3 classes: 3^2 x (2 x 5 + 3) = 117 values
   // from a connected layer. yolov1.cfg's settings, then softmax classes and forced boxes.
   const std::string v1_net = "[net]\nbatch=2\nwidth=6\nheight=5\nchannels=3\n" + kNet +

@@ -95,8 +95,8 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     pred = std::make_unique<Prediction>(predict(net, partition_of(o, po, net, *cm), *cm));
   }
   TrainOptions t = train_options(o);
-  const int cut = resolve_cut(net, t.cut, t.rows, t.cols);
-  Plan p = make_plan(net, t.rows, t.cols, 0, cut, parse_groups(t.groups, 0, cut), {t.split, t.features});
+  const int cut = resolve_cut(net, t.cut, t.rows, t.cols), first = net.first_tiled();
+  Plan p = make_plan(net, t.rows, t.cols, first, cut, parse_groups(t.groups, first, cut), {t.split, t.features});
   PlanStats st = plan_stats(net, p);
   print_kernel_warnings(planned_kernels(net, DnnlContext(t.kernels), cut));
   const double redundant = st.flops_tiled / st.flops_untiled - 1;
@@ -117,10 +117,10 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     nlohmann::json tiles = nlohmann::json::array();
     for (int ti = 0; ti < p.tiles_count(); ++ti) {
       nlohmann::json layers = nlohmann::json::array();
-      for (int l = 0; l < cut; ++l) {
+      for (int l = first; l < cut; ++l) {
         const TileLayer& x = p.at(ti, l);
         nlohmann::json inputs = nlohmann::json::array();
-        for (int e : p.node_edges[size_t(l)])
+        for (int e : p.node_edges[size_t(l - first)])
           inputs.push_back({{"from", p.edges[size_t(e)].from},
                             {"in", x.in[size_t(p.edges[size_t(e)].slot)].str()},
                             {"delta_in", x.delta_in[size_t(p.edges[size_t(e)].slot)].str()}});
@@ -147,8 +147,8 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
                              {"from", pc.from},
                              {"to", pc.to},
                              {"box", pc.box.str()}});
-    for (int l = 0; l < cut; ++l)
-      for (const Piece& pc : p.feature_halo[size_t(l)])
+    for (int l = first; l < cut; ++l)
+      for (const Piece& pc : p.feature_halo[size_t(l - first)])
         if (pc.from != pc.to)
           halos.push_back(
               {{"layer", l}, {"of", l}, {"pass", "features"}, {"from", pc.from}, {"to", pc.to}, {"box", pc.box.str()}});
@@ -162,7 +162,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  std::printf("%s: grid %dx%d, tiled layers [0, %d), groups start at", net.path.c_str(), t.rows, t.cols, cut);
+  std::printf("%s: grid %dx%d, tiled layers [%d, %d), groups start at", net.path.c_str(), t.rows, t.cols, first, cut);
   for (int s : p.group_starts) std::printf(" %d", s);
   std::printf("\n");
   for (int ti = 0; ti < p.tiles_count(); ++ti) {
@@ -171,7 +171,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     const bool exchange = p.features == BackwardFeatures::Exchange;
     std::printf("  %4s %-26s %-26s %-26s %-26s%s\n", "#", "owned output", "forward computes", "forward reads",
                 "backward delta", exchange ? " kept for backward" : "");
-    for (int l = 0; l < cut; ++l) {
+    for (int l = first; l < cut; ++l) {
       const TileLayer& x = p.at(ti, l);
       std::printf("  %3d%s %-26s %-26s %-26s %-26s%s\n", l, p.group_start(l) ? "*" : " ", x.own.str().c_str(),
                   x.fwd.str().c_str(), reads_str(p, l, x).c_str(), x.delta.str().c_str(),
@@ -201,7 +201,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
         if (pc.to == ti) add(recv_b, pc.from, pc.box);
         if (pc.from == ti) add(send_b, pc.to, pc.box);
       }
-      const std::string which = p.node_edges[size_t(l)].size() > 1 ? " from layer " + std::to_string(from) : "";
+      const std::string which = p.node_edges[size_t(l - first)].size() > 1 ? " from layer " + std::to_string(from) : "";
       std::printf("  layer %d input%s: receives%s, sends%s; backward, delta of layer %d: receives%s, sends%s\n", l,
                   which.c_str(), recv_f.empty() ? " nothing" : recv_f.c_str(),
                   send_f.empty() ? " nothing" : send_f.c_str(), from, recv_b.empty() ? " nothing" : recv_b.c_str(),

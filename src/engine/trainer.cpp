@@ -75,10 +75,12 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
+  first_ = net.first_tiled();
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
   // so that they all run the same kernels (layers/fma_probe.hpp).
   if (comm.size() > 1) set_full_width_avx512_fma(comm.all_gather(full_width_avx512_fma() ? 1. : 0.)[0] != 0);
-  Plan plan = make_plan(net, opt.rows, opt.cols, 0, cut_, parse_groups(opt.groups, 0, cut_), {opt.split, opt.features});
+  Plan plan = make_plan(net, opt.rows, opt.cols, first_, cut_, parse_groups(opt.groups, first_, cut_),
+                        {opt.split, opt.features});
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
   check_memory(plan, ranks);
@@ -86,7 +88,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   momentum_ = Buffer(params.values.size(), ctx_.device);
   if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
   if (opt.low_memory) {
-    shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, 0, cut_, comm.rank(), comm.size()));
+    shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, first_, cut_, comm.rank(), comm.size()));
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
@@ -128,6 +130,12 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))), ctx_.device);
   cut_delta_ = Buffer(cut_map_.size(), ctx_.device);
   if (opt.need_input_delta) input_delta_.assign(size_t(n_ * net.input().size()), 0.f);
+  if (first_ > 0) {
+    const LayerSpec& pre = net.layers[size_t(first_ - 1)];
+    prefix_ = make_op(net, pre);
+    prefix_out_.assign(size_t(n_ * pre.out.size()), 0.f);
+    if (opt.need_input_delta) prefix_delta_.assign(prefix_out_.size(), 0.f);
+  }
 }
 
 Trainer::Memory Trainer::memory() const {
@@ -233,8 +241,17 @@ void Trainer::reset_times() {
 }
 
 void Trainer::forward(const float* input, bool training) {
-  const Shape in = net_.input();
-  const TensorView input_view{const_cast<float*>(input), n_, in.c, 1, full_box(in.h, in.w)};
+  input_ = input;
+  const float* x = input;
+  if (prefix_) {  // the layer before the tiled part, whole, on the root
+    OpTensors t;
+    t.in = {input};
+    t.out = prefix_out_.data();
+    prefix_->forward(OpStep{.batch = n_, .training = training, .step = step_, .seed = opt_.seed}, t);
+    x = prefix_out_.data();
+  }
+  const Shape in = first_ > 0 ? net_.layers[size_t(first_ - 1)].out : net_.input();
+  const TensorView input_view{const_cast<float*>(x), n_, in.c, 1, full_box(in.h, in.w)};
   tiled_->forward(input_view, training);
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
   TensorView cut_map{cut_map_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
@@ -252,8 +269,8 @@ const float* Trainer::predict(const float* input) {
 }
 
 double Trainer::loss_and_backward(const float* truth) {
-  const Shape in = net_.input();
-  TensorView din{input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
+  const Shape in = first_ > 0 ? net_.layers[size_t(first_ - 1)].out : net_.input();
+  TensorView din{first_ > 0 ? prefix_delta_.data() : input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
   if (!root()) {  // the root computes the tail and sends each tile its delta
     tiled_->backward(TensorView{}, &din);
     return 0;
@@ -265,7 +282,17 @@ double Trainer::loss_and_backward(const float* truth) {
   const double t0 = trace_.on() ? now_s() : 0;
   const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
   trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
+  if (prefix_ && opt_.need_input_delta) std::fill(prefix_delta_.begin(), prefix_delta_.end(), 0.f);
   tiled_->backward(cut_delta, &din);
+  if (prefix_ && opt_.need_input_delta) {
+    std::fill(input_delta_.begin(), input_delta_.end(), 0.f);
+    OpTensors t;
+    t.in = {input_};
+    t.out = prefix_out_.data();
+    t.dout = prefix_delta_.data();
+    t.din = {input_delta_.data()};
+    prefix_->backward(OpStep{.batch = n_, .training = true, .step = step_, .seed = opt_.seed}, t);
+  }
   return loss;
 }
 

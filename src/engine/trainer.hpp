@@ -30,8 +30,8 @@ struct TrainOptions {
   BnMode bn = BnMode::Sync;
   bool need_input_delta = false;
   bool record_grad_scales = false;  // verify: measure the parameter gradients' scales (take_grad_scales)
-  uint64_t seed = 1;       // dropout masks
-  int tiles_per_rank = 1;  // with several processes: tile t runs on process t / tiles_per_rank
+  uint64_t seed = 1;                // dropout masks
+  int tiles_per_rank = 1;           // with several processes: tile t runs on process t / tiles_per_rank
   // Shard the tiled convolutions' weights, gradients and momentum across processes, keep
   // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
   // in backward the convolution outputs forward does not otherwise keep.
@@ -138,16 +138,22 @@ class Trainer {
   TrainOptions opt_;
   Comm& comm_;
   int n_, cut_;
+  int first_ = 0;  // the first tiled layer: layers before it run whole on the root (NetSpec::first_tiled)
   DnnlContext ctx_;
   Buffer grad_, momentum_;  // sharded: only this process's parts are ever touched
   std::vector<float> last_grad_;
   mutable std::vector<float> summed_grad_;  // grad() with several tiles
-  std::unique_ptr<ShardPlan> shards_;  // --low-memory
-  std::unique_ptr<GradientSync> sync_;  // how the batch's gradients become the update
+  std::unique_ptr<ShardPlan> shards_;       // --low-memory
+  std::unique_ptr<GradientSync> sync_;      // how the batch's gradients become the update
   std::unique_ptr<Segment> tiled_;
-  std::unique_ptr<Tail> tail_;   // root only
-  Buffer cut_map_, cut_delta_;   // whole map at the cut and its delta (root only)
+  std::unique_ptr<Tail> tail_;  // root only
+  Buffer cut_map_, cut_delta_;  // whole map at the cut and its delta (root only)
   std::vector<float> input_delta_;
+  // Root only, with a layer before the tiled part: its op, its output (the tiled part's
+  // input) and that output's delta.
+  std::unique_ptr<Op> prefix_;
+  std::vector<float> prefix_out_, prefix_delta_;
+  const float* input_ = nullptr;  // the micro-batch forward last read
   const float* out_ = nullptr;
   int64_t step_ = 0;
   int micro_ = 0;  // micro-batches since the last update

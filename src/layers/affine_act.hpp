@@ -10,7 +10,7 @@
 
 namespace tt {
 
-// Acts with a vector form (Logistic has none).
+// Acts with a vector form (Logistic and Ramp have none).
 inline bool vector_act(Act act) { return act == Act::Leaky || act == Act::Relu || act == Act::Linear; }
 
 template <int B, Act A>
@@ -49,6 +49,7 @@ decltype(auto) with_vector_act(Act act, F&& f) {
     case Act::Linear:
       return f(std::integral_constant<Act, Act::Linear>{});
     case Act::Logistic:
+    case Act::Ramp:
       break;
   }
   fail("internal: ", act_name(act), " has no vector form");

@@ -42,21 +42,7 @@ void connected_backward(float* g, const float* x, const float* w, const float* y
                         int n, int in, int out, Act act) {
   for (int i = 0; i < n * out; ++i) {
     const float v = y[i];
-    switch (act) {
-      case Act::Leaky:
-        g[i] *= v > 0 ? 1.f : 0.1f;
-        break;
-      case Act::Relu:
-        g[i] *= v > 0 ? 1.f : 0.f;
-        break;
-      case Act::Logistic: {
-        const float s = 1.f / (1.f + std::exp(-v));
-        g[i] *= s * (1.f - s);
-        break;
-      }
-      case Act::Linear:
-        break;
-    }
+    g[i] *= gradient_at_input(act, v);
   }
   for (int s = 0; s < n; ++s)
     for (int o = 0; o < out; ++o) db[o] += g[s * out + o];

@@ -11,22 +11,6 @@ namespace tt {
 
 namespace {
 
-inline float act_grad(Act act, float v) {  // derivative at pre-activation v
-  switch (act) {
-    case Act::Leaky:
-      return v > 0 ? 1.f : 0.1f;
-    case Act::Relu:
-      return v > 0 ? 1.f : 0.f;
-    case Act::Logistic: {
-      float s = 1.f / (1.f + std::exp(-v));
-      return s * (1.f - s);
-    }
-    case Act::Linear:
-      break;
-  }
-  return 1.f;
-}
-
 // Calls f(ptr_a, ptr_b, blk, n_pixels) for each row of `region` in two same-layout views.
 template <int B, class F>
 void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
@@ -92,7 +76,7 @@ void affine_act_forward_b(const TensorView& y, const TensorView& z, const Box& r
         for (int i = 0; i < r.w(); ++i) {
           float v[B];
           for (int c = 0; c < B; ++c) v[c] = aa[c] * p[i * B + c] + bb[c];
-          for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] / (1.f + std::exp(-v[c]));
+          for (int c = 0; c < B; ++c) q[i * B + c] = mask[c] * activate(act, v[c]);
         }
       }
     }
@@ -115,7 +99,7 @@ void act_row(float* d, const float* p, int n, const float* aa, const float* bb, 
       K::store(d + i * B, K::load(d + i * B) * (va * K::load(p + i * B) + vb > zero ? one : slope));
   } else if (act != Act::Linear) {
     for (int i = 0; i < n; ++i)
-      for (int c = 0; c < B; ++c) d[i * B + c] *= act_grad(act, aa[c] * p[i * B + c] + bb[c]);
+      for (int c = 0; c < B; ++c) d[i * B + c] *= gradient_at_input(act, aa[c] * p[i * B + c] + bb[c]);
   }
 }
 
@@ -202,8 +186,6 @@ void bn_backward_apply_b(const TensorView& g, const TensorView& y, const Box& r,
 }
 
 }  // namespace
-
-
 
 void channel_sums(const TensorView& y, const Box& r, double* sum, double* sq) {
   with_block(y.cb, [&](auto B) { channel_sums_b<B, true>(y, r, sum, sq); });

@@ -40,10 +40,30 @@ inline float activate(Act act, float v) {
       return v > 0 ? v : 0.f;
     case Act::Logistic:
       return 1.f / (1.f + std::exp(-v));
+    case Act::Ramp:  // Darknet's x*(x>0) + .1*x, the sum in double
+      return float(double(v > 0 ? v : 0.f) + 0.1 * double(v));
     case Act::Linear:
       break;
   }
   return v;
+}
+// act'(x) at the pre-activation x.
+inline float gradient_at_input(Act act, float v) {
+  switch (act) {
+    case Act::Leaky:
+      return v > 0 ? 1.f : 0.1f;
+    case Act::Relu:
+      return v > 0 ? 1.f : 0.f;
+    case Act::Logistic: {
+      const float s = 1.f / (1.f + std::exp(-v));
+      return s * (1.f - s);
+    }
+    case Act::Ramp:
+      return v > 0 ? 1.1f : 0.1f;
+    case Act::Linear:
+      break;
+  }
+  return 1.f;
 }
 // act'(x) from the activation's output y = act(x), as Darknet's gradient_array computes it.
 inline float gradient_at_output(Act act, float y) {
@@ -54,6 +74,8 @@ inline float gradient_at_output(Act act, float y) {
       return y > 0 ? 1.f : 0.f;
     case Act::Logistic:
       return (1 - y) * y;
+    case Act::Ramp:
+      return y > 0 ? 1.1f : 0.1f;
     case Act::Linear:
       break;
   }

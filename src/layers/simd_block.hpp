@@ -50,7 +50,9 @@ struct Block<1> {
   static V splat(float x) { return x; }
   static I load_bytes(const uint8_t* p) { return *p; }
   template <class T>
-  static void store_bytes(uint8_t* p, T v) { *p = uint8_t(v); }
+  static void store_bytes(uint8_t* p, T v) {
+    *p = uint8_t(v);
+  }
 };
 
 // The same B lanes as N vectors of L <= 8 lanes each, widened to double for sums that must

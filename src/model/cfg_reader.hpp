@@ -129,7 +129,8 @@ class CfgReader {
     if (a == "relu") return Act::Relu;
     if (a == "linear") return Act::Linear;
     if (a == "logistic") return Act::Logistic;
-    fail(where(line_of(k)), ": unsupported activation '", a, "' (leaky, relu, linear, logistic)");
+    if (a == "ramp") return Act::Ramp;
+    fail(where(line_of(k)), ": unsupported activation '", a, "' (leaky, relu, linear, logistic, ramp)");
   }
 
   // The section's own line and name (for messages about the section as a whole).

@@ -34,6 +34,8 @@ const char* act_name(Act a) {
       return "relu";
     case Act::Logistic:
       return "logistic";
+    case Act::Ramp:
+      return "ramp";
   }
   return "?";
 }
@@ -129,9 +131,11 @@ float NetSpec::rate_at(int64_t batch_num) const {
   return learning_rate;
 }
 
+int NetSpec::first_tiled() const { return !layers.empty() && layers[0].is(kCropKind) ? 1 : 0; }
+
 int NetSpec::first_untileable() const {
-  for (const auto& l : layers)
-    if (!l.spatial()) return l.index;
+  for (int l = first_tiled(); l < int(layers.size()); ++l)
+    if (!layers[size_t(l)].spatial()) return l;
   return int(layers.size());
 }
 

@@ -10,7 +10,7 @@
 
 namespace tt {
 
-enum class Act { Linear, Leaky, Relu, Logistic };
+enum class Act { Linear, Leaky, Relu, Logistic, Ramp };
 // Darknet's learning-rate policies (network.c get_current_rate).
 enum class Policy { Constant, Step, Steps, Exp, Poly, Random, Sigmoid };
 
@@ -201,7 +201,11 @@ struct NetSpec {
   // policy=random draws its factor from the batch number (Darknet: from rand()), so a run
   // and its resumed copy use the same rates; poly is 0 after max_batches.
   float rate_at(int64_t batch_num) const;
-  // Index of the first layer that cannot be tiled (not spatial()); layers.size() if none.
+  // Layers that run on the whole picture, on the root, before the tiled part: a [crop] at
+  // layer 0 (it reads across tiles, at an offset drawn per step). 0 or 1.
+  int first_tiled() const;
+  // Index of the first layer at or after first_tiled() that cannot be tiled (not
+  // spatial()); layers.size() if none.
   int first_untileable() const;
   // The largest cut the net allows: no later than first_untileable(), and no layer after
   // the cut reads a tiled layer's output other than the last one's (only the map at the cut

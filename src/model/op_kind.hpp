@@ -43,7 +43,7 @@ struct OpKind {
 
 // The kinds other code asks a layer about (LayerSpec::is), each defined beside its op.
 extern const OpKind kConvKind, kMaxPoolKind, kConnectedKind, kSoftmaxKind, kCostKind, kRouteKind, kRegionKind,
-    kYoloKind, kShortcutKind, kLocalKind, kDetectionKind;
+    kYoloKind, kShortcutKind, kLocalKind, kDetectionKind, kCropKind;
 
 // The kind of a section name (or its alias); null when there is none.
 const OpKind* find_op_kind(const std::string& section);

@@ -23,6 +23,7 @@ std::unique_ptr<Op> make_cost_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_shortcut_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_local_op(const NetSpec&, const LayerSpec&);
 std::unique_ptr<Op> make_detection_op(const NetSpec&, const LayerSpec&);
+std::unique_ptr<Op> make_crop_op(const NetSpec&, const LayerSpec&);
 
 namespace {
 
@@ -47,6 +48,7 @@ const Registration kOps[] = {
     {&kShortcutKind, make_shortcut_op},
     {&kLocalKind, make_local_op},
     {&kDetectionKind, make_detection_op},
+    {&kCropKind, make_crop_op},
 };
 
 const Registration* find(const OpKind* k) {

@@ -47,6 +47,7 @@ struct Replay {
   Prediction out;
 
   Replay(const NetSpec& n, const Partition& part, const ClusterModel& c) : net(n), p(part), cm(c) {
+    check_modelled(net);
     cut = resolve_cut(net, p.cut, p.rows, p.cols);
     dense_begin = net.first_untileable();
     batch = net.micro_batch();

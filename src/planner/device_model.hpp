@@ -5,9 +5,9 @@
 // process needs besides the buffers the memory plan counts. The planner's cost model
 // (cost_model.hpp) reads it.
 #pragma once
-#include <functional>
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,13 +33,13 @@ struct DeviceModel {
   std::string cfg, signature;  // the net it was calibrated on (net_signature)
   std::string host, isa, kernel_path;
   int threads = 1, channel_block = 8, batch = 1;
-  double cpu_capacity = 1;  // cores the device gives (cpu_capacity())
-  std::vector<LayerModel> layers;  // spatial layers [0, first_untileable), by index
+  double cpu_capacity = 1;                                  // cores the device gives (cpu_capacity())
+  std::vector<LayerModel> layers;                           // spatial layers [0, first_untileable), by index
   double head_fwd_per_sample = 0, head_bwd_per_sample = 0;  // dense head and loss, seconds
-  double sgd_per_param = 0;  // SGD update, seconds per parameter
-  double reload_s = 0;       // re-formatting every weight for the kernels after an update
-  double base_mb = 0;        // resident memory besides maps, deltas, weights and kernel scratch
-  double scratch_mb = 0;     // kernel scratch (oneDNN scratchpad and gradient scratch), whole maps
+  double sgd_per_param = 0;                                 // SGD update, seconds per parameter
+  double reload_s = 0;          // re-formatting every weight for the kernels after an update
+  double base_mb = 0;           // resident memory besides maps, deltas, weights and kernel scratch
+  double scratch_mb = 0;        // kernel scratch (oneDNN scratchpad and gradient scratch), whole maps
   double weight_copies_mb = 0;  // weights in the kernels' layouts, replicated run
   double gflops = 0;            // convolution throughput at full size: to scale to a profile
   double solo_compute_s = 0;    // one step's layer compute at full size, the device to itself
@@ -84,6 +84,8 @@ double cpu_capacity();
 // The layer shapes a model depends on, e.g. "conv3/1:3>32 max2/2 ...": a model is only
 // valid for a net with the same signature (the input size may differ).
 std::string net_signature(const NetSpec& net);
+// Throws for what the planner does not model yet: a layer before the tiled part ([crop]).
+void check_modelled(const NetSpec& net);
 
 struct CalibrateOptions {
   int threads = 1;

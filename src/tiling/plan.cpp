@@ -96,17 +96,20 @@ std::vector<int> parse_groups(const std::string& spec, int first, int last) {
 }
 
 int resolve_cut(const NetSpec& net, int requested, int rows, int cols) {
-  const int limit = net.max_cut(), untileable = net.first_untileable();
+  const int limit = net.max_cut(), untileable = net.first_untileable(), first = net.first_tiled();
   if (requested < -1) fail("--cut ", requested, ": a layer count (or -1, the default)");
   if (requested < 0) {
-    if (limit == 0) fail(net.path, ": the first layer cannot be tiled ([", net.layers[0].type_name(), "])");
-    for (int cut = limit; cut > 0; --cut) {
+    if (limit <= first)
+      fail(net.path, ": layer ", first, " cannot be tiled ([", net.layers[size_t(first)].type_name(), "])");
+    for (int cut = limit; cut > first; --cut) {
       const Shape& end = net.layers[size_t(cut - 1)].out;
       if (end.h >= rows && end.w >= cols && net.split_reader(cut) < 0) return cut;
     }
     return limit;  // no cut fits the grid: make_plan names the layer where a tile is empty
   }
-  if (requested == 0) fail("--cut 0: at least the first layer must be tiled");
+  if (requested <= first)
+    fail("--cut ", requested, ": at least layer ", first, " must be tiled",
+         first > 0 ? " (the [crop] before it runs on the whole picture)" : "");
   if (requested > int(net.layers.size())) fail("--cut ", requested, ": the net has ", net.layers.size(), " layers");
   if (requested > untileable) {
     const LayerSpec& l = net.layers[size_t(untileable)];
