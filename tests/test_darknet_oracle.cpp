@@ -195,6 +195,15 @@ std::vector<Case> cases() {
                    "[connected]\noutput=4\nactivation=ramp\n"
                    "[softmax]\n",
                false});
+  // darknet9000's head: a softmax per group of a class tree (tests/fixtures/class_tree: 9
+  // classes in groups of 3, 2, 2, 2).
+  c.push_back({"tree_softmax",
+               "[net]\nbatch=2\nsubdivisions=1\nwidth=5\nheight=4\nchannels=3\n" + kTrainKeys +
+                   "[convolutional]\nfilters=9\nsize=3\npad=1\nactivation=leaky\n"
+                   "[avgpool]\n"
+                   "[softmax]\ngroups=1\ntree=" +
+                   test::source_dir() + "/tests/fixtures/class_tree/tree.txt\n",
+               false});
   // Batch-norm convs (see the note on epsilon at the top).
   c.push_back({"batchnorm",
                "[net]\nbatch=2\nsubdivisions=1\nwidth=13\nheight=11\nchannels=3\n" + kTrainKeys +

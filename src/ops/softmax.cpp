@@ -1,19 +1,41 @@
-// [softmax] over each sample's values and, as the net's last layer, the cross-entropy
-// loss. As in Darknet the delta passes through unchanged: the loss's delta p - truth
-// already is the gradient of softmax + cross-entropy with respect to the logits.
+// [softmax] over each sample's values, or over each group of a class tree (tree=, as
+// YOLO9000's classifier: Darknet's read_tree groups consecutive lines with the same parent),
+// and, as the net's last layer, the cross-entropy loss. As in Darknet the delta passes
+// through unchanged: the loss's delta p - truth already is the gradient of softmax +
+// cross-entropy with respect to the logits.
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
 namespace tt {
+
+struct SoftmaxParams {
+  std::string tree;         // the tree file, or empty: one softmax over all values
+  std::vector<int> groups;  // with a tree: the sizes of its consecutive groups
+};
+
 namespace {
+
+const SoftmaxParams& params(const LayerSpec& l) { return l.params_as<SoftmaxParams>(); }
 
 class SoftmaxOp final : public PassThroughLoss {
  public:
   using PassThroughLoss::PassThroughLoss;
   void forward(const OpStep& st, const OpTensors& t) const override {
-    softmax_forward(t.in[0], t.out, st.batch, int(spec.in.size()));
+    const int64_t n = spec.in.size();
+    if (params(spec).groups.empty()) return softmax_forward(t.in[0], t.out, st.batch, int(n));
+    for (int b = 0; b < st.batch; ++b) {
+      int64_t at = b * n;
+      for (int g : params(spec).groups) {
+        softmax_forward(t.in[0] + at, t.out + at, 1, g);
+        at += g;
+      }
+    }
   }
   double loss(const OpStep& st, const OpTensors& t, const LossArgs& a, DetectorLoss*) const override {
     return softmax_cross_entropy(t.out, a.truth, t.dout, st.batch * spec.out.size());
@@ -26,13 +48,50 @@ class SoftmaxOp final : public PassThroughLoss {
 std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<SoftmaxOp>(s); }
 
 namespace {
-void parse_softmax(CfgReader& r, LayerSpec&) {
+void parse_softmax(CfgReader& r, LayerSpec& l) {
+  SoftmaxParams& p = l.params.emplace<SoftmaxParams>();
   if (r.integer("groups", 1) != 1)
     fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
+  p.tree = r.str("tree", "");
+  if (!p.tree.empty()) {
+    std::ifstream f(p.tree);
+    if (!f) fail(r.where(r.line_of("tree")), ": cannot open the class tree '", p.tree, "'");
+    // Darknet's read_tree: "name parent" per line; a new group starts where the parent changes.
+    std::string line;
+    int last_parent = -1, size = 0, n = 0;
+    while (std::getline(f, line)) {
+      std::istringstream ss(line);
+      std::string name;
+      int parent = -1;
+      if (!(ss >> name))
+        fail(p.tree, ":", n + 1, ": an empty line in a class tree (cfg ", r.where(r.line_of("tree")), ")");
+      ss >> parent;
+      if (parent < -1 || parent >= n)
+        fail(p.tree, ":", n + 1, ": parent ", parent, " is not an earlier line (cfg ", r.where(r.line_of("tree")), ")");
+      if (parent != last_parent) {
+        if (size > 0) p.groups.push_back(size);
+        size = 0;
+        last_parent = parent;
+      }
+      ++size;
+      ++n;
+    }
+    if (size > 0) p.groups.push_back(size);
+    if (n == 0) fail(r.where(r.line_of("tree")), ": the class tree '", p.tree, "' is empty");
+  }
   r.reject_unused({"temperature", "spatial", "noloss"});
+}
+
+void softmax_shape(const NetSpec&, LayerSpec& l, const ShapeCheck& check) {
+  const SoftmaxParams& p = params(l);
+  const int64_t classes = std::accumulate(p.groups.begin(), p.groups.end(), int64_t(0));
+  if (!p.tree.empty() && classes != l.in.size())
+    fail(check.where(), ": the class tree '", p.tree, "' has ", classes, " classes but the layer's input has ",
+         l.in.size(), " values");
+  l.out = l.in;
 }
 }  // namespace
 
-extern const OpKind kSoftmaxKind{"softmax", "soft", parse_softmax, same_shape, flops_per_input};
+extern const OpKind kSoftmaxKind{"softmax", "soft", parse_softmax, softmax_shape, flops_per_input};
 
 }  // namespace tt
