@@ -26,8 +26,8 @@ for f in "$dir"/*.cfg; do
     fail=$((fail + 1))
     continue
   fi
-  # "PATH: input 3x256x256, batch ..."
-  read -r h w < <(printf '%s\n' "$info" | sed -n '1s/.*input [0-9]*x\([0-9]*\)x\([0-9]*\).*/\1 \2/p')
+  # "PATH: input 3x256x256, batch ..." (after any warnings about the cfg)
+  read -r h w < <(printf '%s\n' "$info" | sed -n 's/.*: input [0-9]*x\([0-9]*\)x\([0-9]*\), batch.*/\1 \2/p' | head -1)
   size=()
   if [ "${h:-0}" -gt 128 ] || [ "${w:-0}" -gt 128 ]; then size=(--size 128x128); fi
   start=$(date +%s.%N)
