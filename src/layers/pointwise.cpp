@@ -21,8 +21,11 @@ void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
 
 template <int B, bool kSquares>
 void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) {
-  // Double accumulators: the sums then round the same whichever tile adds which cells,
-  // so batch statistics (and the forward values after them) do not depend on the grid.
+  // Double accumulators, so that which tile adds which cells rarely changes the float the
+  // statistics round to. Rarely is not never: double addition is not associative, and
+  // darknet53 at 128x128 on 2x2 tiles (seed 1) gets a channel's statistics one rounding
+  // apart from the untiled run's (bench/RESULTS.md, Debian's cfgs). An order-free sum
+  // (exact, or double-double) would make batch statistics independent of the grid.
   using W = Wide<B>;
   rows2<B>(y, y, r, [&](const float* p, const float*, int blk, int n) {
     typename W::D s[W::N] = {}, q[W::N] = {};
