@@ -673,7 +673,10 @@ TEST_P(Pointwise, ChannelSums) {
   Rng rng(11 + channels);
   PwFixture f(channels, block, rng);
   const int B = f.B;
-  std::vector<double> sum(f.c, 0.5), sq(f.c, 0.25), want_s(f.c, 0.5), want_q(f.c, 0.25);
+  // Double-doubles: hi in [0, c), lo in [c, 2c), added to.
+  std::vector<double> sum(2 * size_t(f.c), 0.), sq(2 * size_t(f.c), 0.), want_s(f.c, 0.5), want_q(f.c, 0.25);
+  std::fill_n(sum.begin(), f.c, 0.5);
+  std::fill_n(sq.begin(), f.c, 0.25);
   for (int s = 0; s < f.n; ++s)
     for (int ch = 0; ch < f.c; ++ch)
       for (int yy = f.region.y0; yy < f.region.y1; ++yy)
@@ -684,9 +687,52 @@ TEST_P(Pointwise, ChannelSums) {
         }
   channel_sums(f.y.t, f.region, sum.data(), sq.data());
   for (int ch = 0; ch < f.c; ++ch) {
-    EXPECT_NEAR(sum[ch], want_s[ch], 1e-5 * (1 + std::fabs(want_s[ch]))) << "channel " << ch;
-    EXPECT_NEAR(sq[ch], want_q[ch], 1e-5 * (1 + std::fabs(want_q[ch]))) << "channel " << ch;
+    EXPECT_NEAR(sum[ch] + sum[f.c + ch], want_s[ch], 1e-5 * (1 + std::fabs(want_s[ch]))) << "channel " << ch;
+    EXPECT_NEAR(sq[ch] + sq[f.c + ch], want_q[ch], 1e-5 * (1 + std::fabs(want_q[ch]))) << "channel " << ch;
   }
+}
+
+// The batch statistics must not depend on how the map is tiled: the same cells summed as one
+// box, and as four boxes in two orders and added up as double-doubles, give the same
+// double. Values over 40 binary orders of magnitude, so that plain double sums of the same
+// cells in another order round differently (checked: the test would otherwise prove little),
+// while their exact sum still fits the pair's 106 bits.
+TEST(Pointwise, ChannelSumsDoNotDependOnTheTiling) {
+  const int c = 16, h = 37, w = 41;
+  std::vector<float> buf(size_t(c) * h * w);
+  Rng rng(77);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (float& v : buf) v = std::ldexp(u(rng), int(rng() % 40) - 20);
+  const TensorView y{buf.data(), 1, c, 16, Box{0, h, 0, w}};
+  auto total = [&](const std::vector<Box>& boxes) {
+    std::vector<double> all(size_t(c), 0.);
+    std::vector<double> sh(size_t(c), 0.), sl(size_t(c), 0.);
+    for (const Box& b : boxes) {
+      std::vector<double> sum(2 * size_t(c), 0.), sq(2 * size_t(c), 0.);
+      channel_sums(y, b, sum.data(), sq.data());
+      for (int k = 0; k < c; ++k) {
+        two_sum_add(sh[size_t(k)], sl[size_t(k)], sum[size_t(k)]);
+        sl[size_t(k)] += sum[size_t(c + k)];
+      }
+    }
+    for (int k = 0; k < c; ++k) all[size_t(k)] = sh[size_t(k)] + sl[size_t(k)];
+    return all;
+  };
+  const std::vector<double> whole = total({Box{0, h, 0, w}});
+  const std::vector<Box> quarters{Box{0, 20, 0, 13}, Box{0, 20, 13, w}, Box{20, h, 0, 13}, Box{20, h, 13, w}};
+  EXPECT_EQ(total(quarters), whole);
+  EXPECT_EQ(total({quarters[3], quarters[1], quarters[2], quarters[0]}), whole);
+  // Plain double sums of the same cells: row by row, and column by column.
+  int differ = 0;
+  for (int k = 0; k < c; ++k) {
+    double rows = 0, cols = 0;
+    for (int yy = 0; yy < h; ++yy)
+      for (int xx = 0; xx < w; ++xx) rows += y.at(0, 0, yy, xx)[k];
+    for (int xx = 0; xx < w; ++xx)
+      for (int yy = 0; yy < h; ++yy) cols += y.at(0, 0, yy, xx)[k];
+    differ += rows != cols;
+  }
+  EXPECT_GT(differ, 0) << "plain double sums agreed in every order: the data is too tame for this test";
 }
 
 TEST_P(Pointwise, AffineActForwardAndBackward) {

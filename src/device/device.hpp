@@ -43,7 +43,8 @@ class Device {
   virtual void compact_region(TensorView& t, const Box& keep) = 0;
 
   // Batch-norm and activation after a convolution (layers/pointwise.hpp says what each
-  // computes); statistics in double so that tiles add up to exact batch statistics.
+  // computes); statistics as double-doubles, so that the tiles' parts add up to the same batch
+  // statistics as one whole map's.
   virtual void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq) = 0;
   virtual void affine_act_forward(const TensorView& y, const TensorView& z, const Box& region, const float* a,
                                   const float* b, Act act) = 0;

@@ -22,9 +22,9 @@ ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& 
   mean_f_.assign(size_t(C), 0.f);
   mean_.assign(size_t(C), 0.);
   rstd_.assign(size_t(C), 1.);
-  s1_.assign(2 * size_t(C), 0.);
+  s1_.assign(4 * size_t(C), 0.);
   s2_.assign(2 * size_t(C), 0.);
-  slots_.assign(size_t(tiles) * 2 * size_t(s.out.c), 0.);
+  slots_.assign(size_t(tiles) * 4 * size_t(s.out.c), 0.);  // forward: 4 per channel, backward: 2
 }
 
 void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& params, int batch, bool batch_stats,
@@ -37,15 +37,26 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
   std::vector<float>& rm = params.rolling_mean[size_t(s_.index)];
   std::vector<float>& rv = params.rolling_var[size_t(s_.index)];
   if (batch_stats) {
+    // Per tile Σ y and Σ y² as double-doubles (hi, lo per channel: 4C), gathered in tile
+    // order and added up as double-doubles, so that the statistics do not depend on the grid.
     for (const PointwiseTile& pt : tiles) {
-      double* slot = slots_.data() + size_t(pt.tile) * 2 * C;
-      std::fill(slot, slot + 2 * C, 0.);
-      dev_.channel_sums(pt.y, pt.own, slot, slot + C);
+      double* slot = slots_.data() + size_t(pt.tile) * 4 * C;
+      std::fill(slot, slot + 4 * C, 0.);
+      dev_.channel_sums(pt.y, pt.own, slot, slot + 2 * C);
     }
-    sum(slots_, 2 * C, s1_.data());
+    sum(slots_, 4 * C, s1_.data());
+    const int T = int(slots_.size() / (4 * size_t(C)));
     const double M = double(batch) * s_.out.h * s_.out.w;
     for (int c = 0; c < C; ++c) {
-      const double mean = s1_[size_t(c)] / M, var = std::max(0., s1_[size_t(C + c)] / M - mean * mean);
+      double sh = 0, sl = 0, qh = 0, ql = 0;
+      for (int t = 0; t < T; ++t) {
+        const double* slot = slots_.data() + size_t(t) * 4 * C;
+        two_sum_add(sh, sl, slot[c]);
+        sl += slot[C + c];
+        two_sum_add(qh, ql, slot[2 * C + c]);
+        ql += slot[3 * C + c];
+      }
+      const double mean = (sh + sl) / M, var = std::max(0., (qh + ql) / M - mean * mean);
       mean_[size_t(c)] = mean;
       rstd_[size_t(c)] = 1. / std::sqrt(var + kBnEps);
       rm[size_t(c)] = float(0.99 * rm[size_t(c)] + 0.01 * mean);

@@ -21,28 +21,41 @@ void rows2(const TensorView& a, const TensorView& b, const Box& r, F&& f) {
 
 template <int B, bool kSquares>
 void channel_sums_b(const TensorView& y, const Box& r, double* sum, double* sq) {
-  // Double accumulators, so that which tile adds which cells rarely changes the float the
-  // statistics round to. Rarely is not never: double addition is not associative, and
-  // darknet53 at 128x128 on 2x2 tiles (seed 1) gets a channel's statistics one rounding
-  // apart from the untiled run's (bench/RESULTS.md, Debian's cfgs). An order-free sum
-  // (exact, or double-double) would make batch statistics independent of the grid.
+  // Double-double accumulators (two_sum_add, lane by lane): which tile adds which cells then
+  // changes the statistics by about 2^-100 of their size, below what rounds them to another
+  // double but in rare cases; plain double sums rounded to another float in about one run of
+  // darknet53 at 128x128 on 2x2 tiles (bench/RESULTS.md, Debian's cfgs).
   using W = Wide<B>;
+  const int C = y.c;
   rows2<B>(y, y, r, [&](const float* p, const float*, int blk, int n) {
-    typename W::D s[W::N] = {}, q[W::N] = {};
+    typename W::D s[W::N] = {}, se[W::N] = {}, q[W::N] = {}, qe[W::N] = {};
     for (int i = 0; i < n; ++i)
       for (int k = 0; k < W::N; ++k) {
-        const typename W::D v = W::load(p + i * B + k * W::L);
-        s[k] += v;
-        if constexpr (kSquares) q[k] += v * v;
+        const typename W::D v = W::load(p + i * B + k * W::L), v2 = v * v;  // v * v is exact in double
+        typename W::D t = s[k] + v, bp = t - s[k];
+        se[k] += (s[k] - (t - bp)) + (v - bp);
+        s[k] = t;
+        if constexpr (kSquares) {
+          t = q[k] + v2, bp = t - q[k];
+          qe[k] += (q[k] - (t - bp)) + (v2 - bp);
+          q[k] = t;
+        }
       }
-    double ss[B], qq[B];
+    double ss[B], sse[B], qq[B], qqe[B];
     for (int k = 0; k < W::N; ++k) {
       W::store(ss + k * W::L, s[k]);
+      W::store(sse + k * W::L, se[k]);
       W::store(qq + k * W::L, q[k]);
+      W::store(qqe + k * W::L, qe[k]);
     }
-    for (int c = 0; c < B && blk * B + c < y.c; ++c) {
-      sum[blk * B + c] += ss[c];
-      if constexpr (kSquares) sq[blk * B + c] += qq[c];
+    for (int c = 0; c < B && blk * B + c < C; ++c) {
+      const int ch = blk * B + c;
+      two_sum_add(sum[ch], sum[C + ch], ss[c]);
+      sum[C + ch] += sse[c];
+      if constexpr (kSquares) {
+        two_sum_add(sq[ch], sq[C + ch], qq[c]);
+        sq[C + ch] += qqe[c];
+      }
     }
   });
 }
@@ -198,9 +211,9 @@ void add_channel_sums(const float* map, int n, int c, int b, long pixels, float*
   // oneDNN, OpenBLAS and a vector kernel differ from each other by several times the
   // rounding of the result (a layer's tiled and untiled runs may use different kernels).
   const TensorView v{const_cast<float*>(map), n, c, b, Box{0, 1, 0, int(pixels)}};  // pixels as one row
-  std::vector<double> s(size_t(c), 0.);
+  std::vector<double> s(2 * size_t(c), 0.);                                         // double-doubles: hi, then lo
   with_block(b, [&](auto B) { channel_sums_b<B, false>(v, v.box, s.data(), nullptr); });
-  for (int k = 0; k < c; ++k) sum[k] += float(s[size_t(k)]);
+  for (int k = 0; k < c; ++k) sum[k] += float(s[size_t(k)] + s[size_t(c + k)]);
 }
 void affine_act_forward(const TensorView& y, const TensorView& z, const Box& r, const float* a, const float* b,
                         Act act) {

@@ -11,7 +11,17 @@
 
 namespace tt {
 
-// sum[c] += Σ y, sq[c] += Σ y² over `region` (all samples).
+// Adds v to the double-double hi + lo with Knuth's TwoSum (an error-free transformation): the
+// pair carries the sum to about 2^-100 of its size, so that sums of the same values in
+// different orders (a map's tiles) round to the same double but in rare cases.
+inline void two_sum_add(double& hi, double& lo, double v) {
+  const double t = hi + v, bp = t - hi;
+  lo += (hi - (t - bp)) + (v - bp);
+  hi = t;
+}
+// Σ y and Σ y² over `region` (all samples) added, as double-doubles, into sum[c] + sum[C + c]
+// and sq[c] + sq[C + c] (C = y.c): the batch statistics, which then do not depend on how the
+// map is tiled.
 void channel_sums(const TensorView& y, const Box& region, double* sum, double* sq);
 // sum[k] += Σ over samples and pixels of channel k of a blocked map [n][c/b][pixels][b],
 // in double: the bias gradient of every convolution kernel.
