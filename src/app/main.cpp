@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "on", "off"}));
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
-    c->add_option("--bn", o.bn, "batch-norm across tiles: sync (batch statistics over the whole map) or frozen")
+    c->add_option("--bn", o.bn, "batch-norm across tiles: sync (batch statistics over the whole map, as untiled) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));
     c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str()->check(kUnsigned64);
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
