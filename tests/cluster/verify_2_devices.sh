@@ -15,7 +15,12 @@ grep -q "^OK: tiled training matches untiled" "$tmp/log" || { echo "FAIL: verify
 # command sets it, so a poll window worked out while MPI started would stand.
 OMPI_MCA_mca_base_env_list=OMP_NUM_THREADS=1 \
   edge run -- bench --cfg "$src/tests/fixtures/pool_mix/net.cfg" --grid 1x2 --steps 1 --warmup 0 --json \
-  >"$tmp/bench.out" 2>&1 || { echo "FAIL: bench across the devices failed:"; cat "$tmp/bench.out"; exit 1; }
+  >"$tmp/bench.out" 2>"$tmp/bench.err" || {
+  echo "FAIL: bench across the devices failed:"
+  cat "$tmp/bench.out" "$tmp/bench.err"
+  exit 1
+}
+# (stderr apart: a rank's message written while the root prints its JSON line would cut it)
 python3 - "$tmp/bench.out" <<'PY'
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
