@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/hash.hpp"
 #include "util/sys.hpp"
 
 namespace tt {
@@ -28,13 +29,6 @@ std::string resolve(const std::string& p, const std::string& data_file) {
   if (p.empty() || fs::path(p).is_absolute() || fs::exists(p, ec)) return p;
   const fs::path alt = fs::path(data_file).parent_path() / p;
   return fs::exists(alt, ec) ? alt.string() : p;
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // The random draws of one sample, in place of Darknet's rand().
@@ -214,7 +208,8 @@ CheckedList check_list(const std::string& list, int classes, int64_t max_pixels,
       image_info(e.path, max_pixels);
     } catch (const Error& err) {
       if (!skip_bad) fail(list, ":", e.line, ": ", err.what(), " (--skip-bad-images leaves such pictures out)");
-      if (++out.skipped <= kNamed && warn) warn("skipping a bad image: " + list + ":" + std::to_string(e.line) + ": " + err.what());
+      if (++out.skipped <= kNamed && warn)
+        warn("skipping a bad image: " + list + ":" + std::to_string(e.line) + ": " + err.what());
       continue;
     }
     const std::string labels = label_path(e.path);

@@ -6,6 +6,7 @@
 
 #include "layers/pointwise.hpp"
 #include "util/error.hpp"
+#include "util/hash.hpp"
 
 namespace tt {
 
@@ -22,8 +23,8 @@ void avgpool_backward(const float* dout, float* din, int n, int c, int hw) {
     for (int k = 0; k < hw; ++k) din[int64_t(i) * hw + k] = dout[i] / hw;
 }
 
-static void gemm(char ta, char tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
-                 float* c, int ldc) {
+void gemm(char ta, char tb, int m, int n, int k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+          float* c, int64_t ldc) {
   if (dnnl_sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) fail("dnnl_sgemm failed");
 }
 
@@ -60,13 +61,6 @@ void softmax_forward(const float* in, float* out, int n, int c) {
     for (int i = 0; i < c; ++i) sum += (p[i] = std::exp(a[i] - m));
     for (int i = 0; i < c; ++i) p[i] = float(p[i] / sum);
   }
-}
-
-static uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 void dropout_apply(const float* in, float* out, int64_t n_per_sample, int n, float p, uint64_t seed, int64_t step) {

@@ -12,6 +12,10 @@ namespace tt {
 void avgpool_forward(const float* in, float* out, int n, int c, int hw);
 void avgpool_backward(const float* dout, float* din, int n, int c, int hw);
 
+// C = op(A)·op(B) + beta·C on row-major matrices (oneDNN's sgemm; 'N' or 'T' per operand).
+void gemm(char ta, char tb, int m, int n, int k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+          float* c, int64_t ldc);
+
 // y = x·Wᵀ + b (W is [out][in]), z = act(y). z may alias y.
 void connected_forward(const float* x, const float* w, const float* b, float* y, float* z, int n, int in, int out,
                        Act act);

@@ -7,6 +7,7 @@
 
 #include "model/op_kind.hpp"
 #include "util/error.hpp"
+#include "util/hash.hpp"
 
 namespace tt {
 
@@ -92,14 +93,8 @@ int64_t LayerSpec::param_count() const {
 double LayerSpec::forward_flops() const { return kind->flops(*this); }
 
 namespace {
-// A uniform number in [0, 1) drawn from the batch number (SplitMix64's finaliser).
-double uniform_of(int64_t batch_num) {
-  uint64_t z = uint64_t(batch_num) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return double(z >> 11) * 0x1.0p-53;
-}
+// A uniform number in [0, 1) drawn from the batch number.
+double uniform_of(int64_t batch_num) { return double(mix(uint64_t(batch_num)) >> 11) * 0x1.0p-53; }
 }  // namespace
 
 // As Darknet computes them: powers and exponentials in double, the rate a float.

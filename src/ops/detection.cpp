@@ -13,19 +13,13 @@
 #include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
+#include "util/hash.hpp"
 
 namespace tt {
 
 namespace {
 
 const DetectionParams& params(const LayerSpec& l) { return l.detection(); }
-
-uint64_t mix(uint64_t x) {  // SplitMix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 class DetectionOp final : public Op {
  public:

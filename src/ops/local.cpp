@@ -2,10 +2,9 @@
 // cell (Darknet's local_layer.c): out[f][j] = act(b[f][j] + Σ_q W[j][f][q] col[q][j]) with
 // col the im2col of the input, one bias per output value. Weights are [cell][filter][c][ky][kx].
 // Each output cell is one product over the micro-batch: [batch][k] by the cell's [filters][k].
-#include <oneapi/dnnl/dnnl.h>
-
 #include <cmath>
 
+#include "layers/dense.hpp"
 #include "layers/pointwise.hpp"
 #include "model/cfg_reader.hpp"
 #include "model/net_limits.hpp"
@@ -14,11 +13,6 @@
 
 namespace tt {
 namespace {
-
-void gemm(char ta, char tb, int m, int n, int k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-          float* c, int64_t ldc) {
-  if (dnnl_sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) fail("dnnl_sgemm failed");
-}
 
 class LocalOp final : public Op {
  public:
