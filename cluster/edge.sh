@@ -5,9 +5,13 @@
 # (and whose memory limit is the device's memory). Needs root.
 #
 #   cluster/edge.sh up --devices N (--profile P | --link RATE [--cores C] [--device-speed F] [--memory MB])
+#                      [--rtt MS] [--jitter MS]
 #   cluster/edge.sh run [--ranks-per-device K] [--devices N] [--timeout S] -- TILETRAIN-ARGS...
 #   cluster/edge.sh status            what is up, and the time dilation
 #   cluster/edge.sh link DEV up|down  take a device's link down (fault tests) or back up
+#   cluster/edge.sh link DEV --rtt MS [--jitter MS]  set a device's round trip to the switch
+#   cluster/edge.sh ping DEV DEV [--count N] [--mb M]  round trips between two devices (UDP
+#                                     echoes), in order?, and M MB over TCP (rate, intact?)
 #   cluster/edge.sh speed DEV F       change a device's CPU quota while it runs
 #   cluster/edge.sh exec DEV -- CMD   run CMD inside a device (its namespace, cgroup, host name)
 #   cluster/edge.sh down              remove everything (idempotent, also after a crash)
@@ -26,7 +30,12 @@
 # core runs at F x here, so it is D = device_gflops / (F x host_gflops) times slower than
 # the real core, and the link is shaped to the real rate / D: computation and
 # communication keep the real device's ratio. Divide measured times by D for device time.
-# Latency cannot be added (no netem in this kernel): links have only rate limits.
+#
+# Latency (--rtt, --jitter, a profile's rtt_ms/jitter_ms): this kernel has no netem, so a
+# device whose link has a round trip leaves the bridge; its veth end and a tap port of the
+# bridge are joined by build/edge_delay_line (cluster/delay_line.cpp), which holds each frame
+# for half the round trip (x D, device time) plus up to +-jitter/2 each way, in order.
+# A device's RTT is to the switch: two devices with 2 ms each are 4 ms apart.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -112,6 +121,64 @@ shape() {  # namespace, interface, rate: tbf on the interface's egress
 # stop, mpirun would otherwise wait that long to end the job.
 no_long_retries() { ip netns exec "$1" sysctl -q -w net.ipv4.tcp_retries2=5; }
 
+check_ms() {  # command, option, value: milliseconds, 0-10000
+  awk -v v="$3" 'BEGIN { exit !(v ~ /^[0-9]+(\.[0-9]+)?$/ && v <= 10000) }' ||
+    die "$1: $2 takes milliseconds, 0 to 10000 (got '$3')"
+}
+
+delay_bin() {
+  local bin=${EDGE_DELAY_LINE:-$root/build/edge_delay_line}
+  if [ ! -x "$bin" ]; then
+    (cd "$root" && scripts/setup.sh edge_delay_line >/dev/null) || die "could not build $bin (scripts/setup.sh edge_delay_line)"
+  fi
+  echo "$bin"
+}
+
+delay_off() {  # device: its veth end straight in the bridge again
+  local k=$1 pidf=$state_dir/delay$1.pid
+  if [ -f "$pidf" ]; then
+    kill "$(cat "$pidf")" 2>/dev/null || true
+    rm -f "$pidf"
+  fi
+  ip netns exec $ns-sw ip link del t$k 2>/dev/null || true
+  ip netns exec $ns-sw ip link set d$k master br0
+}
+
+# A delay line between device $1's veth end and a tap port of the bridge, if its link has a
+# round trip or jitter (state_dir/latencyK: "RTT_MS JITTER_MS", device time; x dilation here).
+delay_on() {
+  local k=$1 rtt jitter bin us jus tries
+  read -r rtt jitter <"$state_dir/latency$k"
+  delay_off "$k"
+  awk -v r="$rtt" -v j="$jitter" 'BEGIN { exit !(r > 0 || j > 0) }' || return 0
+  bin=$(delay_bin)
+  us=$(awk -v r="$rtt" -v d="$dilation" 'BEGIN { printf "%.1f", r * 1000 / 2 * d }')
+  jus=$(awk -v j="$jitter" -v d="$dilation" 'BEGIN { printf "%.1f", j * 1000 / 2 * d }')
+  ip netns exec $ns-sw ip link set d$k nomaster
+  ip netns exec $ns-sw ip tuntap add dev t$k mode tap vnet_hdr
+  ip netns exec $ns-sw ip link set t$k master br0 up
+  ip netns exec $ns-sw setsid "$bin" --wire d$k --tap t$k --delay-us "$us" --jitter-us "$jus" --seed "$k" \
+    </dev/null >>"$state_dir/delay$k.log" 2>&1 &
+  echo $! >"$state_dir/delay$k.pid"
+  # Ready once it holds the tap (carrier up); it may also fail to start.
+  for ((tries = 0; ; tries++)); do
+    [ "$(ip netns exec $ns-sw cat /sys/class/net/t$k/carrier 2>/dev/null)" = 1 ] && break
+    kill -0 "$(cat "$state_dir/delay$k.pid")" 2>/dev/null || die "the delay line of dev$k stopped: $(tail -n 3 "$state_dir/delay$k.log")"
+    [ "$tries" -lt 100 ] || die "the delay line of dev$k did not attach to t$k in 10 s"
+    sleep 0.1
+  done
+}
+
+latency_of() {  # device: "rtt ms, jitter ms" for status
+  local rtt jitter
+  read -r rtt jitter <"$state_dir/latency$1"
+  if awk -v r="$rtt" -v j="$jitter" 'BEGIN { exit !(r > 0 || j > 0) }'; then
+    echo "RTT $rtt ms +-$jitter ms to the switch"
+  else
+    echo "no added latency"
+  fi
+}
+
 load_state() {
   [ -f "$state" ] || die "no cluster is up (run: cluster/edge.sh up --devices N --link RATE)"
   # shellcheck disable=SC1090
@@ -141,7 +208,7 @@ cmd_down() {
 }
 
 cmd_up() {
-  local devices="" link="" cores="" speed="" memory="" profile=""
+  local devices="" link="" cores="" speed="" memory="" profile="" rtt="" jitter=""
   while [ $# -gt 0 ]; do
     case $1 in
       --devices) devices=$2; shift 2 ;;
@@ -150,6 +217,8 @@ cmd_up() {
       --device-speed) speed=$2; shift 2 ;;
       --memory) memory=$2; shift 2 ;;
       --profile) profile=$2; shift 2 ;;
+      --rtt) rtt=$2; shift 2 ;;
+      --jitter) jitter=$2; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
@@ -160,11 +229,14 @@ cmd_up() {
     local row
     row=$(awk -v p="$profile" '!/^#/ && $1 == p' "$here/profiles.conf")
     [ -n "$row" ] || die "up: unknown profile '$profile' (cluster/profiles.conf has: $(awk '!/^#/ && NF {printf "%s ", $1}' "$here/profiles.conf"))"
-    read -r _ p_cores p_mem p_link dev_gflops <<<"$row"
-    : "${cores:=$p_cores}" "${memory:=$p_mem}"
+    local p_cores p_mem p_link p_rtt p_jitter
+    read -r _ p_cores p_mem p_link dev_gflops p_rtt p_jitter <<<"$row"
+    : "${cores:=$p_cores}" "${memory:=$p_mem}" "${rtt:=${p_rtt:-0}}" "${jitter:=${p_jitter:-0}}"
     real_link=${link:-$p_link}
   fi
-  : "${cores:=1}"
+  : "${cores:=1}" "${rtt:=0}" "${jitter:=0}"
+  check_ms up --rtt "$rtt"
+  check_ms up --jitter "$jitter"
   [[ "$cores" =~ ^[0-9]+$ ]] && [ "$cores" -ge 1 ] || die "up: --cores must be a positive integer (got '$cores')"
   need_tools
   [ -n "$profile" ] && host_gflops=$(/usr/bin/python3 "$here/host_sgemm.py")
@@ -214,6 +286,7 @@ cmd_up() {
     no_long_retries $ns-dev$k
     shape $ns-dev$k eth0 "$link"  # device -> switch
     shape $ns-sw d$k "$link"      # switch -> device
+    echo "$rtt $jitter" >"$state_dir/latency$k"
     local d
     for d in $(cg_dirs $k); do mkdir -p "$d"; done
     set_speed $k "$(awk -v c="$cores" -v s="$speed" 'BEGIN { print c * s }')"
@@ -232,6 +305,7 @@ host_gflops=${host_gflops:-}
 dilation=$dilation
 cgroup=v$cgv
 EOF
+  for ((k = 0; k < devices; k++)); do delay_on $k; done
   cmd_status
 }
 
@@ -259,13 +333,14 @@ cmd_status() {
     fi
     local up
     up=$(ip netns exec $ns-sw cat /sys/class/net/d$k/operstate 2>/dev/null || echo "?")
-    printf '  dev%-2d %s.%-3d ns %s %s cores x %s = %s of a core here, memory %s, link %s both ways (%s)\n' \
-      $k $subnet $((k + 1)) "$ns-dev$k" "$cores" "$speed" "$q" "${memory:-unlimited}${memory:+ MB}" "$(mbit "$link")" "$up"
+    printf '  dev%-2d %s.%-3d ns %s %s cores x %s = %s of a core here, memory %s, link %s both ways (%s), %s\n' \
+      $k $subnet $((k + 1)) "$ns-dev$k" "$cores" "$speed" "$q" "${memory:-unlimited}${memory:+ MB}" "$(mbit "$link")" "$up" \
+      "$(latency_of $k)"
   done
   if [ -n "$profile" ]; then
     echo "profile $profile: a real core does $device_gflops GFLOP/s (sgemm), one core here $host_gflops, an emulated"
     echo "  core $(awk -v s="$speed" -v h="$host_gflops" 'BEGIN { printf "%.1f", s * h }'): time dilation D = $dilation (emulated time = D x device time);"
-    echo "  link $real_link / D = $(mbit "$link"). Device time = measured time / $dilation. No added latency (no netem here)."
+    echo "  link $real_link / D = $(mbit "$link"), round trips x D. Device time = measured time / $dilation."
   fi
 }
 
@@ -310,13 +385,32 @@ cmd_link() {
   load_state
   local k=${1#dev}
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "link: no device '$1' (dev0-dev$((devices - 1)))"
+  if [ "${2:-}" = --rtt ] || [ "${2:-}" = --jitter ]; then
+    local rtt jitter
+    read -r rtt jitter <"$state_dir/latency$k"
+    shift
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --rtt) rtt=${2:-}; shift 2 || die "link: --rtt needs a value" ;;
+        --jitter) jitter=${2:-}; shift 2 || die "link: --jitter needs a value" ;;
+        *) die "link: unknown option '$1'" ;;
+      esac
+    done
+    check_ms link --rtt "$rtt"
+    check_ms link --jitter "$jitter"
+    echo "$rtt $jitter" >"$state_dir/latency$k"
+    delay_on "$k"
+    wait_reachable "$k"
+    echo "dev$k: $(latency_of "$k")"
+    return
+  fi
   case ${2:-} in
     down) ip netns exec $ns-sw ip link set d$k down ;;
     up)
       ip netns exec $ns-sw ip link set d$k up
       wait_reachable "$k"
       ;;
-    *) die "link: say up or down" ;;
+    *) die "link: say up, down, or --rtt MS [--jitter MS]" ;;
   esac
   echo "dev$k link $2"
 }
@@ -337,6 +431,29 @@ wait_reachable() {
       sleep 0.5
     done
   done
+}
+
+# Round trips between two devices: UDP echoes (cluster/ping.py), emulated and device time.
+cmd_ping() {
+  load_state
+  local a=${1#dev} b=${2#dev} count=200 mb=0
+  [[ "$a" =~ ^[0-9]+$ ]] && [ "$a" -lt "$devices" ] || die "ping: no device '${1:-}' (dev0-dev$((devices - 1)))"
+  [[ "$b" =~ ^[0-9]+$ ]] && [ "$b" -lt "$devices" ] && [ "$b" != "$a" ] || die "ping: no second device '${2:-}' other than the first"
+  shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --count) count=${2:-}; shift 2 || die "ping: --count needs a value" ;;
+      --mb) mb=${2:-}; shift 2 || die "ping: --mb needs a value" ;;
+      *) die "ping: unknown option '$1'" ;;
+    esac
+  done
+  [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] || die "ping: --count must be a positive integer"
+  awk -v m="$mb" 'BEGIN { exit !(m ~ /^[0-9]+(\.[0-9]+)?$/ && m <= 10000) }' || die "ping: --mb must be 0-10000 megabytes"
+  nsenter --net=/run/netns/$ns-dev$b /usr/bin/python3 "$here/ping.py" serve 9999 "$mb" &
+  local server=$!
+  nsenter --net=/run/netns/$ns-dev$a /usr/bin/python3 "$here/ping.py" send $subnet.$((b + 1)) 9999 "$count" "$dilation" "$mb" ||
+    { kill $server 2>/dev/null; die "ping: dev$a to dev$b failed (above)"; }
+  wait $server || true
 }
 
 cmd_speed() {
@@ -363,6 +480,7 @@ case ${1:-} in
   status) cmd_status ;;
   run) shift; cmd_run "$@" ;;
   link) shift; cmd_link "$@" ;;
+  ping) shift; cmd_ping "$@" ;;
   speed) shift; cmd_speed "$@" ;;
   exec) shift; cmd_exec "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;

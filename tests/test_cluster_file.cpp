@@ -85,8 +85,9 @@ void expect_error(const json& j, const std::string& field, std::initializer_list
 
 TEST(ClusterFile, RealProfilesConf) {
   const auto& p = conf();
-  for (const char* name : {"pi3", "pi4", "pi5", "jetson-nano-cpu", "comm-bound"}) EXPECT_TRUE(p.count(name)) << name;
-  EXPECT_EQ(p.size(), 5u);
+  for (const char* name : {"pi3", "pi4", "pi5", "jetson-nano-cpu", "comm-bound", "wifi", "comm-bound-wifi"})
+    EXPECT_TRUE(p.count(name)) << name;
+  EXPECT_EQ(p.size(), 7u);
   const Profile& pi3 = p.at("pi3");
   EXPECT_EQ(pi3.name, "pi3");
   EXPECT_EQ(pi3.cores, 4);
@@ -95,6 +96,10 @@ TEST(ClusterFile, RealProfilesConf) {
   EXPECT_DOUBLE_EQ(pi3.gflops, 5.5);
   EXPECT_DOUBLE_EQ(p.at("pi4").link_mbit, 1000);
   EXPECT_EQ(p.at("comm-bound").cores, 1);
+  EXPECT_FALSE(pi3.rtt_ms.has_value());  // Ethernet: no round trip given
+  EXPECT_EQ(p.at("wifi").rtt_ms, 2.0);
+  EXPECT_DOUBLE_EQ(p.at("wifi").jitter_ms, 1);
+  EXPECT_DOUBLE_EQ(p.at("wifi").link_mbit, 30);
   EXPECT_EQ(default_profiles_path(), std::string(TILETRAIN_SOURCE_DIR) + "/cluster/profiles.conf");
 }
 
@@ -114,6 +119,34 @@ TEST(ClusterFile, ProfilesFileCommentsAndBlankLines) {
   const auto p = load_profiles(dir + "/p.conf");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p.at("board"), (Profile{"board", 2, 512, 10, 1.5}));
+}
+
+TEST(ClusterFile, ProfileRoundTripAndJitter) {
+  const std::string dir = temp_dir();
+  write(dir + "/p.conf", "air 1 256 20mbit 2 4.5 1\nwire 1 256 1gbit 2\n");
+  const auto p = load_profiles(dir + "/p.conf");
+  EXPECT_EQ(p.at("air").rtt_ms, 4.5);
+  EXPECT_DOUBLE_EQ(p.at("air").jitter_ms, 1);
+  EXPECT_FALSE(p.at("wire").rtt_ms.has_value());
+}
+
+// Without links.latency_us, two devices whose profiles give round trips are half of each
+// apart (one way); a device whose profile gives none still needs the file's latency.
+TEST(ClusterFile, LatencyFromProfilesRoundTrips) {
+  json j = json::parse(R"({
+    "devices": [{"name": "a", "profile": "wifi"}, {"name": "b", "profile": "air"}, {"name": "c", "profile": "pi3"}],
+    "profiles": {"air": {"cores": 1, "memory_mb": 512, "link_mbit": 20, "gflops": 2, "rtt_ms": 6, "jitter_ms": 2}},
+    "links": {"pairs": [{"a": "a", "b": "c", "latency_us": 100}, {"a": "b", "b": "c", "latency_us": 100}]}})");
+  const ClusterSpec c = parse_cluster(j, "c.json", conf());
+  EXPECT_DOUBLE_EQ(c.link(0, 1).latency_us, 500 * (2 + 6));
+  EXPECT_DOUBLE_EQ(c.link(0, 2).latency_us, 100);  // the pair's, as given
+  EXPECT_EQ(c.profiles.at("air").rtt_ms, 6.0);
+  // saved and loaded again: the same
+  EXPECT_EQ(parse_cluster(cluster_to_json(c), "c.json", conf()).profiles.at("air"), c.profiles.at("air"));
+  j["links"]["pairs"].erase(1);  // b-c: pi3 gives no round trip
+  expect_error(j, "links.latency_us", {"missing", "rtt_ms", "b-c"});
+  j["profiles"]["air"]["rtt_ms"] = -1;
+  expect_error(j, "profiles.air.rtt_ms", {"≥ 0"});
 }
 
 TEST(ClusterFile, BrokenProfilesFileNamesItsLine) {
@@ -139,6 +172,13 @@ TEST(ClusterFile, BrokenProfilesFileNamesItsLine) {
   EXPECT_EQ(msg.rfind(path + ":3: cores", 0), 0u) << msg;
   msg = error(head + "bad 4 1024 100mbit 0\n");
   EXPECT_EQ(msg.rfind(path + ":3: gflops", 0), 0u) << msg;
+  msg = error(head + "bad 4 1024 100mbit 5 2\n");  // a round trip without its jitter
+  EXPECT_EQ(msg.rfind(path + ":3:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("rtt_ms jitter_ms"), std::string::npos) << msg;
+  msg = error(head + "bad 4 1024 100mbit 5 -2 0\n");
+  EXPECT_EQ(msg.rfind(path + ":3: rtt_ms", 0), 0u) << msg;
+  msg = error(head + "bad 4 1024 100mbit 5 2 x\n");
+  EXPECT_EQ(msg.rfind(path + ":3: jitter_ms", 0), 0u) << msg;
   msg = error(head + "ok 2 512 1gbit 3\n");
   EXPECT_EQ(msg.rfind(path + ":3:", 0), 0u) << msg;
   EXPECT_NE(msg.find("line 2"), std::string::npos) << msg;
@@ -183,7 +223,7 @@ TEST(ClusterFile, ValidFileWithProfiles) {
   EXPECT_EQ(d2.model, json::parse(R"({"sgemm_gflops": [1, 2]})"));
   EXPECT_EQ(d2.model_source, "(inline)");
   // the conf's profiles are all there
-  EXPECT_EQ(c.profiles.size(), 5u);
+  EXPECT_EQ(c.profiles.size(), conf().size());
 }
 
 TEST(ClusterFile, DeviceLookup) {
@@ -264,7 +304,7 @@ TEST(ClusterFile, FileProfilesAddToAndOverrideTheConf) {
   EXPECT_EQ(c.devices[1].cores, 3);  // the file's pi3
   EXPECT_DOUBLE_EQ(c.profile_of(1)->gflops, 4);
   EXPECT_EQ(c.link(0, 1), (LinkSpec{50, 10}));
-  EXPECT_EQ(c.profiles.size(), 6u);
+  EXPECT_EQ(c.profiles.size(), conf().size() + 1);
   EXPECT_DOUBLE_EQ(c.profiles.at("pi5").gflops, 30);  // the rest of the conf stays
 }
 
@@ -388,7 +428,7 @@ TEST(ClusterFile, UnknownProfile) {
   json j = valid();
   j["devices"][1]["profile"] = "pi9";
   expect_error(j, "devices[1].profile",
-               {"unknown profile 'pi9'", "(known: comm-bound, jetson-nano-cpu, pi3, pi4, pi5)"});
+               {"unknown profile 'pi9'", "(known: comm-bound, comm-bound-wifi, jetson-nano-cpu, pi3, pi4, pi5, wifi)"});
 }
 
 TEST(ClusterFile, PairNamesUnknownDevice) {

@@ -208,6 +208,11 @@ void resolve_link(const ClusterSpec& c, int a, int b, double& bw, double& lat, i
     if (pa && pb) bw = std::min(pa->link_mbit, pb->link_mbit);
   }
   if (std::isnan(lat) && c.latency_us) lat = *c.latency_us;
+  if (std::isnan(lat)) {  // one way: half of each device's round trip to the switch
+    const Profile* pa = c.profile_of(a);
+    const Profile* pb = c.profile_of(b);
+    if (pa && pb && pa->rtt_ms && pb->rtt_ms) lat = 500 * (*pa->rtt_ms + *pb->rtt_ms);
+  }
 }
 
 std::string label(const ClusterSpec& c) { return c.path.empty() ? std::string("cluster") : c.path; }
@@ -241,8 +246,9 @@ std::map<std::string, Profile> load_profiles(const std::string& path) {
     for (std::string w; row >> w;) f.push_back(w);
     if (f.empty()) continue;
     const std::string at = path + ":" + std::to_string(ln) + ": ";
-    if (f.size() != 5)
-      fail(at, "expected 'name cores mem_mb link gflops', got ", f.size(), " field", f.size() == 1 ? "" : "s");
+    if (f.size() != 5 && f.size() != 7)
+      fail(at, "expected 'name cores mem_mb link gflops [rtt_ms jitter_ms]', got ", f.size(), " field",
+           f.size() == 1 ? "" : "s");
     Profile p;
     p.name = f[0];
     double cores = 0;
@@ -257,6 +263,14 @@ std::map<std::string, Profile> load_profiles(const std::string& path) {
       fail(at, "link: ", e.what());
     }
     if (!parse_number(f[4], p.gflops) || p.gflops <= 0) fail(at, "gflops: must be a number > 0, got '", f[4], "'");
+    if (f.size() == 7) {
+      double rtt = 0;
+      if (!parse_number(f[5], rtt) || rtt < 0 || rtt > 10000)
+        fail(at, "rtt_ms: must be a number of milliseconds, 0 to 10000, got '", f[5], "'");
+      p.rtt_ms = rtt;
+      if (!parse_number(f[6], p.jitter_ms) || p.jitter_ms < 0 || p.jitter_ms > 10000)
+        fail(at, "jitter_ms: must be a number of milliseconds, 0 to 10000, got '", f[6], "'");
+    }
     if (line_of.count(p.name)) fail(at, "profile '", p.name, "' is also on line ", line_of[p.name]);
     line_of[p.name] = ln;
     out[p.name] = p;
@@ -325,7 +339,7 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
       const At pat = at[name];
       if (name.empty()) pat.fail("a profile needs a name");
       need_object(v, pat);
-      check_keys(v, pat, {"cores", "memory_mb", "link_mbit", "gflops"});
+      check_keys(v, pat, {"cores", "memory_mb", "link_mbit", "gflops", "rtt_ms", "jitter_ms"});
       for (const char* k : {"cores", "memory_mb", "link_mbit", "gflops"})
         if (!member(v, k)) pat[k].fail("missing");
       Profile p;
@@ -334,6 +348,8 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
       p.memory_mb = positive(v["memory_mb"], pat["memory_mb"]);
       p.link_mbit = positive(v["link_mbit"], pat["link_mbit"]);
       p.gflops = positive(v["gflops"], pat["gflops"]);
+      if (const json* x = member(v, "rtt_ms")) p.rtt_ms = non_negative(*x, pat["rtt_ms"]);
+      if (const json* x = member(v, "jitter_ms")) p.jitter_ms = non_negative(*x, pat["jitter_ms"]);
       c.profiles[name] = p;
     }
   }
@@ -495,8 +511,8 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
         lat["bandwidth_mbit"].fail("missing (give links.bandwidth_mbit, a profile for every device, or links.pairs ",
                                    "for every pair of devices; the link ", which, " has none)");
       if (std::isnan(la))
-        lat["latency_us"].fail("missing (give links.latency_us, or links.pairs with latency_us for every pair of ",
-                               "devices; the link ", which, " has none)");
+        lat["latency_us"].fail("missing (give links.latency_us, profiles with rtt_ms for both devices, or links.pairs ",
+                               "with latency_us for every pair of devices; the link ", which, " has none)");
     }
   }
   return c;
@@ -546,8 +562,11 @@ json cluster_to_json(const ClusterSpec& c) {
   j["links"] = std::move(links);
   if (!c.profiles.empty()) {
     json ps = json::object();
-    for (const auto& [name, p] : c.profiles)
+    for (const auto& [name, p] : c.profiles) {
       ps[name] = {{"cores", p.cores}, {"memory_mb", p.memory_mb}, {"link_mbit", p.link_mbit}, {"gflops", p.gflops}};
+      if (p.rtt_ms) ps[name]["rtt_ms"] = *p.rtt_ms;
+      if (p.jitter_ms > 0) ps[name]["jitter_ms"] = p.jitter_ms;
+    }
     j["profiles"] = std::move(ps);
   }
   return j;

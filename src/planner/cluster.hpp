@@ -24,15 +24,17 @@ namespace tt {
 // emulated or planned device stands for.
 struct Profile {
   std::string name;
-  int cores = 0;         // cores of the real device
-  double memory_mb = 0;  // its memory
-  double link_mbit = 0;  // its link rate, Mbit/s (10^6 bit/s)
-  double gflops = 0;     // sustained sgemm of ONE core, GFLOP/s
+  int cores = 0;                 // cores of the real device
+  double memory_mb = 0;          // its memory
+  double link_mbit = 0;          // its link rate, Mbit/s (10^6 bit/s)
+  double gflops = 0;             // sustained sgemm of ONE core, GFLOP/s
+  std::optional<double> rtt_ms;  // round trip from the device to its switch or access point
+  double jitter_ms = 0;          // +- on that round trip (edge.sh emulates it; the planner uses rtt_ms)
   bool operator==(const Profile&) const = default;
 };
 
-// Parses a profiles file: a whitespace table "name cores mem_mb link gflops", '#' starts a
-// comment, link in tc syntax (100mbit; units bit, kbit, mbit, gbit, powers of 1000).
+// Parses a profiles file: a whitespace table "name cores mem_mb link gflops [rtt_ms jitter_ms]",
+// '#' starts a comment, link in tc syntax (100mbit; units bit, kbit, mbit, gbit, powers of 1000).
 // Throws naming path:line on a bad row, a duplicate name, or an unreadable file.
 std::map<std::string, Profile> load_profiles(const std::string& path);
 
