@@ -89,11 +89,12 @@ fi
 # clusters of tests running at the same time are left alone. What we change around it:
 #  - we run copies of the committed cluster scripts and of build/tiletrain, both of which
 #    may be rebuilt or edited while we run;
-#  - `edge.sh up` measures this machine's one-core sgemm anew each time (it varied between
-#    75 and 92 GFLOP/s from one `up` to the next here), so D and the link rate would
-#    differ between configurations run at the same --device-speed. We measure it once
-#    (best of 3) and the copy's host_sgemm.py prints that figure: one D and one link rate
-#    for all Pi 3 runs;
+#  - `edge.sh up` measures this machine's one-core speed anew each time
+#    (cluster/host_gflops.sh: tiletrain's convolutions on one thread; numpy's sgemm, used
+#    before, varied between 75 and 92 GFLOP/s from one `up` to the next here), so D and
+#    the link rate would differ between configurations run at the same --device-speed. We
+#    measure it once (best of 3 runs of the script) and the copy's host_gflops.sh prints
+#    that figure: one D and one link rate for all Pi 3 runs;
 #  - every run checks that each device's cgroup did run (and throttle) its ranks.
 export EDGE_CLUSTER=paper
 tmp=$(mktemp -d /tmp/tiletrain-paper.XXXXXX)
@@ -121,14 +122,18 @@ done
 chmod +x "$tmp/cluster/"*.sh
 grep -q 'EDGE_CLUSTER' "$edge" && grep -q 'EDGE_CLUSTER' "$tmp/cluster/agent.sh" ||
   { echo "run.sh: cluster/edge.sh has no named clusters (EDGE_CLUSTER); it would replace other users' clusters" >&2; exit 1; }
+grep -q 'host_gflops\.sh' "$edge" ||
+  { echo "run.sh: cluster/edge.sh does not take this machine's speed from cluster/host_gflops.sh; the fixed figure below would not reach it" >&2; exit 1; }
 cp build/tiletrain "$tmp/tiletrain"
 export TILETRAIN_BIN=$tmp/tiletrain
 # Both are best-of measurements: other people's work on this machine only slows them.
 host_gflops=0
-for _ in 1 2 3 4 5; do
-  host_gflops=$(/usr/bin/python3 cluster/host_sgemm.py | awk -v b="$host_gflops" '{ print ($1 > b ? $1 : b) }')
+for _ in 1 2 3; do
+  host_gflops=$(cluster/host_gflops.sh | awk -v b="$host_gflops" '{ print ($1 > b ? $1 : b) }')
 done
-printf 'print("%s")\n' "$host_gflops" >"$tmp/cluster/host_sgemm.py"
+printf '#!/bin/sh\n# run.sh: this machine measured once, the same figure for every cluster\necho %s\n' \
+  "$host_gflops" >"$tmp/cluster/host_gflops.sh"
+chmod +x "$tmp/cluster/host_gflops.sh"
 # The same W1 step on one unthrottled core here, outside the cluster (fastest of 3 runs):
 # how much of a core an emulated core really delivers (CFS quota slices are not free).
 host_args=(bench --cfg $cfg --threads 1 --steps 3 --warmup 1 --json)
@@ -360,7 +365,7 @@ PY
 }
 
 log "mode $mode: steps $steps, warm-up $warmup, size ${size:-416x416 (the cfg)}, output $out"
-log "one core here: sgemm $host_gflops GFLOP/s (fixed for every cluster), W1 step $(/usr/bin/python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["step_s"], 3))' "$host_json") s unthrottled"
+log "one core here: tiletrain's convolutions $host_gflops GFLOP/s (fixed for every cluster), W1 step $(/usr/bin/python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["step_s"], 3))' "$host_json") s unthrottled"
 
 # --- 1 and 2: speed-up and memory per device, one rank per device ---------------------
 if want speedup; then
