@@ -26,7 +26,8 @@
 # stand-in for ssh). Only addresses in 10.77.0.0/24 inside these namespaces are used.
 #
 # Time dilation (with --profile): a profile gives the real device's one-core sgemm speed
-# (cluster/profiles.conf); this machine's is measured (cluster/host_sgemm.py). An emulated
+# (cluster/profiles.conf); this machine's is measured with tiletrain's own convolutions at
+# one thread (cluster/host_gflops.sh: not numpy's sgemm, which follows OPENBLAS_CORETYPE). An emulated
 # core runs at F x here, so it is D = device_gflops / (F x host_gflops) times slower than
 # the real core, and the link is shaped to the real rate / D: computation and
 # communication keep the real device's ratio. Divide measured times by D for device time.
@@ -57,7 +58,7 @@ need_tools() {
   command -v tc >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
   command -v mpirun >/dev/null || missing+=(openmpi-bin)
-  /usr/bin/python3 -c 'import numpy' 2>/dev/null || missing+=(python3-numpy libopenblas0-pthread)
+  [ -x /usr/bin/python3 ] || missing+=(python3)  # cluster/ping.py
   if [ ${#missing[@]} -gt 0 ]; then
     echo "edge.sh: installing ${missing[*]}"
     apt-get update -qq
@@ -173,7 +174,8 @@ latency_of() {  # device: "rtt ms, jitter ms" for status
   local rtt jitter
   read -r rtt jitter <"$state_dir/latency$1"
   if awk -v r="$rtt" -v j="$jitter" 'BEGIN { exit !(r > 0 || j > 0) }'; then
-    echo "RTT $rtt ms +-$jitter ms to the switch"
+    echo "RTT $rtt ms +-$jitter ms to the switch$(awk -v r="$rtt" -v j="$jitter" -v d="$dilation" 'BEGIN {
+      if (d != 1) printf " (x D: %.3g +-%.3g ms here)", r * d, j * d }')"
   else
     echo "no added latency"
   fi
@@ -239,7 +241,9 @@ cmd_up() {
   check_ms up --jitter "$jitter"
   [[ "$cores" =~ ^[0-9]+$ ]] && [ "$cores" -ge 1 ] || die "up: --cores must be a positive integer (got '$cores')"
   need_tools
-  [ -n "$profile" ] && host_gflops=$(/usr/bin/python3 "$here/host_sgemm.py")
+  if [ -n "$profile" ]; then
+    host_gflops=$("$here/host_gflops.sh") || die "up: could not measure this machine's speed (cluster/host_gflops.sh)"
+  fi
   # Default speed: the real core's (no dilation) if all emulated cores together fit in 90 %
   # of this machine's cores, else that 90 % shared out.
   local host_cores
