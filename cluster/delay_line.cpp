@@ -20,6 +20,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -39,6 +40,8 @@
 #include <vector>
 
 namespace {
+
+volatile sig_atomic_t g_stop = 0;  // SIGTERM/SIGINT: say what was dropped, then exit
 
 struct Options {
   std::string wire, tap;
@@ -140,7 +143,9 @@ struct Line {
   bool blocked = false;  // `to` said EAGAIN: wait until it takes more
 };
 
-constexpr size_t kMaxFrame = 65536 + 14 + 4 + 64;  // a GSO segment, its headers and the vnet header
+// Room for a GSO segment (64 KB on a veth, more with BIG TCP), its headers and the vnet
+// header; a longer frame is dropped whole rather than passed on cut.
+constexpr size_t kMaxFrame = size_t(256) << 10;
 constexpr size_t kMaxQueued = size_t(64) << 20;
 
 class Wire {
@@ -150,14 +155,16 @@ class Wire {
   // Reads every frame waiting on `l.from` and queues it with its departure time.
   void take(Line& l) {
     for (;;) {
-      const ssize_t n = read(l.from, buf_.data(), buf_.size());
+      // MSG_TRUNC: a packet socket returns a frame's full length even when it did not fit.
+      const ssize_t n =
+          l.from == wire_ ? recv(l.from, buf_.data(), buf_.size(), MSG_TRUNC) : read(l.from, buf_.data(), buf_.size());
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) return;
         if (errno == ENETDOWN) continue;  // the link went down: the socket says so once
         fail("read");
       }
       if (n == 0) return;
-      if (l.queued_bytes + size_t(n) > kMaxQueued) {
+      if (size_t(n) > buf_.size() || l.queued_bytes + size_t(n) > kMaxQueued) {
         ++l.dropped;
         continue;
       }
@@ -186,14 +193,15 @@ class Wire {
     }
   }
 
-  [[noreturn]] void run() {
-    Line up{open_wire(o_.wire), -1, {}, 0, 0, 0};
+  void run() {
+    wire_ = open_wire(o_.wire);
+    Line up{wire_, -1, {}, 0, 0, 0};
     up.to = open_tap(o_.tap);
     Line down{up.to, up.from, {}, 0, 0, 0};
     // This host's timers fire late (tens of microseconds in a VM, more under load): wake that
     // much before a frame is due, as learned from the last wake-ups, and spin the rest.
     int64_t early_ns = 50000;
-    for (;;) {
+    while (!g_stop) {
       int64_t next = -1;
       for (const Line* l : {&up, &down})
         if (!l->blocked && !l->queue.empty() && (next < 0 || l->queue.front().due_ns < next))
@@ -216,11 +224,16 @@ class Wire {
       give(up);
       give(down);
     }
+    std::fprintf(stderr,
+                 "edge_delay_line (%s <-> %s): stopped; frames dropped: %llu towards the switch, %llu towards "
+                 "the device\n",
+                 o_.wire.c_str(), o_.tap.c_str(), (unsigned long long)up.dropped, (unsigned long long)down.dropped);
   }
 
  private:
   Options o_;
   std::mt19937_64 rng_;
+  int wire_ = -1;
   std::vector<unsigned char> buf_ = std::vector<unsigned char>(kMaxFrame);
 };
 
@@ -231,6 +244,10 @@ int main(int argc, char** argv) {
   // Wake-ups within a microsecond, and ahead of the emulated devices' busy processes: the
   // delay is what the frames must see, not the delay plus this host's scheduling.
   prctl(PR_SET_TIMERSLACK, 1000UL);
+  struct sigaction stop {};
+  stop.sa_handler = [](int) { g_stop = 1; };  // no SA_RESTART: ppoll returns EINTR
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGINT, &stop, nullptr);
   sched_param p{};
   p.sched_priority = 10;
   if (sched_setscheduler(0, SCHED_FIFO, &p))
