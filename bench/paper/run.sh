@@ -11,16 +11,25 @@
 #   memory   one process per tile (as the paper's engine): peak RSS per tile and per device,
 #            with and without --low-memory.
 #   batch    6 Pi 3 devices x 4 cores (24 tiles), batch 1-8 x grouping none / 0,4,8,12 /
-#            0,8,12; "best measured" = the fastest of these (no cost-model optimizer yet).
-#   comm     2 comm-bound devices x 1 core, batch 1-8 x grouping none / 0,4,8,12 / 0,8,12 / all.
-#   In batch and comm each candidate runs twice, interleaved, and the faster run counts.
+#            0,8,12, and the optimizer's choice: `tiletrain plan --optimize` on a cluster file
+#            that `tiletrain calibrate` measured on this very emulated cluster.
+#   comm     2 comm-bound devices x 1 core, batch 1-8 x grouping none / 0,4,8,12 / 0,8,12 / all
+#            and the optimizer's choice, on `comm-bound` (no latency) and `comm-bound-wifi`
+#            (600 Mbit/s, 2 ms +-0.5 ms round trip to the access point).
+#   Every run: --backward-features exchange (the paper's scheme: features backward needs are
+#   swapped with the neighbours, not recomputed) and --overlap auto (interior computed while
+#   a halo crosses the network). In batch and comm each candidate runs twice, interleaved,
+#   and the faster run counts. Each run times ONE step after one warm-up step, so that rank
+#   0's parts add up to its step (medians of parts over several steps do not).
 #
-# --quick: 7 instead of 24 device/core configurations (2 instead of 6 with --low-memory),
-# one process per tile on 6x4 only and without --low-memory, batches 1 and 8, groupings
-# none / 0,4,8,12 (+ all on comm-bound), one run each, 1 timed step after 1 warm-up step
-# (full: 3, grouping runs 2); under 10 minutes on 2 cores. Full run: under an hour.
+# --quick: 5 instead of 24 device/core configurations (1x1 2x1 2x4 4x4 6x4; 6x4 also with
+# --low-memory), one process per tile on 1x4 and 6x4, batches 1 and 8, groupings none /
+# 0,4,8,12 + the optimizer's, one run each; under 10 minutes on 2 cores (about 3 of them
+# are tiletrain calibrate on the three clusters).
+# Full run: about an hour.
 # Output: runs.jsonl (every run, tiletrain's JSON + what we configured), runs.csv and
-# per-experiment CSV, PNG and summary.md written by plot.py; raw/ holds each run's output.
+# per-experiment CSV, PNG and summary.md written by plot.py; raw/ holds each run's output
+# (ID.log: stdout, the JSON line; ID.err: stderr, bench's per-rank table).
 # Needs root (network namespaces, tc, cgroups). Every run must succeed; a run killed by a
 # device's memory limit is recorded as "oom" (a result); any other failure stops the
 # script with a non-zero status. The cluster is removed at the end, on error and on ^C.
@@ -50,24 +59,32 @@ speed_pi3=$(awk -v h="$(nproc)" 'BEGIN { printf "%.4f", 0.9 * h / 24 }')  # 6 de
 if [ $mode = quick ]; then
   steps=1 warmup=1 timeout=240
   gsteps=1 reps=1                             # grouping experiments: steps per run, runs per candidate
-  speedup_cfgs="1x1 2x1 4x1 6x1 2x4 4x4 6x4"  # devices x cores
-  lowmem_cfgs="2x4 6x4"                       # of those, also run with --low-memory
-  tile_cfgs="6x4" tile_lows=0                     # one process per tile (C > 1; with C = 1 the speedup runs are that)
+  speedup_cfgs="1x1 2x1 2x4 4x4 6x4"          # devices x cores
+  lowmem_cfgs="6x4"                           # of those, also run with --low-memory
+  tile_cfgs="1x4 6x4" tile_lows="0 1"         # one process per tile (C > 1; with C = 1 the speedup runs are that)
+  tile_lows_cfgs=""                           # of those, also with --low-memory (none)
   batches="1 8"
   groups_pi3="none 0,4,8,12"
-  groups_comm="none 0,4,8,12 all"
+  groups_comm="none 0,4,8,12"
+  cal_steps=2                                 # tiletrain calibrate: timed steps per map size
 else
-  steps=3 warmup=1 timeout=600
-  gsteps=2 reps=2
+  steps=1 warmup=1 timeout=600                # one timed step: its parts add up to it
+  gsteps=1 reps=2
+  cal_steps=10
   speedup_cfgs=""
   for n in 1 2 3 4 5 6; do for c in 1 2 3 4; do speedup_cfgs+="${n}x$c "; done; done
   lowmem_cfgs="2x1 4x1 6x1 2x4 4x4 6x4"
   tile_cfgs="1x4 2x4 4x4 6x4" tile_lows="0 1"
+  tile_lows_cfgs=$tile_cfgs
   batches="1 2 4 8"
   groups_pi3="none 0,4,8,12 0,8,12"
   groups_comm="none 0,4,8,12 0,8,12 all"
 fi
 speed_comm=0.6  # comm-bound devices: 2 x 0.6 cores leave this shared machine some room
+# The paper's scheme for every run: features backward needs outside a tile are exchanged
+# with the neighbours (not recomputed), and a tile's interior is computed while its halo
+# crosses the network (auto = where the halo comes from another device).
+scheme=(--backward-features exchange --overlap auto)
 mem_steps=1 mem_warmup=0  # memory-only runs: every buffer is allocated and used in the first step
 
 out=${outdir:-$here/out/$mode}
@@ -107,7 +124,7 @@ cleanup() {
   trap - EXIT INT TERM
   [ -n "${acct_pid:-}" ] && kill "$acct_pid" 2>/dev/null
   [ -x "$edge" ] && "$edge" down >/dev/null 2>&1
-  acct_cleanup
+  declare -F acct_cleanup >/dev/null && acct_cleanup
   rm -rf "$tmp"
   [ $rc -ne 0 ] && log "FAILED (status $rc); cluster removed" >&2
   exit $rc
@@ -116,7 +133,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 mkdir -p "$tmp/cluster"
-for f in edge.sh agent.sh profiles.conf; do
+for f in edge.sh agent.sh profiles.conf ping.py; do
   git show "HEAD:cluster/$f" >"$tmp/cluster/$f" 2>/dev/null || cp "cluster/$f" "$tmp/cluster/$f"
 done
 chmod +x "$tmp/cluster/"*.sh
@@ -126,6 +143,9 @@ grep -q 'host_gflops\.sh' "$edge" ||
   { echo "run.sh: cluster/edge.sh does not take this machine's speed from cluster/host_gflops.sh; the fixed figure below would not reach it" >&2; exit 1; }
 cp build/tiletrain "$tmp/tiletrain"
 export TILETRAIN_BIN=$tmp/tiletrain
+[ -x build/edge_delay_line ] || scripts/setup.sh edge_delay_line
+cp build/edge_delay_line "$tmp/edge_delay_line"
+export EDGE_DELAY_LINE=$tmp/edge_delay_line
 # Both are best-of measurements: other people's work on this machine only slows them.
 host_gflops=0
 for _ in 1 2 3; do
@@ -249,9 +269,46 @@ cluster_up() {  # devices cores profile [speed]: skipped when that cluster is al
   local args=(--devices "$1" --cores "$2" --profile "$3")
   [ -n "${4:-}" ] && args+=(--device-speed "$4")
   "$edge" up "${args[@]}" >"$out/raw/up-$1x$2-$3.txt" 2>&1 || { cat "$out/raw/up-$1x$2-$3.txt" >&2; exit 1; }
-  cur_key=$key cur_devices=$1
+  cur_key=$key cur_devices=$1 cur_cal=""
   # shellcheck disable=SC1090
-  (. "$state"; log "cluster: $devices x $profile ($cores cores x $speed of a core here), D = $dilation, link $(awk -v b="${link%bit}" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s")
+  (. "$state"; log "cluster: $devices x $profile ($cores cores x $speed of a core here), D = $dilation, link $(awk -v b="${link%bit}" 'BEGIN { printf "%.1f", b / 1e6 }') Mbit/s$(read -r rtt jit <"${state%/state}/latency0" 2>/dev/null && [ "${rtt:-0}" != 0 ] && echo ", round trip $rtt ms +-$jit ms to the switch (device time)" || true)")
+}
+
+# The optimizer's choice: `tiletrain calibrate` on the cluster that is up (once per
+# cluster), then `tiletrain plan --cluster FILE --optimize` for the batch; sets opt_n
+# (devices it uses), opt_per (ranks per device), opt_args (its bench options), opt_pred
+# (its predicted step, emulated s). As bench/planner/optimizer_check.sh does.
+cur_cal=""
+optimizer_choice() {  # batch
+  local tag=${cur_key// /-}
+  if [ -z "$cur_cal" ]; then
+    cur_cal=$out/raw/cluster-$tag.json
+    local cal=(calibrate --cfg $cfg --threads 1 --steps $cal_steps --out "$cur_cal")
+    [ -n "$size" ] && cal+=(--size "$size")
+    local t0=$SECONDS
+    "$edge" run --timeout "$timeout" -- "${cal[@]}" >"$out/raw/calibrate-$tag.txt" 2>&1 ||
+      { tail -n 20 "$out/raw/calibrate-$tag.txt" >&2; echo "run.sh: tiletrain calibrate failed on $tag" >&2; exit 1; }
+    log "calibrated the cluster in $((SECONDS - t0)) s: $cur_cal"
+  fi
+  local plan=(plan --cfg $cfg --cluster "$cur_cal" --optimize --top 1 --batch "$1" --json)
+  [ -n "$size" ] && plan+=(--size "$size")
+  "$tmp/tiletrain" "${plan[@]}" >"$out/raw/plan-$tag-b$1.json" 2>"$out/raw/plan-$tag-b$1.err" ||
+    { cat "$out/raw/plan-$tag-b$1.err" >&2; exit 1; }
+  local line
+  line=$(/usr/bin/python3 - "$out/raw/plan-$tag-b$1.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["best"][0]
+args = c["command"].split(" -- ", 1)[1].split("   #")[0].split()
+assert args[0] == "train", args
+args = args[1:]
+i = args.index("--cfg"); del args[i:i + 2]
+i = args.index("--steps"); del args[i:i + 2]
+if "--batch" in args:  # run() gives the batch
+    i = args.index("--batch"); del args[i:i + 2]
+print(c["ranks"] // c["ranks_per_device"], c["ranks_per_device"], c["prediction"]["step_s"], " ".join(args), sep="|")
+PY
+)
+  IFS='|' read -r opt_n opt_per opt_pred opt_args <<<"$line"
 }
 
 grid_for() {  # devices cores -> RxC: R*C = devices*cores, each device's cores tiles (tile t on
@@ -270,19 +327,32 @@ grid_for() {  # devices cores -> RxC: R*C = devices*cores, each device's cores t
 
 nrun=0
 # run LABEL EXP DEVICES CORES RANKS_PER_DEVICE BATCH GROUPS LOWMEM(0|1) STEPS WARMUP
+# With GROUPS = optimizer: the options opt_args from optimizer_choice on opt_n devices x
+# opt_per ranks (DEVICES and RANKS_PER_DEVICE are then the cluster's).
 run() {
   local label=$1 rep=1
   if [ "$label" = --rep ]; then rep=$2; shift 2; label=$1; fi
   shift
   local exp=$1 n=$2 c=$3 per=$4 batch=$5 groups=$6 low=$7 st=$8 wu=$9
-  local grid tpr id args rc status=ok
+  local grid tpr id args rc status=ok chosen="" pred=None
   grid=$(grid_for "$n" "$c")
   tpr=$((c / per))
   nrun=$((nrun + 1))
   id=$(printf '%03d-%s-%dx%d-r%d-b%d-%s%s-%d' $nrun "$exp" "$n" "$c" "$per" "$batch" "${groups//,/_}" "$([ "$low" = 1 ] && echo -lowmem)" "$rep")
-  args=(bench --cfg $cfg --threads 1 --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" --batch "$batch" --steps "$st" --warmup "$wu" --json)
+  if [ "$groups" = optimizer ]; then
+    # shellcheck disable=SC2206
+    local oa=($opt_args)
+    args=(bench --cfg $cfg --threads 1 "${oa[@]}" --batch "$batch" --steps "$st" --warmup "$wu" --json)
+    chosen="$opt_n device(s) x $opt_per rank(s): $opt_args" pred=$opt_pred
+    n=$opt_n per=$opt_per
+    grid=$(/usr/bin/python3 -c 'import sys; a = sys.argv[1:]; print(a[a.index("--grid") + 1])' "${oa[@]}")
+    tpr=$(/usr/bin/python3 -c 'import sys; a = sys.argv[1:]; print(a[a.index("--tiles-per-rank") + 1] if "--tiles-per-rank" in a else 1)' "${oa[@]}")
+    [[ " $opt_args " == *" --low-memory "* ]] && low=1
+  else
+    args=(bench --cfg $cfg --threads 1 --grid "$grid" --tiles-per-rank "$tpr" --groups "$groups" "${scheme[@]}" --batch "$batch" --steps "$st" --warmup "$wu" --json)
+    [ "$low" = 1 ] && args+=(--low-memory)
+  fi
   [ -n "$size" ] && args+=(--size "$size")
-  [ "$low" = 1 ] && args+=(--low-memory)
   local oom0 per0 per1 t0 t1
   oom0=$(oom_kills)
   per0=$(cpu_periods)
@@ -292,7 +362,7 @@ run() {
   acct_start
   t0=$(date +%s.%N)
   set +e
-  "$edge" run --ranks-per-device "$per" --timeout "$timeout" -- "${args[@]}" >"$out/raw/$id.log" 2>&1 &
+  "$edge" run --devices "$n" --ranks-per-device "$per" --timeout "$timeout" -- "${args[@]}" >"$out/raw/$id.log" 2>"$out/raw/$id.err" &  # apart: a rank's table could land inside the JSON line
   wait $!  # in the background, so that a TERM is handled (cleanup) at once
   rc=$?
   set -e
@@ -314,7 +384,7 @@ run() {
       status=oom
     else
       echo "run.sh: run $id failed (status $rc); its output:" >&2
-      tail -n 30 "$out/raw/$id.log" >&2
+      tail -n 30 "$out/raw/$id.err" "$out/raw/$id.log" >&2
       exit 1
     fi
   fi
@@ -325,13 +395,27 @@ run() {
   fi
   # One line of runs.jsonl: what we configured, the cluster, tiletrain's JSON (without its kernel list).
   local summary
-  summary=$(/usr/bin/python3 - "$out/runs.jsonl" "$state" "$json" <<PY
-import json, sys
+  summary=$(/usr/bin/python3 - "$out/runs.jsonl" "$state" "$json" "$out/raw/$id.err" "${args[*]}" "$chosen" <<PY
+import json, re, sys
 st = dict(l.strip().split("=", 1) for l in open(sys.argv[2]) if "=" in l)
 r = json.loads(sys.argv[3])
 r.pop("kernels", None)
-r.update(id="$id", rep=$rep, experiment="$exp", devices=$n, cores=$c, tiles=$n * $c, ranks_per_device=$per,
+# Every rank's step and parts (bench's table on stderr; the JSON has only maxima over
+# ranks, which need not add up to anything).
+num = r"(-?[0-9.]+)"
+r["by_rank"] = [dict(rank=int(m[0]), host=m[1], **{k: float(v) for k, v in zip(
+                    ("step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_mb"), m[2:])})
+                for m in re.findall(r"(?m)^(\d+)\s+(\S+)" + r"\s+" .join([""] + [num] * 7) + r"\s+\|\s+" + num,
+                                    open(sys.argv[4], errors="replace").read())]
+try:
+    lat = open("${state%/state}/latency0").read().split()
+    rtt, jit = float(lat[0]), float(lat[1])
+except (OSError, IndexError, ValueError):
+    rtt, jit = 0.0, 0.0
+r.update(id="$id", rep=$rep, experiment="$exp", devices=$n, cores=$c, tiles=eval("$grid".replace("x", "*")), ranks_per_device=$per,
          tiles_per_rank=$tpr, grid_rc="$grid", batch=$batch, groups="$groups", low_memory=bool($low),
+         args=sys.argv[5], chosen=sys.argv[6], predicted_step_s=$pred, rtt_ms=rtt, jitter_ms=jit,
+         cluster_devices=$cur_devices,
          size="${size:-416x416}", steps=$st, warmup=$wu, status="$status", profile=st["profile"],
          dilation=float(st["dilation"]), device_speed=float(st["speed"]), link_bps=float(st["link"].rstrip("bit")),
          host_gflops=float(st["host_gflops"]), mem_limit_mb=float(st["memory"] or 0),
@@ -356,7 +440,8 @@ if r["status"] == "ok":
           f"halo {r['halo_s']:.2f} weights {r['weights_s']:.2f} io {r['io_s']:.2f} update {r['update_s']:.2f}); "
           f"RSS {r['peak_rss_mb_max']:.0f} MB/rank, {r['peak_rss_mb_host']:.0f} MB/device; run {r['wall_s']:.0f} s, "
           f"devices used {r.get('used_cores', float('nan')):.2f} cores (quota {r['quota_cores']:.2f}), "
-          f"others {r.get('others_cores', float('nan')):.2f}{' STARVED' if r.get('starved') else ''}")
+          f"others {r.get('others_cores', float('nan')):.2f}{' STARVED' if r.get('starved') else ''}"
+          + (f"; chose {r['chosen']}, predicted {r['predicted_step_s']:.3f} s" if r["chosen"] else ""))
 else:
     print(f"OUT OF MEMORY (device limit {r['mem_limit_mb']:.0f} MB); run {r['wall_s']:.0f} s")
 PY
@@ -387,6 +472,7 @@ if want memory; then
     n=${nc%x*} c=${nc#*x}
     cluster_up "$n" "$c" pi3 "$speed_pi3"
     for low in $tile_lows; do
+      [ $low = 1 ] && [[ " $tile_lows_cfgs " != *" $nc "* ]] && continue
       run "$n dev x $c ranks, grid $(grid_for "$n" "$c")$([ $low = 1 ] && echo ', low-memory' || true)" \
         memory "$n" "$c" "$c" 1 none $low $mem_steps $mem_warmup
     done
@@ -394,24 +480,31 @@ if want memory; then
 fi
 
 # --- 3: batch x grouping on 6 Pi 3 devices x 4 cores ----------------------------------
+# The optimizer's choice is one more candidate: `optimizer`.
 if want batch; then
   cluster_up 6 4 pi3 "$speed_pi3"
   for b in $batches; do
+    optimizer_choice "$b"
     for ((rep = 1; rep <= reps; rep++)); do  # candidates interleaved, the fastest run of each counts
-      for g in $groups_pi3; do
+      for g in $groups_pi3 optimizer; do
         run --rep $rep "6 dev x 4 cores, batch $b, groups $g, run $rep/$reps" batch 6 4 1 "$b" "$g" 0 $gsteps $warmup
       done
     done
   done
 fi
 
-# --- 4: 2 comm-bound devices x 1 core ---------------------------------------------------
+# --- 4: 2 comm-bound devices x 1 core, without and with latency ---------------------------
 if want comm; then
-  cluster_up 2 1 comm-bound "$speed_comm"
-  for b in $batches; do
-    for ((rep = 1; rep <= reps; rep++)); do
-      for g in $groups_comm; do
-        run --rep $rep "2 dev x 1 core, batch $b, groups $g, run $rep/$reps" comm 2 1 1 "$b" "$g" 0 $gsteps $warmup
+  for prof in comm-bound comm-bound-wifi; do
+    exp=comm
+    [ $prof = comm-bound-wifi ] && exp=commwifi
+    cluster_up 2 1 $prof "$speed_comm"
+    for b in $batches; do
+      optimizer_choice "$b"
+      for ((rep = 1; rep <= reps; rep++)); do
+        for g in $groups_comm optimizer; do
+          run --rep $rep "2 dev x 1 core ($prof), batch $b, groups $g, run $rep/$reps" $exp 2 1 1 "$b" "$g" 0 $gsteps $warmup
+        done
       done
     done
   done
