@@ -152,9 +152,10 @@ class Wire {
  public:
   explicit Wire(const Options& o) : o_(o), rng_(o.seed) {}
 
-  // Reads every frame waiting on `l.from` and queues it with its departure time.
+  // Reads the frames waiting on `l.from` (at most 256, so that a busy direction cannot keep
+  // the other's due frames waiting) and queues them with their departure times.
   void take(Line& l) {
-    for (;;) {
+    for (int frames = 0; frames < 256; ++frames) {
       // MSG_TRUNC: a packet socket returns a frame's full length even when it did not fit.
       const ssize_t n =
           l.from == wire_ ? recv(l.from, buf_.data(), buf_.size(), MSG_TRUNC) : read(l.from, buf_.data(), buf_.size());
