@@ -151,7 +151,7 @@ delay_on() {
   local k=$1 rtt jitter bin us jus tries
   read -r rtt jitter <"$state_dir/latency$k"
   delay_off "$k"
-  awk -v r="$rtt" -v j="$jitter" 'BEGIN { exit !(r > 0 || j > 0) }' || return 0
+  has_latency "$rtt" "$jitter" || return 0
   bin=$(delay_bin)
   us=$(awk -v r="$rtt" -v d="$dilation" 'BEGIN { printf "%.1f", r * 1000 / 2 * d }')
   jus=$(awk -v j="$jitter" -v d="$dilation" 'BEGIN { printf "%.1f", j * 1000 / 2 * d }')
@@ -170,15 +170,23 @@ delay_on() {
   done
 }
 
+has_latency() {  # rtt ms, jitter ms: is either above 0?
+  awk -v r="$1" -v j="$2" 'BEGIN { exit !(r > 0 || j > 0) }'
+}
+
 latency_of() {  # device: "rtt ms, jitter ms" for status
   local rtt jitter
   read -r rtt jitter <"$state_dir/latency$1"
-  if awk -v r="$rtt" -v j="$jitter" 'BEGIN { exit !(r > 0 || j > 0) }'; then
+  if has_latency "$rtt" "$jitter"; then
     echo "RTT $rtt ms +-$jitter ms to the switch$(awk -v r="$rtt" -v j="$jitter" -v d="$dilation" 'BEGIN {
       if (d != 1) printf " (x D: %.3g +-%.3g ms here)", r * d, j * d }')"
   else
     echo "no added latency"
   fi
+}
+
+check_device() {  # command, index, the name as given
+  [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -lt "$devices" ] || die "$1: no device '$3' (dev0-dev$((devices - 1)))"
 }
 
 load_state() {
@@ -388,7 +396,7 @@ cmd_run() {
 cmd_link() {
   load_state
   local k=${1#dev}
-  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "link: no device '$1' (dev0-dev$((devices - 1)))"
+  check_device link "$k" "$1"
   if [ "${2:-}" = --rtt ] || [ "${2:-}" = --jitter ]; then
     local rtt jitter
     read -r rtt jitter <"$state_dir/latency$k"
@@ -441,7 +449,7 @@ wait_reachable() {
 cmd_ping() {
   load_state
   local a=${1#dev} b=${2#dev} count=200 mb=0
-  [[ "$a" =~ ^[0-9]+$ ]] && [ "$a" -lt "$devices" ] || die "ping: no device '${1:-}' (dev0-dev$((devices - 1)))"
+  check_device ping "$a" "${1:-}"
   [[ "$b" =~ ^[0-9]+$ ]] && [ "$b" -lt "$devices" ] && [ "$b" != "$a" ] || die "ping: no second device '${2:-}' other than the first"
   shift 2
   while [ $# -gt 0 ]; do
@@ -463,7 +471,7 @@ cmd_ping() {
 cmd_speed() {
   load_state
   local k=${1#dev}
-  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "speed: no device '$1' (dev0-dev$((devices - 1)))"
+  check_device speed "$k" "$1"
   awk -v s="${2:-}" 'BEGIN { exit !(s > 0) }' || die "speed: give a positive factor"
   set_speed "$k" "$(awk -v c="$cores" -v s="$2" 'BEGIN { print c * s }')"
   echo "dev$k: $cores cores x $2 of a core here"
@@ -472,7 +480,7 @@ cmd_speed() {
 cmd_exec() {
   load_state
   local k=${1#dev}
-  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -lt "$devices" ] || die "exec: no device '$1'"
+  check_device exec "$k" "${1:-}"
   shift
   [ "${1:-}" = -- ] && shift
   exec "$here/agent.sh" "$subnet.$((k + 1))" "$(printf '%q ' "$@")"

@@ -24,8 +24,9 @@ import sys
 import time
 
 
-def sink(port, out):
-    """Takes one TCP stream; out gets [bytes, seconds from first to last byte, sha256]."""
+def sink(port):
+    """Takes one TCP stream and answers on it with its bytes, seconds from first to last
+    byte, and sha256."""
     t = socket.socket()
     t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     t.bind(("0.0.0.0", port))
@@ -60,7 +61,7 @@ def recvfrom_spinning(s, spin_s=0.05):
 
 def serve(port, mb):
     if mb > 0:
-        threading.Thread(target=sink, args=(port, None), daemon=True).start()
+        threading.Thread(target=sink, args=(port,), daemon=True).start()
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", port))
     s.settimeout(60)

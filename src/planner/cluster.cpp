@@ -202,16 +202,13 @@ void resolve_link(const ClusterSpec& c, int a, int b, double& bw, double& lat, i
     }
   }
   if (std::isnan(bw) && c.bandwidth_mbit) bw = *c.bandwidth_mbit;
-  if (std::isnan(bw)) {
-    const Profile* pa = c.profile_of(a);
-    const Profile* pb = c.profile_of(b);
-    if (pa && pb) bw = std::min(pa->link_mbit, pb->link_mbit);
-  }
   if (std::isnan(lat) && c.latency_us) lat = *c.latency_us;
-  if (std::isnan(lat)) {  // one way: half of each device's round trip to the switch
-    const Profile* pa = c.profile_of(a);
-    const Profile* pb = c.profile_of(b);
-    if (pa && pb && pa->rtt_ms && pb->rtt_ms) lat = 500 * (*pa->rtt_ms + *pb->rtt_ms);
+  const Profile* pa = c.profile_of(a);
+  const Profile* pb = c.profile_of(b);
+  if (pa && pb) {
+    if (std::isnan(bw)) bw = std::min(pa->link_mbit, pb->link_mbit);
+    // one way: half of each device's round trip to the switch
+    if (std::isnan(lat) && pa->rtt_ms && pb->rtt_ms) lat = 500 * (*pa->rtt_ms + *pb->rtt_ms);
   }
 }
 
