@@ -15,6 +15,7 @@ namespace tt {
 
 namespace {
 constexpr int kReduceScatterTag = 1 << 20;  // above the engine's exchange tags (piece indices)
+constexpr int kDeferredTag = 1 << 21;       // deferred messages: above both
 }  // namespace
 
 double busy_poll_window_s(double quota_cores, int ranks_on_host, int threads_per_rank) {
@@ -229,6 +230,36 @@ void MpiComm::progress() {
   int done = 0;
   if (!requests_.empty())
     check(MPI_Testall(int(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), "progress");
+  if (!deferred_.empty())
+    check(MPI_Testall(int(deferred_.size()), deferred_.data(), &done, MPI_STATUSES_IGNORE), "progress");
+}
+
+void MpiComm::isend_deferred(const float* data, size_t n, int to, int tag) {
+  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag) fail("internal: deferred message of ", n, " floats, tag ", tag);
+  deferred_.emplace_back();
+  deferred_peers_.push_back(to);
+  check(MPI_Isend(data, int(n), MPI_FLOAT, to, kDeferredTag + tag, MPI_COMM_WORLD, &deferred_.back()), "send");
+}
+
+void MpiComm::irecv_deferred(float* data, size_t n, int from, int tag) {
+  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag) fail("internal: deferred message of ", n, " floats, tag ", tag);
+  deferred_.emplace_back();
+  deferred_peers_.push_back(from);
+  check(MPI_Irecv(data, int(n), MPI_FLOAT, from, kDeferredTag + tag, MPI_COMM_WORLD, &deferred_.back()), "receive");
+}
+
+bool MpiComm::complete_deferred(size_t k, bool block) {
+  k = std::min(k, deferred_.size());
+  if (k == 0) return true;
+  if (block) {
+    complete(deferred_.data(), int(k), "the gradient exchange", std::span<const int>(deferred_peers_.data(), k));
+  } else {
+    int done = 0;
+    check(MPI_Testall(int(k), deferred_.data(), &done, MPI_STATUSES_IGNORE), "progress");
+    if (!done) return false;
+  }
+  if (k == deferred_.size()) deferred_.clear(), deferred_peers_.clear();
+  return true;
 }
 
 void MpiComm::broadcast(double* data, size_t n, int root) {

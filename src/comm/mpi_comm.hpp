@@ -48,6 +48,10 @@ class MpiComm final : public Comm {
   void irecv_floats(float* data, size_t n, int from, int tag) override;
   void wait_all() override;
   void progress() override;
+  void isend_deferred(const float* data, size_t n, int to, int tag) override;
+  void irecv_deferred(float* data, size_t n, int from, int tag) override;
+  size_t deferred_posted() const override { return deferred_.size(); }
+  bool complete_deferred(size_t k, bool block) override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
   void all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
@@ -78,6 +82,8 @@ class MpiComm final : public Comm {
   std::vector<std::string> hosts_;
   std::vector<MPI_Request> requests_;
   std::vector<int> request_peers_;
+  std::vector<MPI_Request> deferred_;
+  std::vector<int> deferred_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
   bool warned_deaf_ = false;  // said once that a peer's beats never arrive
   double quota_cores_ = INFINITY;  // the cgroup's CPU quota in cores (+infinity: none)

@@ -7,8 +7,16 @@
 
 namespace tt {
 
-TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params)
-    : comm_(comm), tiled_(tiled), n_(params) {
+namespace {
+// Overlap: a bucket goes once this many floats are ready (as PyTorch DDP's bucket_cap_mb):
+// large enough that a link's latency is paid a few times per step, small enough that the
+// first bucket leaves early in backward.
+constexpr int64_t kBucketFloats = int64_t(1) << 18;
+}  // namespace
+
+TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params,
+                             bool overlap, float* grad)
+    : comm_(comm), tiled_(tiled), n_(params), overlap_(overlap && comm.size() > 1), grad_(grad) {
   const int P = comm.size();
   if (P > 1) {
     if (params / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
@@ -27,12 +35,56 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
     max_part = std::max<int64_t>(max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) -
                                                std::min<int64_t>(displs_[r], E));
   order_ = std::make_unique<TileOrder>(comm, tile_rank, max_part);
+  if (overlap_) order_->enable_pieces(E, counts_, displs_);
+}
+
+bool TileOrderSync::ready(int64_t begin, int64_t end) {
+  if (!overlap_ || begin >= end) return false;
+  if (!posting_) {
+    order_->begin_pieces(tiled_.tile_grads(), grad_);
+    posting_ = true;
+    lo_ = bucket_end_ = n_;
+  }
+  if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
+  if (!in_order_ || end != lo_) {
+    in_order_ = false;
+    return false;
+  }
+  lo_ = begin;
+  if (bucket_end_ - lo_ < kBucketFloats) return false;
+  post(lo_, bucket_end_);
+  bucket_end_ = lo_;
+  return true;
+}
+
+// The tiled layers' part of [begin, end) tile by tile; the rest (after the cut: the root's
+// gradient, zero elsewhere) straight from the root to each part's process, which is the
+// sum in any order.
+void TileOrderSync::post(int64_t begin, int64_t end) {
+  const int64_t E = tiled_.tile_grad_end();
+  if (begin < E) order_->post_piece(begin, std::min(end, E));
+  const int me = comm_.rank();
+  for (int r = 0; r < comm_.size(); ++r) {
+    const int64_t b = std::max({begin, E, int64_t(displs_[size_t(r)])});
+    const int64_t e = std::min(end, int64_t(displs_[size_t(r)]) + counts_[size_t(r)]);
+    if (b >= e || r == kRoot) continue;
+    if (me == kRoot) comm_.isend_deferred(grad_ + b, size_t(e - b), r, order_->tiles());
+    if (me == r) comm_.irecv_deferred(grad_ + b, size_t(e - b), kRoot, order_->tiles());
+  }
 }
 
 // The tiled layers' gradients tile by tile in tile order; the layers after the cut (only
 // the root's are not zero, so any order gives the same bits) round a ring.
 void TileOrderSync::reduce(float* grad) {
   const int64_t E = tiled_.tile_grad_end();
+  if (posting_) {
+    if (grad != grad_) fail("internal: the gradient moved during the step");
+    if (bucket_end_ > 0) post(0, bucket_end_);  // what was not posted yet: [bucket_end_, n) was
+    order_->end_pieces();
+    posting_ = false;
+    in_order_ = true;
+    return;
+  }
   if (comm_.size() == 1 && tiled_.tile_grads().size() == 1) return;  // the tiles added into grad in tile order
   order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
   if (comm_.size() == 1) return;

@@ -4,6 +4,8 @@
 //                  On several processes the optimizer is split: each one sums, and applies
 //                  SGD to, one contiguous part of the flat parameter vector, then the
 //                  weights are all-gathered; only that part of the momentum is touched.
+//                  With `overlap`, the gradients move in buckets while backward still
+//                  computes (as PyTorch DDP's do), summed in the same order.
 //   ShardedSync    (--low-memory): the tiled convolutions' weights, gradients and momentum
 //                  are sharded (shards.hpp); their gradients were reduce-scattered during
 //                  backward, the rest (replicated) is all-reduced here.
@@ -25,6 +27,10 @@ class GradientSync {
  public:
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) of the flat parameter vector
   virtual ~GradientSync() = default;
+  // Backward has made parameters [begin, end) final for this batch: a sync that overlaps
+  // may start moving them (returns true if it did). Every process reports the same ranges
+  // in the same order.
+  virtual bool ready(int64_t /*begin*/, int64_t /*end*/) { return false; }
   // Sums the batch's gradients over tiles and processes into `grad` on updated().
   virtual void reduce(float* grad) = 0;
   // The parameters this process applies SGD to (sorted, disjoint).
@@ -45,7 +51,11 @@ class GradientSync {
 // vector (its size and, sharded, the pages to release when need_input_delta is false).
 class TileOrderSync final : public GradientSync {
  public:
-  TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params);
+  // overlap: buckets sent during backward (several processes only); grad: where the tail's
+  // gradient (the root's only) is, as reduce() will be given it.
+  TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params, bool overlap,
+                float* grad);
+  bool ready(int64_t begin, int64_t end) override;
   void reduce(float* grad) override;
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;
@@ -61,6 +71,12 @@ class TileOrderSync final : public GradientSync {
   std::vector<Range> updated_;
   Buffer ring_tmp_;  // the tail's ring reduce-scatter: its largest part
   std::unique_ptr<TileOrder> order_;
+  // Overlap: [lo_, n_) has been reported ready this batch, [lo_, bucket_end_) not posted
+  // yet; a report out of order leaves the rest to reduce().
+  void post(int64_t begin, int64_t end);
+  bool overlap_ = false, posting_ = false, in_order_ = true;
+  int64_t lo_ = 0, bucket_end_ = 0;
+  float* grad_ = nullptr;
 };
 
 class ShardedSync final : public GradientSync {

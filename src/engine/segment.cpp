@@ -86,6 +86,10 @@ void Segment::run(const std::vector<Step>& steps, bool backward) {
   for (const Step& st : steps) {
     const double s0 = now_s();
     execute(st);
+    if (backward && grad_ready) {
+      if (st.kind == StepKind::Backward) grad_ready(st.layer);
+      comm_.progress();
+    }
     const double s1 = now_s();
     switch (st.kind) {
       case StepKind::ScatterInput:

@@ -6,6 +6,7 @@
 // the steps (schedule.hpp). The layers form a chain (each reads the one before) with side
 // edges into joins (a residual shortcut): docs/tiling.md, "Residual blocks in the engine".
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -110,6 +111,10 @@ class Segment {
   // sharded, each layer's weights are gathered and formatted just before use instead).
   void refresh_weights();
   const Schedule& schedule() const { return schedule_; }
+  // Called after each layer's backward with the layer's index, once its parameters'
+  // gradients are final on this process (the next backward's are left alone); null: never.
+  // Posted messages are progressed after every backward step while it is set.
+  std::function<void(int layer)> grad_ready;
 
   int out_cb() const { return out_cb_; }
   // The kernel every convolution pass of this process runs (one entry per layer, pass

@@ -1,6 +1,7 @@
 #include "engine/tile_order.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "util/error.hpp"
 
@@ -97,19 +98,77 @@ void TileOrder::reduce_scatter(const std::vector<float*>& mine, int64_t n, const
     }
     comm_.wait_all();
     if (len <= 0) continue;
-    // The left fold, a cache-sized block at a time: each block of every tile's piece is
-    // read before the block of out (which may be one of them) is written.
-    constexpr int64_t kBlock = 2048;
-    float acc[kBlock];
-    for (int64_t i0 = 0; i0 < len; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, len - i0);
-      std::copy(src[0] + i0, src[0] + i0 + m, acc);
-      for (int t = 1; t < T; ++t) {
-        const float* s = src[size_t(t)] + i0;
-        for (int64_t i = 0; i < m; ++i) acc[i] += s[i];
-      }
-      std::copy(acc, acc + m, out + from + i0);
+    fold(src, len, out + from);
+  }
+}
+
+void TileOrder::enable_pieces(int64_t n, const std::vector<int>& counts, const std::vector<int>& displs) {
+  const int P = comm_.size(), me = comm_.rank();
+  parts_.clear();
+  for (int r = 0; r < P; ++r)
+    parts_.emplace_back(std::min<int64_t>(displs[size_t(r)], n),
+                        std::min<int64_t>(int64_t(displs[size_t(r)]) + counts[size_t(r)], n));
+  std::tie(part_b_, part_e_) = parts_[size_t(me)];
+  piece_recv_ = Buffer(size_t((part_e_ - part_b_) * (tiles() - int64_t(local_.size()))));
+}
+
+void TileOrder::begin_pieces(const std::vector<float*>& mine, float* out) {
+  if (mine.size() != local_.size()) fail("internal: ", mine.size(), " tile gradients for ", local_.size(), " tiles");
+  if (parts_.empty()) fail("internal: pieces of a tile-order sum were not enabled");
+  piece_mine_ = mine;
+  piece_out_ = out;
+}
+
+void TileOrder::post_piece(int64_t b, int64_t e) {
+  const int P = comm_.size(), me = comm_.rank();
+  for (int r = 0; r < P; ++r) {
+    const int64_t x = std::max(b, parts_[size_t(r)].first), y = std::min(e, parts_[size_t(r)].second);
+    if (x >= y) continue;
+    if (r != me) {
+      for (size_t k = 0; k < local_.size(); ++k) comm_.isend_deferred(piece_mine_[k] + x, size_t(y - x), r, local_[k]);
+      continue;
     }
+    float* row = piece_recv_.data() + (x - part_b_);
+    for (int t = 0; t < tiles(); ++t) {
+      if (tile_rank_[size_t(t)] == me) continue;
+      comm_.irecv_deferred(row, size_t(y - x), tile_rank_[size_t(t)], t);
+      row += part_e_ - part_b_;
+    }
+  }
+}
+
+void TileOrder::end_pieces() {
+  comm_.complete_deferred(comm_.deferred_posted(), true);
+  const int T = tiles(), me = comm_.rank();
+  std::vector<const float*> src(static_cast<size_t>(T));
+  const float* row = piece_recv_.data();
+  for (int t = 0, k = 0; t < T; ++t) {
+    if (tile_rank_[size_t(t)] == me) {
+      src[size_t(t)] = piece_mine_[size_t(k++)] + part_b_;
+    } else {
+      src[size_t(t)] = row;
+      row += part_e_ - part_b_;
+    }
+  }
+  fold(src, part_e_ - part_b_, piece_out_ + part_b_);
+  piece_mine_.clear();
+  piece_out_ = nullptr;
+}
+
+// The left fold, a cache-sized block at a time: each block of every tile's piece is read
+// before the block of out (which may be one of them) is written.
+void TileOrder::fold(const std::vector<const float*>& src, int64_t len, float* out) {
+  const size_t T = src.size();
+  constexpr int64_t kBlock = 2048;
+  float acc[kBlock];
+  for (int64_t i0 = 0; i0 < len; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, len - i0);
+    std::copy(src[0] + i0, src[0] + i0 + m, acc);
+    for (size_t t = 1; t < T; ++t) {
+      const float* s = src[t] + i0;
+      for (int64_t i = 0; i < m; ++i) acc[i] += s[i];
+    }
+    std::copy(acc, acc + m, out + i0);
   }
 }
 

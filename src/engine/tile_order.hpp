@@ -31,10 +31,23 @@ class TileOrder {
   void reduce_scatter(const std::vector<float*>& mine, int64_t n, const std::vector<int>& counts,
                       const std::vector<int>& displs, float* out);
 
+  // The same sums made from pieces sent while the caller still computes (the gradients of
+  // the layers backward has finished): begin_pieces() once, then post_piece(b, e) for
+  // ranges of [0, n) as their values become final, in the same order on every process and
+  // together covering [0, n); end_pieces() waits for them and folds this process's part
+  // exactly as reduce_scatter does. Messages are deferred ones (Comm), tagged by tile.
+  // Needs enable_pieces() first: the other tiles' values of this process's whole part are
+  // received at once.
+  void enable_pieces(int64_t n, const std::vector<int>& counts, const std::vector<int>& displs);
+  void begin_pieces(const std::vector<float*>& mine, float* out);
+  void post_piece(int64_t b, int64_t e);
+  void end_pieces();
+
   // Bytes held for reduce_scatter's messages (the memory report counts them).
-  size_t buffer_bytes() const { return recv_.size() * 4; }
+  size_t buffer_bytes() const { return (recv_.size() + piece_recv_.size()) * 4; }
 
  private:
+  static void fold(const std::vector<const float*>& src, int64_t len, float* out);  // out = src[0] + src[1] + ...
   Comm& comm_;
   std::vector<int> tile_rank_, local_;
   std::vector<int> by_rank_;                    // sum: the tiles in rank order, as all_gather_v moves their rows
@@ -42,6 +55,13 @@ class TileOrder {
   std::vector<double> packed_;
   Buffer recv_;                                 // reduce_scatter: other processes' pieces
   int64_t chunk_ = 0;                           // reduce_scatter: floats per piece and step
+  // Pieces: every process's part of [0, n), this one's [part_b_, part_e_); other tiles' values
+  // of it, one row of part_e_ - part_b_ per tile not here, in tile order.
+  std::vector<std::pair<int64_t, int64_t>> parts_;
+  int64_t part_b_ = 0, part_e_ = 0;
+  Buffer piece_recv_;
+  std::vector<float*> piece_mine_;
+  float* piece_out_ = nullptr;
 };
 
 }  // namespace tt

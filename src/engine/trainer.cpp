@@ -98,9 +98,11 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       }
   }
   std::vector<bool> far;
+  bool any_far = false;
   if (opt.overlap != Overlap::Off) {
     const std::vector<std::string> hosts = comm.all_hosts();
     for (int r : ranks) far.push_back(opt.overlap == Overlap::On || hosts[size_t(r)] != hosts[size_t(comm.rank())]);
+    for (const std::string& h : hosts) any_far |= opt.overlap == Overlap::On || h != hosts[0];
   }
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), comm,
                                      SegmentOptions{.batch = n_,
@@ -117,7 +119,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
-    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size());
+    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), any_far, grad_.data());
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_,
@@ -271,7 +273,21 @@ const float* Trainer::predict(const float* input) {
 double Trainer::loss_and_backward(const float* truth) {
   const Shape in = first_ > 0 ? net_.layers[size_t(first_ - 1)].out : net_.input();
   TensorView din{first_ > 0 ? prefix_delta_.data() : input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
+  // The batch's last micro-batch: each layer's gradients may leave as soon as they are final.
+  const bool last = micro_ + 1 == net_.subdivisions;
+  const int64_t tail_begin = tiled_->tile_grad_end(), n = int64_t(grad_.size());
+  auto ready = [this](int64_t b, int64_t e) {
+    const double t0 = now_s();
+    if (sync_->ready(b, e)) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
+  };
+  tiled_->grad_ready = nullptr;
+  if (last)
+    tiled_->grad_ready = [this, ready](int l) {
+      const ParamSlice& ps = params_.slices[size_t(l)];
+      if (ps.biases >= 0) ready(ps.biases, ps.weights + ps.n_weights);
+    };
   if (!root()) {  // the root computes the tail and sends each tile its delta
+    if (last) ready(tail_begin, n);
     tiled_->backward(TensorView{}, &din);
     return 0;
   }
@@ -282,6 +298,7 @@ double Trainer::loss_and_backward(const float* truth) {
   const double t0 = trace_.on() ? now_s() : 0;
   const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
   trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
+  if (last) ready(tail_begin, n);
   if (prefix_ && opt_.need_input_delta) std::fill(prefix_delta_.begin(), prefix_delta_.end(), 0.f);
   tiled_->backward(cut_delta, &din);
   if (prefix_ && opt_.need_input_delta) {
