@@ -42,6 +42,7 @@ struct Replay {
   std::vector<std::vector<int>> local;  // per rank: its tiles
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
   std::vector<double> since_sync;       // compute since the last synchronisation
+  double grads_leave = -1;              // gradient buckets during backward: when the first leaves (-1: after it)
   std::vector<RankPrediction> acc;
   std::vector<SegmentMemoryPlan> rank_layouts;  // per rank: the Segment's memory plan of its tiles
   Prediction out;
@@ -435,6 +436,12 @@ struct Replay {
       run(0, comp(0, l, m.bwd_pointwise, cells) + comp(0, l, m.bwd_data, cells) + comp(0, l, m.bwd_weights, cells),
           &RankPrediction::bwd_s);
     }
+    // Gradient buckets (engine/gradient_sync.hpp): the first leaves when every rank has
+    // begun the tiled backward (the tail's, from the root), as the Trainer decides it.
+    bool far = false;
+    for (int r = 1; r < P; ++r) far |= rank_dev[size_t(r)] != rank_dev[0];
+    if (P > 1 && !p.low_memory && (p.overlap == Overlap::On || (p.overlap == Overlap::Auto && far)))
+      grads_leave = *std::max_element(clock.begin(), clock.end());
     run_steps(schedule.backward);
   }
 
@@ -485,8 +492,10 @@ struct Replay {
       // would cross each device's link with 7/8 of the bytes, the all-to-all crosses it
       // with 12/8. The layers after the cut go round a ring.
       const double tiled = double(tiled_params());
-      sync(allgather_cost(4 * p.tiles_per_rank * tiled) + reduce_scatter_cost(4 * (n - tiled)),
-           &RankPrediction::weights_s);
+      const double sum = allgather_cost(4 * p.tiles_per_rank * tiled) + reduce_scatter_cost(4 * (n - tiled));
+      // In buckets during backward: what of it the backward since the first bucket did not hide.
+      const double end = *std::max_element(clock.begin(), clock.end());
+      sync(grads_leave < 0 ? sum : std::max(0., grads_leave + sum - end), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).sgd_per_param * n / P * scale(r), &RankPrediction::update_s);
       sync(allgather_cost(4 * n), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
