@@ -147,9 +147,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"recompute", "exchange"}));
     c->add_option("--overlap", o.overlap,
-                  "at group starts, compute each tile's interior while its halo is in flight: auto (where the halo "
-                  "crosses a network link, i.e. comes from another host), on (wherever it comes from another tile), "
-                  "off")
+                  "at group starts, compute each tile's interior while its halo is in flight, and send the weight "
+                  "gradients in buckets while backward still runs: auto (where the messages cross a network link, "
+                  "i.e. go to another host), on (wherever they go to another tile or process), off")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "on", "off"}));
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");

@@ -38,8 +38,10 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
   if (overlap_) order_->enable_pieces(E, counts_, displs_);
 }
 
-bool TileOrderSync::ready(int64_t begin, int64_t end) {
-  if (!overlap_ || begin >= end) return false;
+bool TileOrderSync::link_free() { return posting_ && order_->release(kBucketFloats); }
+
+void TileOrderSync::ready(int64_t begin, int64_t end) {
+  if (!overlap_ || begin >= end) return;
   if (!posting_) {
     order_->begin_pieces(tiled_.tile_grads(), grad_);
     posting_ = true;
@@ -48,13 +50,12 @@ bool TileOrderSync::ready(int64_t begin, int64_t end) {
   if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
   if (!in_order_ || end != lo_) {
     in_order_ = false;
-    return false;
+    return;
   }
   lo_ = begin;
-  if (bucket_end_ - lo_ < kBucketFloats) return false;
+  if (bucket_end_ - lo_ < kBucketFloats) return;
   post(lo_, bucket_end_);
   bucket_end_ = lo_;
-  return true;
 }
 
 // The tiled layers' part of [begin, end) tile by tile; the rest (after the cut: the root's
@@ -68,8 +69,8 @@ void TileOrderSync::post(int64_t begin, int64_t end) {
     const int64_t b = std::max({begin, E, int64_t(displs_[size_t(r)])});
     const int64_t e = std::min(end, int64_t(displs_[size_t(r)]) + counts_[size_t(r)]);
     if (b >= e || r == kRoot) continue;
-    if (me == kRoot) comm_.isend_deferred(grad_ + b, size_t(e - b), r, order_->tiles());
-    if (me == r) comm_.irecv_deferred(grad_ + b, size_t(e - b), kRoot, order_->tiles());
+    if (me == kRoot) order_->queue_send(grad_ + b, e - b, r, order_->tiles());
+    if (me == r) order_->post_recv(grad_ + b, e - b, kRoot, order_->tiles());
   }
 }
 

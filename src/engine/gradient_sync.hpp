@@ -28,9 +28,11 @@ class GradientSync {
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) of the flat parameter vector
   virtual ~GradientSync() = default;
   // Backward has made parameters [begin, end) final for this batch: a sync that overlaps
-  // may start moving them (returns true if it did). Every process reports the same ranges
-  // in the same order.
-  virtual bool ready(int64_t /*begin*/, int64_t /*end*/) { return false; }
+  // may start moving them. Every process reports the same ranges in the same order.
+  virtual void ready(int64_t /*begin*/, int64_t /*end*/) {}
+  // The link is free of other messages until compute that follows now ends: a good moment
+  // to send some of what ready() took (returns true if it sent any).
+  virtual bool link_free() { return false; }
   // Sums the batch's gradients over tiles and processes into `grad` on updated().
   virtual void reduce(float* grad) = 0;
   // The parameters this process applies SGD to (sorted, disjoint).
@@ -55,7 +57,8 @@ class TileOrderSync final : public GradientSync {
   // gradient (the root's only) is, as reduce() will be given it.
   TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params, bool overlap,
                 float* grad);
-  bool ready(int64_t begin, int64_t end) override;
+  void ready(int64_t begin, int64_t end) override;
+  bool link_free() override;
   void reduce(float* grad) override;
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;

@@ -83,11 +83,13 @@ void Segment::backward(const TensorView& delta_out, const TensorView* delta_in) 
 void Segment::run(const std::vector<Step>& steps, bool backward) {
   const double t0 = now_s();
   double halo = 0, io = 0;
-  for (const Step& st : steps) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const Step& st = steps[k];
     const double s0 = now_s();
     execute(st);
     if (backward && grad_ready) {
       if (st.kind == StepKind::Backward) grad_ready(st.layer);
+      if (link_free && k + 1 < steps.size() && computes(steps[k + 1].kind)) link_free();
       comm_.progress();
     }
     const double s1 = now_s();
@@ -126,6 +128,10 @@ void Segment::run(const std::vector<Step>& steps, bool backward) {
   times.weights += weights_wait_;
   bn_wait_ = weights_wait_ = halo_wait_ = 0;
 }
+
+// A step that only computes on this process's tiles and sends no message (batch-norm
+// steps sum over tiles).
+bool Segment::computes(StepKind k) { return k == StepKind::Forward || k == StepKind::Backward; }
 
 void Segment::execute(const Step& st) {
   const int l = st.layer, first = plan_.first;

@@ -113,8 +113,10 @@ class Segment {
   const Schedule& schedule() const { return schedule_; }
   // Called after each layer's backward with the layer's index, once its parameters'
   // gradients are final on this process (the next backward's are left alone); null: never.
-  // Posted messages are progressed after every backward step while it is set.
+  // Posted messages are progressed after every backward step while it is set, and
+  // link_free is called where compute follows that sends no message (backward only).
   std::function<void(int layer)> grad_ready;
+  std::function<void()> link_free;
 
   int out_cb() const { return out_cb_; }
   // The kernel every convolution pass of this process runs (one entry per layer, pass
@@ -152,6 +154,7 @@ class Segment {
   void gather(const TensorView* full, Box_ box_of, Src src_of);
   void run(const std::vector<Step>& steps, bool backward);
   void execute(const Step& st);
+  static bool computes(StepKind k);
   void forward_layer(int l, bool halo_in_flight);
   void pointwise_forward(int l);
   void compute(int t, int l, int part);

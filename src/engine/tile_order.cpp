@@ -1,6 +1,7 @@
 #include "engine/tile_order.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 #include "util/error.hpp"
@@ -125,19 +126,47 @@ void TileOrder::post_piece(int64_t b, int64_t e) {
     const int64_t x = std::max(b, parts_[size_t(r)].first), y = std::min(e, parts_[size_t(r)].second);
     if (x >= y) continue;
     if (r != me) {
-      for (size_t k = 0; k < local_.size(); ++k) comm_.isend_deferred(piece_mine_[k] + x, size_t(y - x), r, local_[k]);
+      for (size_t k = 0; k < local_.size(); ++k) queue_send(piece_mine_[k] + x, y - x, r, local_[k]);
       continue;
     }
     float* row = piece_recv_.data() + (x - part_b_);
     for (int t = 0; t < tiles(); ++t) {
       if (tile_rank_[size_t(t)] == me) continue;
-      comm_.irecv_deferred(row, size_t(y - x), tile_rank_[size_t(t)], t);
+      post_recv(row, y - x, tile_rank_[size_t(t)], t);
       row += part_e_ - part_b_;
     }
   }
 }
 
+namespace {
+// Open MPI's TCP transport sends messages up to 64 KB (btl_tcp_eager_limit, with its
+// header) at once; longer ones wait for the receiver to answer, i.e. to call MPI.
+constexpr int64_t kEagerFloats = 16000;
+}  // namespace
+
+void TileOrder::queue_send(const float* data, int64_t n, int to, int tag) {
+  for (int64_t i = 0; i < n; i += kEagerFloats) queued_.push_back({data + i, std::min(kEagerFloats, n - i), to, tag});
+}
+
+void TileOrder::post_recv(float* data, int64_t n, int from, int tag) {
+  for (int64_t i = 0; i < n; i += kEagerFloats)
+    comm_.irecv_deferred(data + i, size_t(std::min(kEagerFloats, n - i)), from, tag);
+}
+
+bool TileOrder::release(int64_t n) {
+  int64_t sent = 0;
+  for (; next_send_ < queued_.size() && sent < n; ++next_send_) {
+    const Send& m = queued_[next_send_];
+    comm_.isend_deferred(m.data, size_t(m.n), m.to, m.tag);
+    sent += m.n;
+  }
+  return sent > 0;
+}
+
 void TileOrder::end_pieces() {
+  release(INT64_MAX);
+  queued_.clear();
+  next_send_ = 0;
   comm_.complete_deferred(comm_.deferred_posted(), true);
   const int T = tiles(), me = comm_.rank();
   std::vector<const float*> src(static_cast<size_t>(T));

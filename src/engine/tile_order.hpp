@@ -38,9 +38,16 @@ class TileOrder {
   // exactly as reduce_scatter does. Messages are deferred ones (Comm), tagged by tile.
   // Needs enable_pieces() first: the other tiles' values of this process's whole part are
   // received at once.
+  // post_piece posts the receives at once and queues the sends; release(n) posts queued
+  // sends of up to n floats (the caller knows when the link is free of other messages);
+  // end_pieces releases the rest. Messages are cut into pieces below Open MPI's eager
+  // limit, so that they cross while the receiver computes, without a rendezvous.
   void enable_pieces(int64_t n, const std::vector<int>& counts, const std::vector<int>& displs);
   void begin_pieces(const std::vector<float*>& mine, float* out);
   void post_piece(int64_t b, int64_t e);
+  void queue_send(const float* data, int64_t n, int to, int tag);
+  void post_recv(float* data, int64_t n, int from, int tag);
+  bool release(int64_t n);  // true if it posted any
   void end_pieces();
 
   // Bytes held for reduce_scatter's messages (the memory report counts them).
@@ -61,6 +68,13 @@ class TileOrder {
   int64_t part_b_ = 0, part_e_ = 0;
   Buffer piece_recv_;
   std::vector<float*> piece_mine_;
+  struct Send {
+    const float* data;
+    int64_t n;
+    int to, tag;
+  };
+  std::vector<Send> queued_;  // in the order they are to be posted
+  size_t next_send_ = 0;
   float* piece_out_ = nullptr;
 };
 

@@ -276,18 +276,18 @@ double Trainer::loss_and_backward(const float* truth) {
   // The batch's last micro-batch: each layer's gradients may leave as soon as they are final.
   const bool last = micro_ + 1 == net_.subdivisions;
   const int64_t tail_begin = tiled_->tile_grad_end(), n = int64_t(grad_.size());
-  auto ready = [this](int64_t b, int64_t e) {
-    const double t0 = now_s();
-    if (sync_->ready(b, e)) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
-  };
   tiled_->grad_ready = nullptr;
+  tiled_->link_free = [this] {
+    const double t0 = now_s();
+    if (sync_->link_free()) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
+  };
   if (last)
-    tiled_->grad_ready = [this, ready](int l) {
+    tiled_->grad_ready = [this](int l) {
       const ParamSlice& ps = params_.slices[size_t(l)];
-      if (ps.biases >= 0) ready(ps.biases, ps.weights + ps.n_weights);
+      if (ps.biases >= 0) sync_->ready(ps.biases, ps.weights + ps.n_weights);
     };
   if (!root()) {  // the root computes the tail and sends each tile its delta
-    if (last) ready(tail_begin, n);
+    if (last) sync_->ready(tail_begin, n);
     tiled_->backward(TensorView{}, &din);
     return 0;
   }
@@ -298,7 +298,7 @@ double Trainer::loss_and_backward(const float* truth) {
   const double t0 = trace_.on() ? now_s() : 0;
   const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
   trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
-  if (last) ready(tail_begin, n);
+  if (last) sync_->ready(tail_begin, n);
   if (prefix_ && opt_.need_input_delta) std::fill(prefix_delta_.begin(), prefix_delta_.end(), 0.f);
   tiled_->backward(cut_delta, &din);
   if (prefix_ && opt_.need_input_delta) {
