@@ -1,14 +1,13 @@
 // tiletrain command line: parses arguments, runs a subcommand, and is the only place
 // where errors become messages and exit codes.
 #include <CLI/CLI.hpp>
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <system_error>
 
 #include "app/commands.hpp"
@@ -147,13 +146,14 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"recompute", "exchange"}));
     c->add_option("--overlap", o.overlap,
-                  "at group starts, compute each tile's interior while its halo is in flight, and send the weight "
-                  "gradients in buckets while backward still runs: auto (where the messages cross a network link, "
-                  "i.e. go to another host), on (wherever they go to another tile or process), off")
+                  "at group starts, compute each tile's interior while its halo is in flight: auto (where the halo "
+                  "crosses a network link, i.e. comes from another host), on (wherever it comes from another tile; "
+                  "also sends the weight gradients in buckets while backward still runs), off")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "on", "off"}));
     c->add_option("--cut", o.cut, "number of leading layers to tile (default: up to the first untileable)");
-    c->add_option("--bn", o.bn, "batch-norm across tiles: sync (batch statistics over the whole map, as untiled) or frozen")
+    c->add_option("--bn", o.bn,
+                  "batch-norm across tiles: sync (batch statistics over the whole map, as untiled) or frozen")
         ->check(CLI::IsMember({"sync", "frozen"}));
     c->add_option("--seed", o.seed, "random seed for weights and data")->capture_default_str()->check(kUnsigned64);
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
@@ -218,9 +218,10 @@ int main(int argc, char** argv) {
       "train", "train a net: on a data set (--data: Fashion-MNIST, IDX files or a Darknet .data) or on synthetic data");
   common(train, true);
   DataOptions data;
-  train->add_option("--steps", steps,
-                    "training steps (batches): required without --data; with --data, stop after this many "
-                    "(default: --epochs whole passes over the training set)")
+  train
+      ->add_option("--steps", steps,
+                   "training steps (batches): required without --data; with --data, stop after this many "
+                   "(default: --epochs whole passes over the training set)")
       ->check(CLI::PositiveNumber);
   train->add_option("--data", data.data,
                     "train on a data set: fashion-mnist, a folder with its four IDX files, or a Darknet detection "
@@ -290,15 +291,17 @@ int main(int argc, char** argv) {
   common(verify, true);
   verify->add_option("--steps", steps, "training steps to compare")->capture_default_str()->check(CLI::PositiveNumber);
 
-  auto* launch = app.add_subcommand(
-      "launch", "run a command on several processes, here or on the hosts of a hosts file, through mpirun "
-                "(works out -np, the tiles per process and mpirun's options): launch --local 4 -- train ...");
+  auto* launch =
+      app.add_subcommand("launch",
+                         "run a command on several processes, here or on the hosts of a hosts file, through mpirun "
+                         "(works out -np, the tiles per process and mpirun's options): launch --local 4 -- train ...");
   LaunchOptions lo;
   launch->add_option("--local", lo.local, "run this many processes on this machine")->check(CLI::Range(1, 1024));
   launch->add_option("--hosts", lo.hosts, "hosts file: a host per line, NAME [slots=N] (processes on it, default 1)");
   launch->add_option("--ranks-per-host", lo.ranks_per_host, "processes on every host (instead of the file's slots=)")
       ->check(CLI::Range(1, 1024));
-  launch->add_option("--iface", lo.iface, "network interface between the hosts, e.g. eth0 (default: Open MPI's choice)");
+  launch->add_option("--iface", lo.iface,
+                     "network interface between the hosts, e.g. eth0 (default: Open MPI's choice)");
   launch->add_option("--binary", lo.binary, "tiletrain's path on the hosts (default: this program's path)");
   launch->add_flag("--dry-run", lo.dry_run, "print the mpirun command instead of running it");
   launch->add_option("command", lo.command, "after --: the tiletrain command and its options")->required();
@@ -337,10 +340,12 @@ int main(int argc, char** argv) {
     // info and plan involve no tiles: under mpirun only rank 0 prints them.
     if ((*info || *plan) && comm->rank() != 0) return 0;
     if (auto_threads && comm->rank() == 0 && !*info && !*plan && !*launch)
-      std::fprintf(stderr, "tiletrain: %d thread(s) per process: %d core(s)%s, %d process(es) on this host (--threads N to change)\n",
-                   o.threads, share.cores,
-                   std::isfinite(share.quota) ? (", a CPU quota of " + std::to_string(share.quota).substr(0, 4)).c_str() : "",
-                   share.local);
+      std::fprintf(
+          stderr,
+          "tiletrain: %d thread(s) per process: %d core(s)%s, %d process(es) on this host (--threads N to change)\n",
+          o.threads, share.cores,
+          std::isfinite(share.quota) ? (", a CPU quota of " + std::to_string(share.quota).substr(0, 4)).c_str() : "",
+          share.local);
     if (*launch) return cmd_launch(lo);
     if (*info) return cmd_info(o);
     if (*plan) return cmd_plan(o, po);

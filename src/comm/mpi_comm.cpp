@@ -1,12 +1,13 @@
 #include "comm/mpi_comm.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <omp.h>
 #include <cstdio>
-#include <thread>
 #include <random>
+#include <thread>
 
 #include "util/error.hpp"
 #include "util/sys.hpp"
@@ -48,8 +49,8 @@ MpiComm::MpiComm(int* argc, char*** argv, const MpiOptions& options) : options_(
     complete(r, "the start");
     heartbeat_ = std::make_unique<Heartbeat>(rank_, size_, job);
     std::vector<BeatAddress> all(static_cast<size_t>(size_));
-    check(MPI_Iallgather(&heartbeat_->local(), sizeof(BeatAddress), MPI_BYTE, all.data(), sizeof(BeatAddress),
-                         MPI_BYTE, MPI_COMM_WORLD, &r),
+    check(MPI_Iallgather(&heartbeat_->local(), sizeof(BeatAddress), MPI_BYTE, all.data(), sizeof(BeatAddress), MPI_BYTE,
+                         MPI_COMM_WORLD, &r),
           "allgather");
     complete(r, "the start");
     heartbeat_->start(all);
@@ -235,14 +236,16 @@ void MpiComm::progress() {
 }
 
 void MpiComm::isend_deferred(const float* data, size_t n, int to, int tag) {
-  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag) fail("internal: deferred message of ", n, " floats, tag ", tag);
+  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag)
+    fail("internal: deferred message of ", n, " floats, tag ", tag);
   deferred_.emplace_back();
   deferred_peers_.push_back(to);
   check(MPI_Isend(data, int(n), MPI_FLOAT, to, kDeferredTag + tag, MPI_COMM_WORLD, &deferred_.back()), "send");
 }
 
 void MpiComm::irecv_deferred(float* data, size_t n, int from, int tag) {
-  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag) fail("internal: deferred message of ", n, " floats, tag ", tag);
+  if (n > size_t(INT_MAX) || tag < 0 || tag >= kDeferredTag)
+    fail("internal: deferred message of ", n, " floats, tag ", tag);
   deferred_.emplace_back();
   deferred_peers_.push_back(from);
   check(MPI_Irecv(data, int(n), MPI_FLOAT, from, kDeferredTag + tag, MPI_COMM_WORLD, &deferred_.back()), "receive");
@@ -293,8 +296,8 @@ void MpiComm::reduce_scatter(float* data, const std::vector<int>& counts, const 
   for (int s = 0; s + 1 < P; ++s) {
     const int out = ((rank_ - s - 1) % P + P) % P, in = ((rank_ - s - 2) % P + P) % P;
     MPI_Request r[2];
-    check(MPI_Isend(data + displs[size_t(out)], counts[size_t(out)], MPI_FLOAT, next, kReduceScatterTag,
-                    MPI_COMM_WORLD, &r[0]),
+    check(MPI_Isend(data + displs[size_t(out)], counts[size_t(out)], MPI_FLOAT, next, kReduceScatterTag, MPI_COMM_WORLD,
+                    &r[0]),
           "reduce-scatter");
     check(MPI_Irecv(tmp, counts[size_t(in)], MPI_FLOAT, prev, kReduceScatterTag, MPI_COMM_WORLD, &r[1]),
           "reduce-scatter");

@@ -85,7 +85,7 @@ class MpiComm final : public Comm {
   std::vector<MPI_Request> deferred_;
   std::vector<int> deferred_peers_;
   std::unique_ptr<Heartbeat> heartbeat_;
-  bool warned_deaf_ = false;  // said once that a peer's beats never arrive
+  bool warned_deaf_ = false;       // said once that a peer's beats never arrive
   double quota_cores_ = INFINITY;  // the cgroup's CPU quota in cores (+infinity: none)
   int ranks_on_host_ = 1;
 };

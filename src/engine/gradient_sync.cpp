@@ -32,8 +32,8 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
   const int64_t E = tiled.tile_grad_end();
   int64_t max_part = P == 1 ? E : 0;
   for (size_t r = 0; r < counts_.size(); ++r)
-    max_part = std::max<int64_t>(max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) -
-                                               std::min<int64_t>(displs_[r], E));
+    max_part = std::max<int64_t>(
+        max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) - std::min<int64_t>(displs_[r], E));
   order_ = std::make_unique<TileOrder>(comm, tile_rank, max_part);
   if (overlap_) order_->enable_pieces(E, counts_, displs_);
 }

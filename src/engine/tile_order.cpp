@@ -46,7 +46,8 @@ void TileOrder::sum(std::vector<double>& slots, int width, double* total) {
     packed_.resize(size_t(T) * w);
     for (size_t k = 0; k < by_rank_.size(); ++k)
       if (tile_rank_[size_t(by_rank_[k])] == comm_.rank())
-        std::copy_n(slots.begin() + std::ptrdiff_t(size_t(by_rank_[k]) * w), w, packed_.begin() + std::ptrdiff_t(k * w));
+        std::copy_n(slots.begin() + std::ptrdiff_t(size_t(by_rank_[k]) * w), w,
+                    packed_.begin() + std::ptrdiff_t(k * w));
     comm_.all_gather_v(packed_.data(), counts, displs);
     for (size_t k = 0; k < by_rank_.size(); ++k)
       std::copy_n(packed_.begin() + std::ptrdiff_t(k * w), w, slots.begin() + std::ptrdiff_t(size_t(by_rank_[k]) * w));

@@ -60,8 +60,8 @@ class TileOrder {
   std::vector<int> by_rank_;                    // sum: the tiles in rank order, as all_gather_v moves their rows
   std::vector<int> slot_counts_, slot_displs_;  // rows per process
   std::vector<double> packed_;
-  Buffer recv_;                                 // reduce_scatter: other processes' pieces
-  int64_t chunk_ = 0;                           // reduce_scatter: floats per piece and step
+  Buffer recv_;        // reduce_scatter: other processes' pieces
+  int64_t chunk_ = 0;  // reduce_scatter: floats per piece and step
   // Pieces: every process's part of [0, n), this one's [part_b_, part_e_); other tiles' values
   // of it, one row of part_e_ - part_b_ per tile not here, in tile order.
   std::vector<std::pair<int64_t, int64_t>> parts_;

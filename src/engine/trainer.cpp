@@ -98,11 +98,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       }
   }
   std::vector<bool> far;
-  bool any_far = false;
   if (opt.overlap != Overlap::Off) {
     const std::vector<std::string> hosts = comm.all_hosts();
     for (int r : ranks) far.push_back(opt.overlap == Overlap::On || hosts[size_t(r)] != hosts[size_t(comm.rank())]);
-    for (const std::string& h : hosts) any_far |= opt.overlap == Overlap::On || h != hosts[0];
   }
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), comm,
                                      SegmentOptions{.batch = n_,
@@ -119,7 +117,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
-    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), any_far, grad_.data());
+    // Gradient buckets during backward: only when asked (docs/tiling.md says why).
+    sync_ =
+        std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On, grad_.data());
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_,

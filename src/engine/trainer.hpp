@@ -43,6 +43,7 @@ struct TrainOptions {
   // At forward group starts, compute each tile's interior while its halo is in flight:
   // Auto where the halo comes from another host (a network link), On wherever it comes
   // from another tile (in one process only useful to test that it is exact), Off never.
+  // On also sends the weight gradients in buckets during backward (gradient_sync.hpp).
   Overlap overlap = Overlap::Auto;
   // The device that holds the maps and does their element-wise work and the SGD update
   // (device/device.hpp); nullptr: this host's CPU.

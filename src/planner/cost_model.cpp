@@ -436,12 +436,9 @@ struct Replay {
       run(0, comp(0, l, m.bwd_pointwise, cells) + comp(0, l, m.bwd_data, cells) + comp(0, l, m.bwd_weights, cells),
           &RankPrediction::bwd_s);
     }
-    // Gradient buckets (engine/gradient_sync.hpp): the first leaves when every rank has
-    // begun the tiled backward (the tail's, from the root), as the Trainer decides it.
-    bool far = false;
-    for (int r = 1; r < P; ++r) far |= rank_dev[size_t(r)] != rank_dev[0];
-    if (P > 1 && !p.low_memory && (p.overlap == Overlap::On || (p.overlap == Overlap::Auto && far)))
-      grads_leave = *std::max_element(clock.begin(), clock.end());
+    // Gradient buckets (engine/gradient_sync.hpp, --overlap on): the first leaves when every
+    // rank has begun the tiled backward (the tail's, from the root).
+    if (P > 1 && !p.low_memory && p.overlap == Overlap::On) grads_leave = *std::max_element(clock.begin(), clock.end());
     run_steps(schedule.backward);
   }
 

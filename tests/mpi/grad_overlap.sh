@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gradients sent in buckets while backward runs (--overlap on; auto does it across hosts)
+# Gradients sent in buckets while backward runs (--overlap on)
 # end a run with the same bits as one process: weights and momentum, with a tail after the
 # cut (its gradient straight from the root), two tiles on each of three ranks, and with two
 # micro-batches a step (only the last one's backward sends). The trace shows that buckets
