@@ -24,7 +24,7 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
       displs_.push_back(int(params * r / P));
       counts_.push_back(int(params * (r + 1) / P) - displs_.back());
     }
-    ring_tmp_ = Buffer(size_t(*std::max_element(counts_.begin(), counts_.end())));
+    if (!overlap_) ring_tmp_ = Buffer(size_t(*std::max_element(counts_.begin(), counts_.end())));
     updated_ = {{displs_[size_t(comm.rank())], displs_[size_t(comm.rank())] + int64_t(counts_[size_t(comm.rank())])}};
   } else {
     updated_ = {{0, params}};
@@ -34,19 +34,20 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
   for (size_t r = 0; r < counts_.size(); ++r)
     max_part = std::max<int64_t>(
         max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) - std::min<int64_t>(displs_[r], E));
-  order_ = std::make_unique<TileOrder>(comm, tile_rank, max_part);
+  order_ = std::make_unique<TileOrder>(comm, tile_rank, overlap_ ? 0 : max_part);  // buckets: pieces, not chunks
   if (overlap_) order_->enable_pieces(E, counts_, displs_);
 }
 
 bool TileOrderSync::link_free() { return posting_ && order_->release(kBucketFloats); }
 
 void TileOrderSync::ready(int64_t begin, int64_t end) {
-  if (!overlap_ || begin >= end) return;
+  if (!overlap_) return;
   if (!posting_) {
     order_->begin_pieces(tiled_.tile_grads(), grad_);
     posting_ = true;
     lo_ = bucket_end_ = n_;
   }
+  if (begin >= end) return;
   if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
   if (!in_order_ || end != lo_) {
     in_order_ = false;
@@ -78,6 +79,7 @@ void TileOrderSync::post(int64_t begin, int64_t end) {
 // the root's are not zero, so any order gives the same bits) round a ring.
 void TileOrderSync::reduce(float* grad) {
   const int64_t E = tiled_.tile_grad_end();
+  if (overlap_ && !posting_) ready(0, 0);  // nothing was reported: all of it now, still as pieces
   if (posting_) {
     if (grad != grad_) fail("internal: the gradient moved during the step");
     if (bucket_end_ > 0) post(0, bucket_end_);  // what was not posted yet: [bucket_end_, n) was

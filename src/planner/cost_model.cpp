@@ -515,14 +515,14 @@ struct Replay {
   }
   // Not sharded: the gradients of a rank's tiles after the first, and the buffers of the
   // sum in tile order (TileOrder: a piece per other rank's tile, in chunks of at most
-  // 4 Mi / T floats; with gradient buckets, --overlap on, also the whole part at once).
+  // 4 Mi / T floats; with gradient buckets, --overlap on, the whole part at once instead).
   double tile_order_floats() const {
     if (p.low_memory || T == 1 || (P == 1 && net.subdivisions == 1)) return 0;  // Segment::tile_grads()
     const double E = double(tiled_params());
     const double part = P == 1 ? E : std::ceil(double(net_params()) / P);
     const double chunk = std::min(std::max(65536., std::floor(4194304. / T)), std::min(part, E));
-    const double buckets = P > 1 && p.overlap == Overlap::On ? std::min(part, E) : 0;
-    return (p.tiles_per_rank - 1) * E + (chunk + buckets) * (T - p.tiles_per_rank);
+    const bool buckets = P > 1 && p.overlap == Overlap::On;
+    return (p.tiles_per_rank - 1) * E + (buckets ? std::min(part, E) : chunk) * (T - p.tiles_per_rank);
   }
 
   void memory() {
