@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Gradients sent in buckets while backward runs (--overlap on)
-# end a run with the same bits as one process: weights and momentum, with a tail after the
-# cut (its gradient straight from the root), two tiles on each of three ranks, and with two
-# micro-batches a step (only the last one's backward sends). The trace shows that buckets
+# Gradients sent in buckets while backward runs (--overlap on) end a run with the same bits
+# as one process: weights and momentum, with a tail after the cut (its gradient straight
+# from the root), two tiles on each of three ranks, with two micro-batches a step (only the
+# last one's backward sends), and on a residual net (joins). The trace shows that buckets
 # did leave during backward: on every rank, before the step's gradient sum began.
 # Usage: grad_overlap.sh TILETRAIN_BINARY SOURCE_DIR
 set -eu
@@ -17,7 +17,8 @@ sed 's/^subdivisions=1$/subdivisions=2/' "$src/cfgs/fashion-mnist.cfg" > "$tmp/t
 grep -q '^subdivisions=2$' "$tmp/two-micro.cfg" || { echo "FAIL: could not make a cfg of two micro-batches"; exit 1; }
 runs=("--cfg /usr/share/darknet/cfg/yolov2-tiny-voc.cfg --size 96x96 --batch 2 --grid 2x3 --groups 0,4"
       "--cfg $src/cfgs/yolov2-16.cfg --size 64x96 --batch 1 --grid 2x3 --groups none --kernels own"
-      "--cfg $tmp/two-micro.cfg --batch 8 --grid 2x3")
+      "--cfg $tmp/two-micro.cfg --batch 8 --grid 2x3"
+      "--cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 2 --grid 2x3")
 for run in "${runs[@]}"; do
   read -r -a args <<< "train $run --steps 3 --threads 1"
   rm -rf "$tmp/ranks" "$tmp/one"
