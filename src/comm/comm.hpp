@@ -37,15 +37,12 @@ class Comm {
   // Lets posted messages move on while the caller computes (MPI progresses them only
   // inside its calls); never blocks.
   virtual void progress() {}
-  // Messages of n floats completed apart from the exchanges above, when the caller asks:
-  // the step's gradients, posted while backward still computes. They never match the
-  // messages above. complete_deferred(k, block) completes the first k posted (all posted:
-  // deferred_posted()), or with block false only says whether they are done; once every
-  // posted one is complete and waited for, the count starts again from 0.
+  // Messages of n floats completed apart from the exchanges above, by wait_deferred(): the
+  // step's gradients, posted while backward still computes. They never match the messages
+  // above; progress() moves them on too.
   virtual void isend_deferred(const float* data, size_t n, int to, int tag) = 0;
   virtual void irecv_deferred(float* data, size_t n, int from, int tag) = 0;
-  virtual size_t deferred_posted() const = 0;
-  virtual bool complete_deferred(size_t k, bool block) = 0;
+  virtual void wait_deferred() = 0;
   virtual void broadcast(double* data, size_t n, int root) = 0;
   // Sharded weights; rank r's part of `data` is [displs[r], displs[r] + counts[r]).
   // all_gather_v: in place; afterwards every rank holds every part.
@@ -78,8 +75,7 @@ class LocalComm final : public Comm {
   void wait_all() override {}
   void isend_deferred(const float*, size_t, int, int) override;
   void irecv_deferred(float*, size_t, int, int) override;
-  size_t deferred_posted() const override { return 0; }
-  bool complete_deferred(size_t, bool) override { return true; }
+  void wait_deferred() override {}
   void broadcast(double*, size_t, int) override {}
   void all_gather_v(float*, const std::vector<int>&, const std::vector<int>&) override {}
   void all_gather_v(double*, const std::vector<int>&, const std::vector<int>&) override {}

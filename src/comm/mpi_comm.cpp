@@ -251,18 +251,11 @@ void MpiComm::irecv_deferred(float* data, size_t n, int from, int tag) {
   check(MPI_Irecv(data, int(n), MPI_FLOAT, from, kDeferredTag + tag, MPI_COMM_WORLD, &deferred_.back()), "receive");
 }
 
-bool MpiComm::complete_deferred(size_t k, bool block) {
-  k = std::min(k, deferred_.size());
-  if (k == 0) return true;
-  if (block) {
-    complete(deferred_.data(), int(k), "the gradient exchange", std::span<const int>(deferred_peers_.data(), k));
-  } else {
-    int done = 0;
-    check(MPI_Testall(int(k), deferred_.data(), &done, MPI_STATUSES_IGNORE), "progress");
-    if (!done) return false;
-  }
-  if (k == deferred_.size()) deferred_.clear(), deferred_peers_.clear();
-  return true;
+void MpiComm::wait_deferred() {
+  if (deferred_.empty()) return;
+  complete(deferred_.data(), int(deferred_.size()), "the gradient exchange", deferred_peers_);
+  deferred_.clear();
+  deferred_peers_.clear();
 }
 
 void MpiComm::broadcast(double* data, size_t n, int root) {

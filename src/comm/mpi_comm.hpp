@@ -50,8 +50,7 @@ class MpiComm final : public Comm {
   void progress() override;
   void isend_deferred(const float* data, size_t n, int to, int tag) override;
   void irecv_deferred(float* data, size_t n, int from, int tag) override;
-  size_t deferred_posted() const override { return deferred_.size(); }
-  bool complete_deferred(size_t k, bool block) override;
+  void wait_deferred() override;
   void broadcast(double* data, size_t n, int root) override;
   void all_gather_v(float* data, const std::vector<int>& counts, const std::vector<int>& displs) override;
   void all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) override;

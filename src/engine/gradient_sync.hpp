@@ -27,6 +27,8 @@ class GradientSync {
  public:
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) of the flat parameter vector
   virtual ~GradientSync() = default;
+  // Whether it moves gradients during backward (then ready() and link_free() matter).
+  virtual bool overlaps() const { return false; }
   // Backward has made parameters [begin, end) final for this batch: a sync that overlaps
   // may start moving them. Every process reports the same ranges in the same order.
   virtual void ready(int64_t /*begin*/, int64_t /*end*/) {}
@@ -57,6 +59,7 @@ class TileOrderSync final : public GradientSync {
   // gradient (the root's only) is, as reduce() will be given it.
   TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params, bool overlap,
                 float* grad);
+  bool overlaps() const override { return overlap_; }
   void ready(int64_t begin, int64_t end) override;
   bool link_free() override;
   void reduce(float* grad) override;

@@ -168,7 +168,7 @@ void TileOrder::end_pieces() {
   release(INT64_MAX);
   queued_.clear();
   next_send_ = 0;
-  comm_.complete_deferred(comm_.deferred_posted(), true);
+  comm_.wait_deferred();
   const int T = tiles(), me = comm_.rank();
   std::vector<const float*> src(static_cast<size_t>(T));
   const float* row = piece_recv_.data();

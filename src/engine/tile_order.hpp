@@ -31,17 +31,15 @@ class TileOrder {
   void reduce_scatter(const std::vector<float*>& mine, int64_t n, const std::vector<int>& counts,
                       const std::vector<int>& displs, float* out);
 
-  // The same sums made from pieces sent while the caller still computes (the gradients of
-  // the layers backward has finished): begin_pieces() once, then post_piece(b, e) for
-  // ranges of [0, n) as their values become final, in the same order on every process and
-  // together covering [0, n); end_pieces() waits for them and folds this process's part
-  // exactly as reduce_scatter does. Messages are deferred ones (Comm), tagged by tile.
-  // Needs enable_pieces() first: the other tiles' values of this process's whole part are
-  // received at once.
-  // post_piece posts the receives at once and queues the sends; release(n) posts queued
-  // sends of up to n floats (the caller knows when the link is free of other messages);
-  // end_pieces releases the rest. Messages are cut into pieces below Open MPI's eager
-  // limit, so that they cross while the receiver computes, without a rendezvous.
+  // The same sums from pieces sent while the caller still computes (the gradients of the
+  // layers backward has finished). enable_pieces() once: the other tiles' values of this
+  // process's whole part are received at once. Per step: begin_pieces(), then
+  // post_piece(b, e) for ranges of [0, n) as they become final (same order on every
+  // process, together covering [0, n)): it posts the receives and queues the sends;
+  // release(n) posts queued sends of up to n floats (the caller knows when the link is free
+  // of other messages); end_pieces() releases the rest, waits, and folds this process's
+  // part exactly as reduce_scatter does. Deferred messages (Comm), tagged by tile, each
+  // below Open MPI's eager limit so that it crosses while the receiver computes.
   void enable_pieces(int64_t n, const std::vector<int>& counts, const std::vector<int>& displs);
   void begin_pieces(const std::vector<float*>& mine, float* out);
   void post_piece(int64_t b, int64_t e);

@@ -120,6 +120,11 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
     sync_ =
         std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On, grad_.data());
+  if (sync_->overlaps())
+    tiled_->link_free = [this] {
+      const double t0 = now_s();
+      if (sync_->link_free()) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
+    };
   if (!root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_,
@@ -273,21 +278,18 @@ const float* Trainer::predict(const float* input) {
 double Trainer::loss_and_backward(const float* truth) {
   const Shape in = first_ > 0 ? net_.layers[size_t(first_ - 1)].out : net_.input();
   TensorView din{first_ > 0 ? prefix_delta_.data() : input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
-  // The batch's last micro-batch: each layer's gradients may leave as soon as they are final.
-  const bool last = micro_ + 1 == net_.subdivisions;
+  // Gradient buckets, in the batch's last micro-batch: each layer's gradients may leave as
+  // soon as they are final.
+  const bool buckets = sync_->overlaps() && micro_ + 1 == net_.subdivisions;
   const int64_t tail_begin = tiled_->tile_grad_end(), n = int64_t(grad_.size());
   tiled_->grad_ready = nullptr;
-  tiled_->link_free = [this] {
-    const double t0 = now_s();
-    if (sync_->link_free()) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
-  };
-  if (last)
+  if (buckets)
     tiled_->grad_ready = [this](int l) {
       const ParamSlice& ps = params_.slices[size_t(l)];
       if (ps.biases >= 0) sync_->ready(ps.biases, ps.weights + ps.n_weights);
     };
   if (!root()) {  // the root computes the tail and sends each tile its delta
-    if (last) sync_->ready(tail_begin, n);
+    if (buckets) sync_->ready(tail_begin, n);
     tiled_->backward(TensorView{}, &din);
     return 0;
   }
@@ -298,7 +300,7 @@ double Trainer::loss_and_backward(const float* truth) {
   const double t0 = trace_.on() ? now_s() : 0;
   const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
   trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
-  if (last) sync_->ready(tail_begin, n);
+  if (buckets) sync_->ready(tail_begin, n);
   if (prefix_ && opt_.need_input_delta) std::fill(prefix_delta_.begin(), prefix_delta_.end(), 0.f);
   tiled_->backward(cut_delta, &din);
   if (prefix_ && opt_.need_input_delta) {

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# One process holding all four tiles (they add into one gradient, one after another:
-# Segment::tile_grads) ends a run with the same bits as four ranks (separate gradients
-# summed in tile order), on each kernel path and at batches 1 (the own kernels add into the
-# gradient directly) and 2 (through a scratch). The momentum after the last step is the
-# sum of the gradients: compared too, as a weight update can round a gradient's last bits away.
+# Ranks end a run with the same bits as one process holding every tile: weights, and the
+# momentum after the last step (the sum of the gradients: a weight update can round a
+# gradient's last bits away).
+#  - One process holding all four tiles (they add into one gradient, one after another:
+#    Segment::tile_grads) against four ranks (separate gradients summed in tile order), on
+#    each kernel path and at batches 1 (the own kernels add into the gradient directly) and
+#    2 (through a scratch).
+#  - Gradients sent in buckets while backward runs (--overlap on), three ranks with two
+#    tiles each: with a tail after the cut (its gradient straight from the root), the own
+#    kernels, two micro-batches a step (only the last one's backward sends), and a residual
+#    net (joins).
 # Usage: one_process_bits.sh TILETRAIN_BINARY SOURCE_DIR
 set -eu
 bin=$1
@@ -12,19 +18,38 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+
+# same_bits LABEL RANKS "RANK-ONLY OPTIONS" TRAIN-ARGS...: 3 steps on RANKS ranks and on one process
+same_bits() {
+  local label=$1 np=$2 rank_opts
+  read -r -a rank_opts <<< "$3"
+  shift 3
+  local args=(train "$@" --steps 3 --threads 1)
+  rm -rf "$tmp/ranks" "$tmp/one"
+  "${mpi[@]}" -np "$np" "$bin" "${args[@]}" "${rank_opts[@]}" --checkpoint "$tmp/ranks" --checkpoint-every 3 \
+    --save-weights "$tmp/ranks.weights" > "$tmp/ranks.log" || { echo "FAIL: $label on $np ranks:"; cat "$tmp/ranks.log"; exit 1; }
+  "$bin" "${args[@]}" --checkpoint "$tmp/one" --checkpoint-every 3 --save-weights "$tmp/one.weights" > "$tmp/one.log"
+  cmp "$tmp/ranks.weights" "$tmp/one.weights" ||
+    { echo "FAIL: $label: one process and $np ranks end with different weights"; exit 1; }
+  cmp "$tmp/ranks/step-00000003/momentum" "$tmp/one/step-00000003/momentum" ||
+    { echo "FAIL: $label: one process and $np ranks end with different momentum"; exit 1; }
+  echo "same bits: $label"
+}
+
 for kernels in own onednn; do
   for batch in 1 2; do
-    args=(train --cfg "$src/cfgs/yolov2-16.cfg" --size 64x96 --batch "$batch" --grid 2x2 --groups 0,4,8
-          --kernels "$kernels" --steps 3 --threads 1)
-    rm -rf "$tmp/ranks" "$tmp/one"
-    "${mpi[@]}" -np 4 "$bin" "${args[@]}" --checkpoint "$tmp/ranks" --checkpoint-every 3 \
-      --save-weights "$tmp/ranks.weights" > "$tmp/ranks.log"
-    "$bin" "${args[@]}" --checkpoint "$tmp/one" --checkpoint-every 3 --save-weights "$tmp/one.weights" > "$tmp/one.log"
-    cmp "$tmp/ranks.weights" "$tmp/one.weights" ||
-      { echo "FAIL: --kernels $kernels --batch $batch: one process and 4 ranks end with different weights"; exit 1; }
-    cmp "$tmp/ranks/step-00000003/momentum" "$tmp/one/step-00000003/momentum" ||
-      { echo "FAIL: --kernels $kernels --batch $batch: one process and 4 ranks end with different momentum"; exit 1; }
-    echo "same bits: --kernels $kernels --batch $batch"
+    same_bits "--kernels $kernels --batch $batch" 4 "" --cfg "$src/cfgs/yolov2-16.cfg" --size 64x96 --batch "$batch" \
+      --grid 2x2 --groups 0,4,8 --kernels "$kernels"
   done
 done
+
+sed 's/^subdivisions=1$/subdivisions=2/' "$src/cfgs/fashion-mnist.cfg" > "$tmp/two-micro.cfg"
+grep -q '^subdivisions=2$' "$tmp/two-micro.cfg" || { echo "FAIL: could not make a cfg of two micro-batches"; exit 1; }
+buckets="--tiles-per-rank 2 --overlap on"
+same_bits "buckets, yolov2-tiny-voc" 3 "$buckets" --cfg /usr/share/darknet/cfg/yolov2-tiny-voc.cfg --size 96x96 \
+  --batch 2 --grid 2x3 --groups 0,4
+same_bits "buckets, W1, own kernels" 3 "$buckets" --cfg "$src/cfgs/yolov2-16.cfg" --size 64x96 --batch 1 --grid 2x3 \
+  --groups none --kernels own
+same_bits "buckets, two micro-batches" 3 "$buckets" --cfg "$tmp/two-micro.cfg" --batch 8 --grid 2x3
+same_bits "buckets, resnet18" 3 "$buckets" --cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 2 --grid 2x3
 echo PASS
