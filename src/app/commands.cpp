@@ -70,6 +70,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.bn = o.bn == "frozen" ? BnMode::Frozen : BnMode::Sync;
   t.seed = o.seed;
   t.tiles_per_rank = o.tiles_per_rank;
+  t.ranks_per_device = o.ranks_per_device;
   t.low_memory = o.low_memory;
   t.kernels = parse_kernel_path(o.kernels);
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");

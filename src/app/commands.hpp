@@ -26,6 +26,7 @@ struct RunOptions {
   uint64_t seed = 1;
   bool json = false;
   int tiles_per_rank = 1;
+  int ranks_per_device = 0;  // 0: by host name
   bool low_memory = false;
   std::string kernels = "auto";                 // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;         // uneven split: a weight per grid row / column

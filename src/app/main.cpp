@@ -159,6 +159,12 @@ int main(int argc, char** argv) {
     c->add_option("--tiles-per-rank", o.tiles_per_rank, "under mpirun: tiles each process runs (tile t on rank t/K)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    if (c->get_name() != "plan")  // plan has its own, for the cluster it prices
+      c->add_option("--ranks-per-device", o.ranks_per_device,
+                    "under mpirun: processes per device, consecutive ranks together (default: processes with the "
+                    "same host name share a device); with several per device the gradient sum and the weights "
+                    "cross each device's link once, not once per process")
+          ->check(CLI::PositiveNumber);
     c->add_flag("--low-memory", o.low_memory,
                 "shard the convolution weights, gradients and momentum across processes and keep formatted "
                 "weights for the running layer only (less memory per process, more weight traffic)");

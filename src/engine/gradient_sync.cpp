@@ -15,7 +15,7 @@ constexpr int64_t kBucketFloats = int64_t(1) << 18;
 }  // namespace
 
 TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params,
-                             bool overlap, float* grad)
+                             bool overlap, float* grad, const std::vector<int>& device)
     : comm_(comm), tiled_(tiled), n_(params), overlap_(overlap && comm.size() > 1), grad_(grad) {
   const int P = comm.size();
   if (P > 1) {
@@ -34,8 +34,11 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
   for (size_t r = 0; r < counts_.size(); ++r)
     max_part = std::max<int64_t>(
         max_part, std::min<int64_t>(displs_[r] + int64_t(counts_[r]), E) - std::min<int64_t>(displs_[r], E));
-  order_ = std::make_unique<TileOrder>(comm, tile_rank, overlap_ ? 0 : max_part);  // buckets: pieces, not chunks
+  const bool chain = !overlap_ && DeviceChain::useful(device);
+  // Buckets: pieces, not chunks; a chain: its own buffers.
+  order_ = std::make_unique<TileOrder>(comm, tile_rank, overlap_ || chain ? 0 : max_part);
   if (overlap_) order_->enable_pieces(E, counts_, displs_);
+  if (chain) chain_ = std::make_unique<DeviceChain>(comm, tile_rank, device, counts_, displs_, E);
 }
 
 bool TileOrderSync::link_free() { return posting_ && order_->release(kBucketFloats); }
@@ -89,7 +92,10 @@ void TileOrderSync::reduce(float* grad) {
     return;
   }
   if (comm_.size() == 1 && tiled_.tile_grads().size() == 1) return;  // the tiles added into grad in tile order
-  order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
+  if (chain_)
+    chain_->reduce(tiled_.tile_grads(), grad);
+  else
+    order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
   if (comm_.size() == 1) return;
   std::vector<int> counts(counts_.size()), displs(counts_.size());
   for (size_t r = 0; r < counts.size(); ++r) {
@@ -105,7 +111,12 @@ void TileOrderSync::zero(float* grad) {
   tiled_.zero_tile_grads();
 }
 
-void TileOrderSync::share_weights(float* weights) { gather(weights); }
+void TileOrderSync::share_weights(float* weights) {
+  if (chain_)
+    chain_->share(weights);
+  else
+    gather(weights);
+}
 
 void TileOrderSync::gather(float* v) {
   if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
@@ -117,6 +128,7 @@ double TileOrderSync::kept_floats() const {
   const double n = double(n_);
   double kept = comm_.size() == 1 ? 3 * n : 2 * n + double(updated_[0].second - updated_[0].first);
   kept += double(tiled_.tile_grads().size() - 1) * double(tiled_.tile_grad_end()) + order_->buffer_bytes() / 4.;
+  if (chain_) kept += double(chain_->buffer_bytes()) / 4.;
   return kept;
 }
 

@@ -5,7 +5,10 @@
 //                  SGD to, one contiguous part of the flat parameter vector, then the
 //                  weights are all-gathered; only that part of the momentum is touched.
 //                  With `overlap`, the gradients move in buckets while backward still
-//                  computes (as PyTorch DDP's do), summed in the same order.
+//                  computes (as PyTorch DDP's do), summed in the same order. With
+//                  several processes on a device (and no overlap), the sum runs as a
+//                  chain over the devices and the weights cross each link once
+//                  (device_chain.hpp), again the same bits.
 //   ShardedSync    (--low-memory): the tiled convolutions' weights, gradients and momentum
 //                  are sharded (shards.hpp); their gradients were reduce-scattered during
 //                  backward, the rest (replicated) is all-reduced here.
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/device_chain.hpp"
 #include "engine/segment.hpp"
 #include "engine/shards.hpp"
 #include "engine/tile_order.hpp"
@@ -57,8 +61,11 @@ class TileOrderSync final : public GradientSync {
  public:
   // overlap: buckets sent during backward (several processes only); grad: where the tail's
   // gradient (the root's only) is, as reduce() will be given it.
+  // device[r]: process r's device (numbered as first seen); with several processes on a
+  // device and no overlap, the sum and the weight share go one copy per device
+  // (device_chain.hpp).
   TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params, bool overlap,
-                float* grad);
+                float* grad, const std::vector<int>& device);
   bool overlaps() const override { return overlap_; }
   void ready(int64_t begin, int64_t end) override;
   bool link_free() override;
@@ -77,6 +84,7 @@ class TileOrderSync final : public GradientSync {
   std::vector<Range> updated_;
   Buffer ring_tmp_;  // the tail's ring reduce-scatter: its largest part
   std::unique_ptr<TileOrder> order_;
+  std::unique_ptr<DeviceChain> chain_;  // several processes on a device: the sum and the share
   // Overlap: [lo_, n_) has been reported ready this batch, [lo_, bucket_end_) not posted
   // yet; a report out of order leaves the rest to reduce().
   void post(int64_t begin, int64_t end);

@@ -51,8 +51,10 @@ class TileOrder {
   // Bytes held for reduce_scatter's messages (the memory report counts them).
   size_t buffer_bytes() const { return (recv_.size() + piece_recv_.size()) * 4; }
 
+  // out = src[0] + src[1] + ..., left to right; out may be one of src.
+  static void fold(const std::vector<const float*>& src, int64_t len, float* out);
+
  private:
-  static void fold(const std::vector<const float*>& src, int64_t len, float* out);  // out = src[0] + src[1] + ...
   Comm& comm_;
   std::vector<int> tile_rank_, local_;
   std::vector<int> by_rank_;                    // sum: the tiles in rank order, as all_gather_v moves their rows

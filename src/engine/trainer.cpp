@@ -34,6 +34,26 @@ std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
   return ranks;
 }
 
+namespace {
+// Each process's device, numbered as first seen in rank order.
+std::vector<int> devices_of(Comm& comm, int ranks_per_device) {
+  std::vector<int> device(size_t(comm.size()));
+  if (ranks_per_device > 0) {
+    for (int r = 0; r < comm.size(); ++r) device[size_t(r)] = r / ranks_per_device;
+    return device;
+  }
+  const std::vector<std::string> hosts = comm.all_hosts();
+  int next = 0;
+  std::vector<int> id(hosts.size(), -1);
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    const size_t first = size_t(std::find(hosts.begin(), hosts.end(), hosts[r]) - hosts.begin());
+    if (id[first] < 0) id[first] = next++;
+    device[r] = id[first];
+  }
+  return device;
+}
+}  // namespace
+
 void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) const {
   // A lower bound of what this process allocates: its tiles' maps and deltas as the
   // memory plan lays them out, the parameters with gradient and momentum (sharded with
@@ -97,11 +117,10 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
         ctx_.device.discard(params.values.data() + e, size_t(L.offset + L.n - e));
       }
   }
+  const std::vector<int> device = devices_of(comm, opt.ranks_per_device);
   std::vector<bool> far;
-  if (opt.overlap != Overlap::Off) {
-    const std::vector<std::string> hosts = comm.all_hosts();
-    for (int r : ranks) far.push_back(opt.overlap == Overlap::On || hosts[size_t(r)] != hosts[size_t(comm.rank())]);
-  }
+  if (opt.overlap != Overlap::Off)
+    for (int r : ranks) far.push_back(opt.overlap == Overlap::On || device[size_t(r)] != device[size_t(comm.rank())]);
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), comm,
                                      SegmentOptions{.batch = n_,
                                                     .in_cb = 1,
@@ -118,8 +137,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
-    sync_ =
-        std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On, grad_.data());
+    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On,
+                                            grad_.data(), device);
   if (sync_->overlaps())
     tiled_->link_free = [this] {
       const double t0 = now_s();

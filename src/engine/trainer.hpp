@@ -45,6 +45,10 @@ struct TrainOptions {
   // from another tile (in one process only useful to test that it is exact), Off never.
   // On also sends the weight gradients in buckets during backward (gradient_sync.hpp).
   Overlap overlap = Overlap::Auto;
+  // Processes per device, consecutive ranks together; 0: those with the same host name
+  // share a device. Several on a device: the gradient sum and weight share go one copy per
+  // device (engine/device_chain.hpp).
+  int ranks_per_device = 0;
   // The device that holds the maps and does their element-wise work and the SGD update
   // (device/device.hpp); nullptr: this host's CPU.
   Device* device = nullptr;

@@ -10,6 +10,9 @@
 #    tiles each: with a tail after the cut (its gradient straight from the root), the own
 #    kernels, two micro-batches a step (only the last one's backward sends), and a residual
 #    net (joins).
+#  - Several processes per device (--ranks-per-device): the sum runs as a chain over the
+#    devices and the weights cross each device once (engine/device_chain.hpp); devices of
+#    unequal process counts, several tiles per process, a tail, a residual net.
 # Usage: one_process_bits.sh TILETRAIN_BINARY SOURCE_DIR
 set -eu
 bin=$1
@@ -52,4 +55,10 @@ same_bits "buckets, W1, own kernels" 3 "$buckets" --cfg "$src/cfgs/yolov2-16.cfg
   --groups none --kernels own
 same_bits "buckets, two micro-batches" 3 "$buckets" --cfg "$tmp/two-micro.cfg" --batch 8 --grid 2x3
 same_bits "buckets, resnet18" 3 "$buckets" --cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 2 --grid 2x3
+same_bits "2 devices of 2 and 1 processes, tail" 3 "--ranks-per-device 2 --tiles-per-rank 2" \
+  --cfg /usr/share/darknet/cfg/yolov2-tiny-voc.cfg --size 96x96 --batch 2 --grid 2x3 --groups 0,4
+same_bits "3 devices of 2 processes, resnet18" 6 "--ranks-per-device 2" --cfg /usr/share/darknet/cfg/resnet18.cfg \
+  --size 64x64 --batch 2 --grid 2x3
+same_bits "devices of 4 and 2 processes, own kernels" 6 "--ranks-per-device 4" --cfg "$src/cfgs/yolov2-16.cfg" \
+  --size 64x96 --batch 1 --grid 2x3 --kernels own
 echo PASS
