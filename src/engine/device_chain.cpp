@@ -8,9 +8,10 @@
 namespace tt {
 
 namespace {
-// Floats per chunk of a part: small enough that the devices of a chain overlap on a net of
-// a few MB, large enough that a step's latency is paid rarely.
-constexpr int64_t kChunkFloats = int64_t(1) << 16;
+// Floats per chunk of a part: the chain's first link idles for one chunk per run before
+// it (the pipeline filling), so a part goes in at least four chunks per run; but chunks
+// large enough that a step's latency and call costs are paid rarely.
+constexpr int64_t kMaxChunkFloats = int64_t(1) << 16, kMinChunkFloats = int64_t(1) << 12;
 }  // namespace
 
 bool DeviceChain::useful(const std::vector<int>& device) {
@@ -46,10 +47,11 @@ DeviceChain::DeviceChain(Comm& comm, std::vector<int> tile_rank, std::vector<int
   }
   int64_t longest = 0;
   for (int j = 0; j < P; ++j) longest = std::max(longest, tiled_part(j).second - tiled_part(j).first);
-  chunk_ = std::max<int64_t>(1, std::min(kChunkFloats, longest));
+  const int R = int(runs_.size());
+  chunk_ = std::clamp((longest + 4 * R - 1) / (4 * R), kMinChunkFloats, kMaxChunkFloats);
+  chunk_ = std::max<int64_t>(1, std::min(chunk_, longest));
 
   // This process's jobs and their chunk buffers.
-  const int R = int(runs_.size());
   job_of_.assign(size_t(P * R), -1);
   int64_t floats = 0;
   for (int j = 0; j < P; ++j) {

@@ -15,8 +15,8 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
   for (size_t d = 0; d < c.devices.size(); ++d) {
     const DeviceSpec& dev = c.devices[d];
     if (dev.model.is_null()) continue;
-    DeviceModel m = device_model_from_json(dev.model, c.path + ": devices[" + std::to_string(d) + "].model (" +
-                                                          dev.model_source + ")");
+    DeviceModel m = device_model_from_json(
+        dev.model, c.path + ": devices[" + std::to_string(d) + "].model (" + dev.model_source + ")");
     if (m.signature != sig)
       fail(c.path, ": devices[", d, "].model was calibrated on ", m.cfg, ", a different net than ", net.path,
            ": run tiletrain calibrate --cfg ", net.path);

@@ -40,6 +40,88 @@ double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, d
   return worst;
 }
 
+bool device_chain_used(const std::vector<int>& rank_dev) {
+  if (rank_dev.empty()) return false;
+  const int D = *std::max_element(rank_dev.begin(), rank_dev.end()) + 1;
+  return D > 1 && int(rank_dev.size()) > D;
+}
+
+namespace {
+struct DeviceRanks {
+  std::vector<int> count;  // ranks per device
+  explicit DeviceRanks(const std::vector<int>& rank_dev) {
+    for (int d : rank_dev) {
+      if (size_t(d) >= count.size()) count.resize(size_t(d) + 1, 0);
+      ++count[size_t(d)];
+    }
+  }
+};
+// engine/device_chain.cpp's chunk of a part of `part_bytes`, `runs` runs
+double chain_chunk_bytes(double part_bytes, size_t runs) {
+  return std::min(part_bytes, std::clamp(part_bytes / (4. * double(runs)), 4. * 4096, 4. * 65536));
+}
+}  // namespace
+
+double device_chain_reduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                const std::vector<int>& tile_rank, double bytes) {
+  const int P = int(rank_dev.size());
+  const DeviceRanks dr(rank_dev);
+  const size_t D = dr.count.size();
+  std::vector<int> run_dev, tiles_on(D, 0);
+  for (int r : tile_rank) {
+    const int d = rank_dev[size_t(r)];
+    ++tiles_on[size_t(d)];
+    if (run_dev.empty() || run_dev.back() != d) run_dev.push_back(d);
+  }
+  std::vector<double> out(D, 0), in(D, 0);
+  for (size_t k = 0; k + 1 < run_dev.size(); ++k) {
+    out[size_t(run_dev[k])] += bytes;
+    in[size_t(run_dev[k + 1])] += bytes;
+  }
+  const size_t last = size_t(run_dev.back());  // its sums go to the parts' ranks elsewhere
+  for (size_t d = 0; d < D; ++d)
+    if (d != last) {
+      const double owned = bytes * dr.count[d] / P;
+      out[last] += owned, in[d] += owned;
+    }
+  double worst = 0, fill = 0;
+  for (size_t d = 0; d < D; ++d) {
+    const LinkSpec& sm = c.shared_memory;
+    double t = 0;
+    for (size_t e = 0; e < D; ++e)
+      if (e != d) t = std::max(t, std::max(in[d], out[d]) / c.link(int(d), int(e)).bytes_per_s() / c.ring_efficiency);
+    // Each rank adds the device's other ranks' tiles to its share of the parts.
+    const double tpr = double(tiles_on[d]) / dr.count[d];
+    const double local = bytes / dr.count[d] * (tiles_on[d] - tpr) / sm.bytes_per_s();
+    worst = std::max(worst, std::max(t, local));
+  }
+  for (size_t k = 0; k + 1 < run_dev.size(); ++k) {
+    const LinkSpec l = c.link(run_dev[k], run_dev[k + 1]);
+    fill += l.latency_s() + chain_chunk_bytes(bytes / P, run_dev.size()) / l.bytes_per_s();
+  }
+  return worst + fill;
+}
+
+double device_share_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  const int P = int(rank_dev.size());
+  const DeviceRanks dr(rank_dev);
+  const size_t D = dr.count.size();
+  double across = 0, lat = 0, within = 0;
+  for (size_t d = 0; d < D; ++d) {
+    const double L = dr.count[d];
+    const double in = bytes * (P - L) / P, out = bytes * L / P * double(D - 1);
+    for (size_t e = 0; e < D; ++e) {
+      if (e == d) continue;
+      const LinkSpec l = c.link(int(d), int(e));
+      across = std::max(across, std::max(in, out) / l.bytes_per_s() / c.many_flows_efficiency);
+      lat = std::max(lat, l.latency_s());
+    }
+    // Round the device: its own ranks' parts, then what came from elsewhere.
+    within = std::max(within, bytes * (L - 1) / L / c.shared_memory.bytes_per_s());
+  }
+  return across + lat + within + 2 * c.shared_memory.latency_s();
+}
+
 double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
                                      double reduce_scatter_s) {
   const double moved = bytes * (P - 1) / P;  // into each rank, in either collective
@@ -57,7 +139,8 @@ double worst_link(const ClusterSpec& c, const std::vector<int>& rank_dev, double
     for (size_t q = 0; q < rank_dev.size(); ++q)
       if (q != r) {
         const LinkSpec k = c.link(rank_dev[r], rank_dev[q]);
-        worst = std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / (rank_dev[r] == rank_dev[q] ? 1 : efficiency));
+        worst =
+            std::max(worst, k.latency_s() + bytes / k.bytes_per_s() / (rank_dev[r] == rank_dev[q] ? 1 : efficiency));
       }
   return worst;
 }

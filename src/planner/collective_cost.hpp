@@ -13,6 +13,16 @@ namespace tt {
 // next rank) and the linear all-gather (every rank's part to every other rank).
 double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
 double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// Several ranks on a device and several devices (engine/device_chain.hpp): the tiled
+// layers' `bytes` of gradient summed as a pipelined chain over the runs of consecutive
+// tiles on one device (tile_rank[t]: tile t's rank), each run boundary crossing once with
+// the whole vector, each device's tiles gathered by its ranks over shared memory; and
+// after SGD `bytes` of weights from every rank's part to one rank per device, then round
+// each device.
+bool device_chain_used(const std::vector<int>& rank_dev);
+double device_chain_reduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                const std::vector<int>& tile_rank, double bytes);
+double device_share_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
 // The rate (bytes/s) of the shared memory that P ranks on one host, `latency_s` apart, got
 // in an all-gather that took `all_gather_s` and a ring reduce-scatter that took
 // `reduce_scatter_s`, of `bytes` each: the two formulas above solved for the rate, averaged.

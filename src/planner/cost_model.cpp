@@ -488,13 +488,17 @@ struct Replay {
       // device's link like the all-gather, not as a ring: with two ranks a device a ring
       // would cross each device's link with 7/8 of the bytes, the all-to-all crosses it
       // with 12/8. The layers after the cut go round a ring.
+      // Several ranks on a device (and no buckets): a chain over the devices instead.
       const double tiled = double(tiled_params());
-      const double sum = allgather_cost(4 * p.tiles_per_rank * tiled) + reduce_scatter_cost(4 * (n - tiled));
+      const bool chain = grads_leave < 0 && device_chain_used(rank_dev);
+      const double sum = (chain ? device_chain_reduce_time(cm.spec, rank_dev, tile_rank, 4 * tiled)
+                                : allgather_cost(4 * p.tiles_per_rank * tiled)) +
+                         reduce_scatter_cost(4 * (n - tiled));
       // In buckets during backward: what of it the backward since the first bucket did not hide.
       const double end = *std::max_element(clock.begin(), clock.end());
       sync(grads_leave < 0 ? sum : std::max(0., grads_leave + sum - end), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).sgd_per_param * n / P * scale(r), &RankPrediction::update_s);
-      sync(allgather_cost(4 * n), &RankPrediction::weights_s);
+      sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
       return;
     }

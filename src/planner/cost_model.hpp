@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/trainer.hpp"
 #include "model/net_spec.hpp"
 #include "planner/cluster_model.hpp"
-#include "planner/partition.hpp"
 #include "planner/collective_cost.hpp"
-#include "engine/trainer.hpp"
 #include "planner/device_model.hpp"
+#include "planner/partition.hpp"
 #include "tiling/plan.hpp"
 
 namespace tt {

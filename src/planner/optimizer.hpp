@@ -20,11 +20,11 @@ constexpr int kExhaustiveGroupingBits = 12;
 std::vector<int> best_grouping(const NetSpec& net, const Partition& base, const ClusterModel& cm, int* replays);
 
 struct SearchOptions {
-  int max_tiles = 0;      // 0: every core of the cluster
-  int max_side = 8;       // rows and columns of a grid at most
+  int max_tiles = 0;  // 0: every core of the cluster
+  int max_side = 8;   // rows and columns of a grid at most
   int top = 5;
-  bool low_memory = true; // also try --low-memory
-  int dp_configs = 12;    // the most promising configurations get the grouping search
+  bool low_memory = true;  // also try --low-memory
+  int dp_configs = 12;     // the most promising configurations get the grouping search
 };
 
 struct Candidate {

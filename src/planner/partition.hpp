@@ -21,10 +21,10 @@ struct Partition {
   BackwardFeatures features = BackwardFeatures::Recompute;
   Overlap overlap = Overlap::Auto;  // as the engine does it (trainer.hpp): across devices
   int ranks() const { return rows * cols / tiles_per_rank; }
-  std::string groups_str() const;  // "none", or "0,4,8"
-  std::string str() const;         // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
+  std::string groups_str() const;   // "none", or "0,4,8"
+  std::string str() const;          // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
   std::string split_flags() const;  // " --row-weights 1,1 --col-weights 2,1", or empty
-  std::string flags() const;  // what --cut etc. do not say: " --low-memory --backward-features exchange" ...
+  std::string flags() const;        // what --cut etc. do not say: " --low-memory --backward-features exchange" ...
 };
 
 }  // namespace tt
