@@ -249,11 +249,12 @@ TEST(PlannerCostModel, TransfersAtTheCutRunAtThePairRate) {
   EXPECT_GT(crowded.weights_s, 1.8 * full.weights_s);  // both halves are all-to-all
 }
 
-// The gradients' reduce-scatter is the engine's tile-order exchange (every rank sends each
-// other rank its part at once), not a ring: with two ranks on each of 4 devices, each
-// device's link carries 2 x 6 of the 8 parts out (the ring: 7 of 8), and the all-gather
-// 2 x 6 in. Counted here from the bytes, at full efficiency on one shared link.
-TEST(PlannerCostModel, GradientReduceScatterIsTheTileOrderAllToAll) {
+// The gradients' sum is the engine's: with one rank a device the tile-order exchange
+// (every rank sends each other rank its part at once), not a ring, 3 of 4 parts each way;
+// with two ranks on each of 4 devices the chain over the devices (engine/device_chain.hpp):
+// into a middle device the running sum (8 of 8 parts) and its own 2 parts' sums, then 6 of
+// 8 parts of the weights. Counted here from the bytes, at full efficiency on one shared link.
+TEST(PlannerCostModel, GradientSumIsTheEnginesExchange) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const int cut = resolve_cut(net, -1);
   const ClusterModel cm =
@@ -262,7 +263,7 @@ TEST(PlannerCostModel, GradientReduceScatterIsTheTileOrderAllToAll) {
   for (const LayerSpec& l : net.layers) params += double(l.param_count());
   const double B = 4 * params, rate = 100e6 / 8;
   const Prediction two = predict(net, part(2, 4, "none", cut, 1, 2), cm);
-  EXPECT_NEAR(two.weights_s, (1.5 * B + 1.5 * B) / rate, 0.02 * 3 * B / rate);
+  EXPECT_NEAR(two.weights_s, (1.25 * B + 0.75 * B) / rate, 0.02 * 2 * B / rate);
   // One rank a device: 3 of 4 parts each way, whatever the pattern.
   const Prediction one = predict(net, part(2, 2, "none", cut), cm);
   EXPECT_NEAR(one.weights_s, (0.75 * B + 0.75 * B) / rate, 0.02 * 1.5 * B / rate);
@@ -319,6 +320,34 @@ TEST(PlannerCostModel, SharedMemoryRateFromTheCollectivesRoundTrips) {
                 1e-6 * 20000e6 / 8)
         << P;
   }
+}
+
+// Several ranks per device (engine/device_chain.hpp): the gradient sum runs as a chain over
+// the devices and the weights cross each device's link once. Into a middle device of 4 x 4
+// ranks: the running sum of every part (1 x the vector) and its parts' sums from the last
+// device (1/4) in the sum, 3/4 in the share; not 4 ranks' worth of an all-to-all each.
+TEST(PlannerCostModel, SeveralRanksPerDeviceSumAsAChain) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  const ClusterModel cm = synthetic_cluster(net, 4, 1);  // 1 Mbit/s: bytes, not latency
+  std::vector<int> dev, tiles;
+  for (int r = 0; r < 16; ++r) dev.push_back(r / 4), tiles.push_back(r);
+  EXPECT_TRUE(device_chain_used(dev));
+  EXPECT_FALSE(device_chain_used({0, 1, 2, 3}));
+  EXPECT_FALSE(device_chain_used({0, 0, 0, 0}));
+  const double bytes = 13e6, rate = cm.spec.link(0, 1).bytes_per_s();
+  const double sum = 1.25 * bytes / rate / cm.spec.ring_efficiency;
+  EXPECT_GT(device_chain_reduce_time(cm.spec, dev, tiles, bytes), sum);
+  EXPECT_LT(device_chain_reduce_time(cm.spec, dev, tiles, bytes), 1.05 * sum);  // + the pipeline's filling
+  const double share = 0.75 * bytes / rate / cm.spec.many_flows_efficiency;
+  EXPECT_GT(device_share_time(cm.spec, dev, bytes), share);
+  EXPECT_LT(device_share_time(cm.spec, dev, bytes), 1.01 * share);
+  // The whole step's weight exchange: 4 x 4 ranks about 4/3 of 4 x 1's (2 vectors into a
+  // middle device against 3/2), where an all-to-all of 16 ranks would be 4 x.
+  const int cut = resolve_cut(net, -1);
+  const double one = predict(net, part(2, 2, "none", cut), cm).weights_s,
+               four = predict(net, part(4, 4, "none", cut, 1, 4), cm).weights_s;
+  EXPECT_GT(four, 1.2 * one);
+  EXPECT_LT(four, 1.5 * one);
 }
 
 // Batch-norm sums are gathered tile by tile (TileOrder::sum): with 4 tiles on 4 devices each
