@@ -223,7 +223,6 @@ TEST(MemoryPlan, MatchesSegmentAllocations) {
                                                                     .bn = BnMode::Sync,
                                                                     .need_input_delta = nid,
                                                                     .tile_rank = tile_rank,
-                                                                    .device = {},
                                                                     .recompute = recompute,
                                                                     .far = far});
                 test::stop_recording();

@@ -33,9 +33,6 @@ class Comm {
   // The same for n plain floats.
   virtual void isend_floats(const float* data, size_t n, int to, int tag) = 0;
   virtual void irecv_floats(float* data, size_t n, int from, int tag) = 0;
-  // And n doubles (batch-norm sums).
-  virtual void isend_doubles(const double* data, size_t n, int to, int tag) = 0;
-  virtual void irecv_doubles(double* data, size_t n, int from, int tag) = 0;
   virtual void wait_all() = 0;
   // Lets posted messages move on while the caller computes (MPI progresses them only
   // inside its calls); never blocks.
@@ -75,8 +72,6 @@ class LocalComm final : public Comm {
   void irecv_bytes(uint8_t*, const TensorView&, const Box&, int, int) override;
   void isend_floats(const float*, size_t, int, int) override;
   void irecv_floats(float*, size_t, int, int) override;
-  void isend_doubles(const double*, size_t, int, int) override;
-  void irecv_doubles(double*, size_t, int, int) override;
   void wait_all() override {}
   void isend_deferred(const float*, size_t, int, int) override;
   void irecv_deferred(float*, size_t, int, int) override;

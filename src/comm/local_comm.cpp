@@ -34,13 +34,6 @@ void LocalComm::irecv_floats(float*, size_t, int from, int) {
   fail("internal: message from rank ", from, " in a single process");
 }
 
-void LocalComm::isend_doubles(const double*, size_t, int to, int) {
-  fail("internal: message to rank ", to, " in a single process");
-}
-void LocalComm::irecv_doubles(double*, size_t, int from, int) {
-  fail("internal: message from rank ", from, " in a single process");
-}
-
 void LocalComm::isend_deferred(const float*, size_t, int to, int) {
   fail("internal: message to rank ", to, " in a single process");
 }

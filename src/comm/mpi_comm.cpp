@@ -220,20 +220,6 @@ void MpiComm::irecv_floats(float* data, size_t n, int from, int tag) {
   check(MPI_Irecv(data, int(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &requests_.back()), "receive");
 }
 
-void MpiComm::isend_doubles(const double* data, size_t n, int to, int tag) {
-  if (n > size_t(INT_MAX)) fail("internal: message of ", n, " doubles");
-  requests_.emplace_back();
-  request_peers_.push_back(to);
-  check(MPI_Isend(data, int(n), MPI_DOUBLE, to, tag, MPI_COMM_WORLD, &requests_.back()), "send");
-}
-
-void MpiComm::irecv_doubles(double* data, size_t n, int from, int tag) {
-  if (n > size_t(INT_MAX)) fail("internal: message of ", n, " doubles");
-  requests_.emplace_back();
-  request_peers_.push_back(from);
-  check(MPI_Irecv(data, int(n), MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &requests_.back()), "receive");
-}
-
 void MpiComm::wait_all() {
   if (requests_.empty()) return;
   complete(requests_.data(), int(requests_.size()), "a halo exchange or a transfer at the cut", request_peers_);

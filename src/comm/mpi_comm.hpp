@@ -46,8 +46,6 @@ class MpiComm final : public Comm {
   void irecv_bytes(uint8_t* data, const TensorView& shape, const Box& box, int from, int tag) override;
   void isend_floats(const float* data, size_t n, int to, int tag) override;
   void irecv_floats(float* data, size_t n, int from, int tag) override;
-  void isend_doubles(const double* data, size_t n, int to, int tag) override;
-  void irecv_doubles(double* data, size_t n, int from, int tag) override;
   void wait_all() override;
   void progress() override;
   void isend_deferred(const float* data, size_t n, int to, int tag) override;

@@ -78,9 +78,6 @@ struct SegmentOptions {
   bool need_input_delta = false;
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
   std::vector<int> tile_rank;
-  // device[r]: process r's device (numbered as first seen); empty: all on one. Batch-norm
-  // sums then gather through one process per device (TileOrder::sum).
-  std::vector<int> device;
   const ShardPlan* shards = nullptr;  // the convolution weights are sharded (shards.hpp); null: replicated
   // Convolutions whose activated output is not kept (e.g. before a max-pool) do not keep
   // their output either; backward recomputes it (one more convolution).

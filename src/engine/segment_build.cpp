@@ -26,7 +26,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       comm_(comm),
       tile_rank_(std::move(opt.tile_rank)),
       links_(comm, ctx.device, tile_rank_),
-      order_(comm, tile_rank_, 0, opt.device),
+      order_(comm, tile_rank_, 0),
       trace_(opt.trace),
       grad_scales_(opt.grad_scales) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;

@@ -75,7 +75,6 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .bn = opt.bn,
                                                         .need_input_delta = true,
                                                         .tile_rank = {0},
-                                                        .device = {},
                                                         .shards = nullptr,
                                                         .recompute = false,
                                                         .far = {},

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <tuple>
 
-#include "engine/device_chain.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -15,13 +14,8 @@ namespace {
 int64_t chunk_floats(int tiles) { return std::max<int64_t>(int64_t(1) << 16, (int64_t(1) << 22) / tiles); }
 }  // namespace
 
-TileOrder::TileOrder(Comm& comm, std::vector<int> tile_rank, int64_t max_part, std::vector<int> device)
+TileOrder::TileOrder(Comm& comm, std::vector<int> tile_rank, int64_t max_part)
     : comm_(comm), tile_rank_(std::move(tile_rank)) {
-  if (DeviceChain::useful(device)) {
-    if (int(device.size()) != comm.size())
-      fail("internal: ", device.size(), " devices for ", comm.size(), " processes");
-    device_ = std::move(device);
-  }
   const int T = tiles();
   int ranks = comm.size();
   for (int t = 0; t < T; ++t) {
@@ -54,53 +48,13 @@ void TileOrder::sum(std::vector<double>& slots, int width, double* total) {
       if (tile_rank_[size_t(by_rank_[k])] == comm_.rank())
         std::copy_n(slots.begin() + std::ptrdiff_t(size_t(by_rank_[k]) * w), w,
                     packed_.begin() + std::ptrdiff_t(k * w));
-    if (device_.empty())
-      comm_.all_gather_v(packed_.data(), counts, displs);
-    else
-      gather_by_device(width);
+    comm_.all_gather_v(packed_.data(), counts, displs);
     for (size_t k = 0; k < by_rank_.size(); ++k)
       std::copy_n(packed_.begin() + std::ptrdiff_t(k * w), w, slots.begin() + std::ptrdiff_t(size_t(by_rank_[k]) * w));
   }
   std::copy(slots.begin(), slots.begin() + width, total);
   for (int t = 1; t < T; ++t)
     for (size_t i = 0; i < w; ++i) total[i] += slots[size_t(t) * w + i];
-}
-
-// Round 1: each process's rows to its device's first process; 2: a device's rows from
-// there to every other device's first process; 3: every row from there to the device's
-// other processes. A process's rows are tagged with its rank throughout.
-void TileOrder::gather_by_device(int width) {
-  const int P = comm_.size(), me = comm_.rank();
-  auto first_of = [&](int d) { return int(std::find(device_.begin(), device_.end(), d) - device_.begin()); };
-  const int mine = device_[size_t(me)], lead = first_of(mine);
-  auto rows = [&](int r) { return packed_.data() + size_t(slot_displs_[size_t(r)]) * size_t(width); };
-  auto len = [&](int r) { return size_t(slot_counts_[size_t(r)]) * size_t(width); };
-  for (int round = 1; round <= 3; ++round) {
-    for (int r = 0; r < P; ++r) {
-      if (len(r) == 0) continue;
-      const int d = device_[size_t(r)];
-      if (round == 1 && d == mine && r != lead) {
-        if (me == r) comm_.isend_doubles(rows(r), len(r), lead, r);
-        if (me == lead) comm_.irecv_doubles(rows(r), len(r), r, r);
-      } else if (round == 2 && me == lead) {
-        if (d == mine) {
-          for (int q = 0; q < P; ++q)
-            if (q == first_of(device_[size_t(q)]) && device_[size_t(q)] != mine)
-              comm_.isend_doubles(rows(r), len(r), q, r);
-        } else {
-          comm_.irecv_doubles(rows(r), len(r), first_of(d), r);
-        }
-      } else if (round == 3) {
-        if (me == lead) {
-          for (int q = 0; q < P; ++q)
-            if (q != lead && q != r && device_[size_t(q)] == mine) comm_.isend_doubles(rows(r), len(r), q, r);
-        } else if (r != me) {
-          comm_.irecv_doubles(rows(r), len(r), lead, r);
-        }
-      }
-    }
-    comm_.wait_all();
-  }
 }
 
 void TileOrder::reduce_scatter(const std::vector<float*>& mine, int64_t n, const std::vector<int>& counts,

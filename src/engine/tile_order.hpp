@@ -15,17 +15,13 @@ namespace tt {
 
 class TileOrder {
  public:
-  // tile_rank[t]: the process that holds tile t; max_part: the most floats reduce_scatter
-  // will leave on one process; device[r]: process r's device (empty: all on one).
-  TileOrder(Comm& comm, std::vector<int> tile_rank, int64_t max_part, std::vector<int> device = {});
+  // tile_rank[t]: the process that holds tile t; max_part: the most floats reduce_scatter will leave on one process.
+  TileOrder(Comm& comm, std::vector<int> tile_rank, int64_t max_part);
   int tiles() const { return int(tile_rank_.size()); }
   const std::vector<int>& local() const { return local_; }
 
   // slots: tiles() rows of `width` values; this process has filled its tiles' rows. Every
-  // process gets every row and total[0, width) = row 0 + row 1 + ... in that order. With
-  // several processes on several devices the rows go through the first process of each
-  // device: a device's link carries each row once (an all-gather of every process would
-  // cross it once per process there), in three rounds of messages.
+  // process gets every row and total[0, width) = row 0 + row 1 + ... in that order.
   void sum(std::vector<double>& slots, int width, double* total);
 
   // Per-tile float vectors: mine[k] is local()[k]'s, indexed [0, n). Afterwards
@@ -62,8 +58,6 @@ class TileOrder {
   Comm& comm_;
   std::vector<int> tile_rank_, local_;
   std::vector<int> by_rank_;                    // sum: the tiles in rank order, as all_gather_v moves their rows
-  std::vector<int> device_;                     // sum through one process per device: each process's device, else empty
-  void gather_by_device(int width);             // packed_: every process's rows, as all_gather_v would leave them
   std::vector<int> slot_counts_, slot_displs_;  // rows per process
   std::vector<double> packed_;
   Buffer recv_;        // reduce_scatter: other processes' pieces

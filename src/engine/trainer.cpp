@@ -127,7 +127,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .bn = opt.bn,
                                                     .need_input_delta = opt.need_input_delta,
                                                     .tile_rank = ranks,
-                                                    .device = device,
                                                     .shards = shards_.get(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far),
