@@ -34,6 +34,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -131,25 +132,45 @@ int open_tap(const std::string& name) {
   return fd;
 }
 
-struct Frame {
-  int64_t due_ns;
-  std::vector<unsigned char> bytes;  // virtio-net header + Ethernet frame
-};
-
-// One direction of the wire.
-struct Line {
-  int from, to;
-  std::deque<Frame> queue;
-  size_t queued_bytes = 0;
-  int64_t last_due_ns = 0;
-  uint64_t dropped = 0;
-  bool blocked = false;  // `to` said EAGAIN: wait until it takes more
-};
-
 // Room for a GSO segment (64 KB on a veth, more with BIG TCP), its headers and the vnet
 // header; a longer frame is dropped whole rather than passed on cut.
 constexpr size_t kMaxFrame = size_t(256) << 10;
 constexpr size_t kMaxQueued = size_t(64) << 20;
+
+struct Frame {
+  int64_t due_ns;
+  size_t at, len;  // its bytes in the line's ring: virtio-net header + Ethernet frame
+};
+
+// One direction of the wire. Its frames leave in the order they came (due times never
+// decrease), so they wait in a ring of bytes and queueing one allocates nothing.
+struct Line {
+  Line(int from_fd, int to_fd)
+      : from(from_fd), to(to_fd), ring(new unsigned char[kMaxQueued]) {}  // pages touched as used
+  int from, to;
+  std::deque<Frame> queue;
+  std::unique_ptr<unsigned char[]> ring;
+  size_t head = 0, tail = 0;  // the oldest queued frame's start; the end of the newest
+  int64_t last_due_ns = 0;
+  uint64_t dropped = 0;
+  bool blocked = false;  // `to` said EAGAIN: wait until it takes more
+
+  static constexpr size_t kFull = SIZE_MAX;
+  // Where n more bytes go: after the newest frame, or at the start when the end is too
+  // short; the tail never reaches the head from behind (full and empty would look alike).
+  size_t place(size_t n) {
+    if (queue.empty()) head = tail = 0;
+    if (tail >= head) return kMaxQueued - tail >= n ? tail : head > n ? 0 : kFull;
+    return head - tail > n ? tail : kFull;
+  }
+  void pop() {
+    queue.pop_front();
+    if (queue.empty())
+      head = tail = 0;
+    else
+      head = queue.front().at;
+  }
+};
 
 class Wire {
  public:
@@ -167,7 +188,8 @@ class Wire {
         fail("read");
       }
       if (n == 0) return;
-      if (size_t(n) > buf_.size() || l.queued_bytes + size_t(n) > kMaxQueued) {
+      const size_t at = size_t(n) > buf_.size() ? Line::kFull : l.place(size_t(n));
+      if (at == Line::kFull) {
         ++l.dropped;
         continue;
       }
@@ -179,8 +201,9 @@ class Wire {
       if (o_.jitter_ns > 0) due += std::uniform_int_distribution<int64_t>(-o_.jitter_ns, o_.jitter_ns)(rng_);
       due = std::max(due, l.last_due_ns);
       l.last_due_ns = due;
-      l.queued_bytes += size_t(n);
-      l.queue.push_back({due, std::vector<unsigned char>(buf_.begin(), buf_.begin() + n)});
+      std::memcpy(l.ring.get() + at, buf_.data(), size_t(n));
+      l.tail = at + size_t(n);
+      l.queue.push_back({due, at, size_t(n)});
     }
   }
 
@@ -214,21 +237,19 @@ class Wire {
     const int64_t t = now_ns();
     while (!l.queue.empty() && l.queue.front().due_ns <= t) {
       const Frame& f = l.queue.front();
-      if (write(l.to, f.bytes.data(), f.bytes.size()) < 0) {
+      if (write(l.to, l.ring.get() + f.at, f.len) < 0) {
         if (errno == EAGAIN) l.blocked = true;
         if (errno == EAGAIN || errno == EINTR) return;  // the frame stays first in line
         ++l.dropped;  // ENOBUFS (tbf's queue is full), ENETDOWN (link down): lost, as on a wire
       }
-      l.queued_bytes -= f.bytes.size();
-      l.queue.pop_front();
+      l.pop();
     }
   }
 
   void run() {
     wire_ = open_wire(o_.wire);
-    Line up{wire_, -1, {}, 0, 0, 0};
-    up.to = open_tap(o_.tap);
-    Line down{up.to, up.from, {}, 0, 0, 0};
+    Line up(wire_, open_tap(o_.tap));
+    Line down(up.to, up.from);
     // This host's timers fire late (tens of microseconds in a VM, more under load): wake that
     // much before a frame is due, as learned from the last wake-ups, and spin the rest.
     int64_t early_ns = 50000;
