@@ -110,16 +110,14 @@ void DeviceChain::post_inputs(int64_t step, const std::vector<float*>& mine) {
       const int64_t at = tiled_part(j).first + c * chunk_;
       if (h != me) {
         for (int t : runs_[size_t(k)].tiles)
-          if (tile_rank_[size_t(t)] == me)
-            comm_.isend_floats(mine[size_t(local_of_tile_[size_t(t)])] + at, len, h, tile_tag(j, t));
+          if (tile_rank_[size_t(t)] == me) comm_.isend_floats(mine[size_t(local_of_tile_[size_t(t)])] + at, len, h, t);
         continue;
       }
       const Job& job = jobs_[size_t(job_of_[size_t(j * R + k)])];
-      if (k > 0) comm_.irecv_floats(job.prefix, len, handler(j, k - 1), tag_base() + j);
+      if (k > 0) comm_.irecv_floats(job.prefix, len, handler(j, k - 1), tag(kPrefix));
       size_t i = 0;
       for (int t : runs_[size_t(k)].tiles)
-        if (tile_rank_[size_t(t)] != me)
-          comm_.irecv_floats(job.remote[i++], len, tile_rank_[size_t(t)], tile_tag(j, t));
+        if (tile_rank_[size_t(t)] != me) comm_.irecv_floats(job.remote[i++], len, tile_rank_[size_t(t)], t);
     }
   }
 }
@@ -146,15 +144,15 @@ void DeviceChain::reduce(const std::vector<float*>& mine, float* out) {
       float* dst = job.out ? job.out : out + at;
       TileOrder::fold(src, len, dst);
       if (job.run < last)
-        comm_.isend_floats(dst, size_t(len), handler(job.part, job.run + 1), tag_base() + job.part);
+        comm_.isend_floats(dst, size_t(len), handler(job.part, job.run + 1), tag(kPrefix));
       else if (job.part != me)
-        comm_.isend_floats(dst, size_t(len), job.part, tag_base() + P + job.part);
+        comm_.isend_floats(dst, size_t(len), job.part, tag(kDeliver));
     }
     // This process's own part, summed by a process of the last device.
     const int64_t c = s - last;
     if (c >= 0 && c < chunks(me) && handler(me, last) != me)
       comm_.irecv_floats(out + tiled_part(me).first + c * chunk_, size_t(chunk_len(me, c)), handler(me, last),
-                         tag_base() + P + me);
+                         tag(kDeliver));
     post_inputs(s + 1, mine);
     comm_.wait_all();
   }
@@ -164,7 +162,7 @@ void DeviceChain::reduce(const std::vector<float*>& mine, float* out) {
 // the part in turn, then goes round that device's processes.
 void DeviceChain::share(float* v) {
   const int P = comm_.size(), me = comm_.rank(), mine_d = device_[size_t(me)];
-  const int tag = tag_base() + 2 * P;
+  const int tag = this->tag(kShare);
   auto receiver = [&](int part, int d) {
     const std::vector<int>& ranks = device_ranks_[size_t(d)];
     return device_[size_t(part)] == d ? part : ranks[size_t(part) % ranks.size()];
@@ -178,19 +176,19 @@ void DeviceChain::share(float* v) {
       if (stage == 0) {  // from its process to one process per device, and round its own device
         if (me == j) {
           for (size_t d = 0; d < device_ranks_.size(); ++d)
-            if (int(d) != own_d) comm_.isend_floats(part, len, receiver(j, int(d)), tag + j);
+            if (int(d) != own_d) comm_.isend_floats(part, len, receiver(j, int(d)), tag);
           for (int q : device_ranks_[size_t(own_d)])
-            if (q != me) comm_.isend_floats(part, len, q, tag + j);
+            if (q != me) comm_.isend_floats(part, len, q, tag);
         } else if (mine_d == own_d || receiver(j, mine_d) == me) {
-          comm_.irecv_floats(part, len, j, tag + j);
+          comm_.irecv_floats(part, len, j, tag);
         }
       } else if (mine_d != own_d) {  // round the other devices
         const int from = receiver(j, mine_d);
         if (from == me) {
           for (int q : device_ranks_[size_t(mine_d)])
-            if (q != me) comm_.isend_floats(part, len, q, tag + j);
+            if (q != me) comm_.isend_floats(part, len, q, tag);
         } else {
-          comm_.irecv_floats(part, len, from, tag + j);
+          comm_.irecv_floats(part, len, from, tag);
         }
       }
     }

@@ -56,8 +56,11 @@ class DeviceChain {
   int64_t chunks(int part) const { return (tiled_part(part).second - tiled_part(part).first + chunk_ - 1) / chunk_; }
   std::pair<int64_t, int64_t> tiled_part(int part) const;
   void post_inputs(int64_t step, const std::vector<float*>& mine);  // the messages the folds at `step` need
-  int tile_tag(int part, int tile) const { return part * int(tile_rank_.size()) + tile; }
-  int tag_base() const { return comm_.size() * int(tile_rank_.size()); }
+  // Tags: a tile's values carry the tile's index, the other messages a kind above every
+  // tile's. Messages of one tag between two processes (several parts, chunks, steps) match
+  // in the order both post them (MPI's non-overtaking rule), and both run the same loops.
+  enum Kind { kPrefix, kDeliver, kShare };
+  int tag(Kind kind) const { return int(tile_rank_.size()) + int(kind); }
 
   Comm& comm_;
   std::vector<int> tile_rank_, device_;
