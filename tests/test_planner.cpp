@@ -331,9 +331,9 @@ TEST(PlannerCostModel, SeveralRanksPerDeviceSumAsAChain) {
   const ClusterModel cm = synthetic_cluster(net, 4, 1);  // 1 Mbit/s: bytes, not latency
   std::vector<int> dev, tiles;
   for (int r = 0; r < 16; ++r) dev.push_back(r / 4), tiles.push_back(r);
-  EXPECT_TRUE(device_chain_used(dev));
-  EXPECT_FALSE(device_chain_used({0, 1, 2, 3}));
-  EXPECT_FALSE(device_chain_used({0, 0, 0, 0}));
+  EXPECT_TRUE(DeviceChain::useful(dev));
+  EXPECT_FALSE(DeviceChain::useful({0, 1, 2, 3}));
+  EXPECT_FALSE(DeviceChain::useful({0, 0, 0, 0}));
   const double bytes = 13e6, rate = cm.spec.link(0, 1).bytes_per_s();
   const double sum = 1.25 * bytes / rate / cm.spec.ring_efficiency;
   EXPECT_GT(device_chain_reduce_time(cm.spec, dev, tiles, bytes), sum);

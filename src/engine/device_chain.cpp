@@ -20,6 +20,11 @@ bool DeviceChain::useful(const std::vector<int>& device) {
   return D > 1 && int(device.size()) > D;
 }
 
+int64_t DeviceChain::chunk_floats(int64_t longest, int runs) {
+  const int64_t c = std::clamp((longest + 4 * runs - 1) / (4 * runs), kMinChunkFloats, kMaxChunkFloats);
+  return std::max<int64_t>(1, std::min(c, longest));
+}
+
 DeviceChain::DeviceChain(Comm& comm, std::vector<int> tile_rank, std::vector<int> device,
                          const std::vector<int>& counts, const std::vector<int>& displs, int64_t tiled)
     : comm_(comm),
@@ -48,8 +53,7 @@ DeviceChain::DeviceChain(Comm& comm, std::vector<int> tile_rank, std::vector<int
   int64_t longest = 0;
   for (int j = 0; j < P; ++j) longest = std::max(longest, tiled_part(j).second - tiled_part(j).first);
   const int R = int(runs_.size());
-  chunk_ = std::clamp((longest + 4 * R - 1) / (4 * R), kMinChunkFloats, kMaxChunkFloats);
-  chunk_ = std::max<int64_t>(1, std::min(chunk_, longest));
+  chunk_ = chunk_floats(longest, R);
 
   // This process's jobs and their chunk buffers.
   job_of_.assign(size_t(P * R), -1);

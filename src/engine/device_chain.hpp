@@ -28,6 +28,8 @@ class DeviceChain {
  public:
   // Whether the chain saves link traffic: several devices, one of them with several processes.
   static bool useful(const std::vector<int>& device);
+  // Floats per message of a part of `longest` floats over `runs` runs of devices.
+  static int64_t chunk_floats(int64_t longest, int runs);
   // device[r]: rank r's device, numbered from 0; tile_rank[t]: tile t's process; counts and
   // displs: every process's part of the flat vector [0, n) (TileOrderSync's); tiled: the
   // tiles' gradients cover [0, tiled).

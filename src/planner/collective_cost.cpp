@@ -40,12 +40,6 @@ double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, d
   return worst;
 }
 
-bool device_chain_used(const std::vector<int>& rank_dev) {
-  if (rank_dev.empty()) return false;
-  const int D = *std::max_element(rank_dev.begin(), rank_dev.end()) + 1;
-  return D > 1 && int(rank_dev.size()) > D;
-}
-
 namespace {
 struct DeviceRanks {
   std::vector<int> count;  // ranks per device
@@ -56,10 +50,6 @@ struct DeviceRanks {
     }
   }
 };
-// engine/device_chain.cpp's chunk of a part of `part_bytes`, `runs` runs
-double chain_chunk_bytes(double part_bytes, size_t runs) {
-  return std::min(part_bytes, std::clamp(part_bytes / (4. * double(runs)), 4. * 4096, 4. * 65536));
-}
 }  // namespace
 
 double device_chain_reduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
@@ -97,7 +87,8 @@ double device_chain_reduce_time(const ClusterSpec& c, const std::vector<int>& ra
   }
   for (size_t k = 0; k + 1 < run_dev.size(); ++k) {
     const LinkSpec l = c.link(run_dev[k], run_dev[k + 1]);
-    fill += l.latency_s() + chain_chunk_bytes(bytes / P, run_dev.size()) / l.bytes_per_s();
+    fill += l.latency_s() +
+            4. * double(DeviceChain::chunk_floats(int64_t(bytes / P / 4), int(run_dev.size()))) / l.bytes_per_s();
   }
   return worst + fill;
 }

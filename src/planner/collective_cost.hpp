@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "engine/device_chain.hpp"
 #include "planner/cluster.hpp"
 
 namespace tt {
@@ -13,13 +14,12 @@ namespace tt {
 // next rank) and the linear all-gather (every rank's part to every other rank).
 double reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
 double all_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
-// Several ranks on a device and several devices (engine/device_chain.hpp): the tiled
+// Several ranks on a device and several devices (DeviceChain::useful, engine/device_chain.hpp): the tiled
 // layers' `bytes` of gradient summed as a pipelined chain over the runs of consecutive
 // tiles on one device (tile_rank[t]: tile t's rank), each run boundary crossing once with
 // the whole vector, each device's tiles gathered by its ranks over shared memory; and
 // after SGD `bytes` of weights from every rank's part to one rank per device, then round
 // each device.
-bool device_chain_used(const std::vector<int>& rank_dev);
 double device_chain_reduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
                                 const std::vector<int>& tile_rank, double bytes);
 double device_share_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);

@@ -487,10 +487,10 @@ struct Replay {
       // part of each of its tiles at once (engine/tile_order.hpp): an all-to-all, over each
       // device's link like the all-gather, not as a ring: with two ranks a device a ring
       // would cross each device's link with 7/8 of the bytes, the all-to-all crosses it
-      // with 12/8. The layers after the cut go round a ring.
-      // Several ranks on a device (and no buckets): a chain over the devices instead.
+      // with 12/8. The layers after the cut go round a ring. Several ranks on a device (and
+      // no buckets): a chain over the devices instead.
       const double tiled = double(tiled_params());
-      const bool chain = grads_leave < 0 && device_chain_used(rank_dev);
+      const bool chain = grads_leave < 0 && DeviceChain::useful(rank_dev);
       const double sum = (chain ? device_chain_reduce_time(cm.spec, rank_dev, tile_rank, 4 * tiled)
                                 : allgather_cost(4 * p.tiles_per_rank * tiled)) +
                          reduce_scatter_cost(4 * (n - tiled));
