@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -340,6 +341,84 @@ void place_image(const Image& im, int w, int h, int dx, int dy, Image& canvas) {
         const int X = x + dx, Y = y + dy;  // Darknet's set_pixel ignores cells outside
         if (X >= 0 && X < canvas.w && Y >= 0 && Y < canvas.h && c < canvas.c) canvas.at(X, Y, c) = val;
       }
+}
+
+namespace {
+// (int)floorf(v). Outside int's range (and for NaN) C leaves it undefined; Darknet's x86 build
+// gets INT_MIN (cvttss2si): all four taps outside the picture. The same here, defined.
+int floor_to_int(float v) {
+  return v >= -2147483648.f && v < 2147483648.f ? int(std::floor(v)) : std::numeric_limits<int>::min();
+}
+
+// Darknet's bilinear_interpolate: float weights, the four taps summed in its order. A tap
+// outside the picture adds nothing: get_pixel_extend's 0 times its weight in Darknet's C, and
+// libdarknet's -Ofast build skips it outright, so that an infinite or NaN coordinate (s = 0)
+// gives 0 there (an infinite weight times 0 would be NaN). The same here.
+float bilinear_interpolate(const Image& im, float x, float y, int c) {
+  const int ix = floor_to_int(x), iy = floor_to_int(y);
+  const float dx = x - float(ix), dy = y - float(iy);
+  auto inside = [&](int px, int py) { return px >= 0 && px < im.w && py >= 0 && py < im.h; };
+  float val = 0;
+  if (inside(ix, iy)) val += (1 - dy) * (1 - dx) * im.at(ix, iy, c);
+  if (inside(ix, iy + 1)) val += dy * (1 - dx) * im.at(ix, iy + 1, c);
+  if (inside(ix + 1, iy)) val += (1 - dy) * dx * im.at(ix + 1, iy, c);
+  if (inside(ix + 1, iy + 1)) val += dy * dx * im.at(ix + 1, iy + 1, c);
+  return val;
+}
+}  // namespace
+
+Image rotate_crop_image(const Image& im, float rad, float s, int w, int h, float dx, float dy, float aspect) {
+  if (w < 1 || h < 1) fail("rotate_crop_image: an output of ", w, "x", h, " pixels (at least 1x1)");
+  // Darknet: float cx = im.w/2.; cos(rad) and sin(rad) of the float angle in double (C's
+  // cos, not C++'s float overload); (x - w/2.)/s*aspect in double, dx/s*aspect and dy/s in
+  // float; rx and ry summed in double and stored as float.
+  const float cx = float(im.w / 2.), cy = float(im.h / 2.);
+  const double cos_r = std::cos(double(rad)), sin_r = std::sin(double(rad));
+  const float dx_s = dx / s * aspect, dy_s = dy / s;
+  Image rot(w, h, im.c);
+  for (int c = 0; c < im.c; ++c)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const double u = (x - w / 2.) / double(s) * double(aspect) + double(dx_s);
+        const double v = (y - h / 2.) / double(s) + double(dy_s);
+        const float rx = float(cos_r * u - sin_r * v + double(cx));
+        const float ry = float(sin_r * u + cos_r * v + double(cy));
+        rot.at(x, y, c) = bilinear_interpolate(im, rx, ry, c);
+      }
+  return rot;
+}
+
+Image resize_min(const Image& im, int min) {
+  if (min < 1 || im.w < 1 || im.h < 1) fail("resize_min: ", im.w, "x", im.h, " to a shorter side of ", min);
+  // Darknet's int arithmetic (here in 64 bits: its int overflows for a side times `min`
+  // above 2^31), the longer side rounded down.
+  int64_t w = im.w, h = im.h;
+  if (w < h) {
+    h = h * min / w;
+    w = min;
+  } else {
+    w = w * min / h;
+    h = min;
+  }
+  if (w > std::numeric_limits<int>::max() || h > std::numeric_limits<int>::max())
+    fail("resize_min: ", im.w, "x", im.h, " to a shorter side of ", min, " is ", w, "x", h, " pixels");
+  if (w == im.w && h == im.h) return im;
+  return resize_image(im, int(w), int(h));
+}
+
+Image crop_image(const Image& im, int dx, int dy, int w, int h) {
+  if (w < 1 || h < 1 || im.w < 1 || im.h < 1)
+    fail("crop_image: ", w, "x", h, " pixels out of ", im.w, "x", im.h, " (both at least 1x1)");
+  Image cropped(w, h, im.c);
+  for (int k = 0; k < im.c; ++k)
+    for (int j = 0; j < h; ++j)
+      for (int i = 0; i < w; ++i) {
+        // constrain_int(j + dy, 0, im.h - 1), constrain_int(i + dx, 0, im.w - 1)
+        const int r = int(std::clamp<int64_t>(int64_t(j) + dy, 0, im.h - 1));
+        const int col = int(std::clamp<int64_t>(int64_t(i) + dx, 0, im.w - 1));
+        cropped.at(i, j, k) = im.at(col, r, k);
+      }
+  return cropped;
 }
 
 void distort_image(Image& im, float hue, float sat, float val) {

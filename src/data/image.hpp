@@ -49,6 +49,23 @@ void place_image(const Image& im, int w, int h, int dx, int dy, Image& canvas);
 void distort_image(Image& im, float hue, float sat, float val);
 void flip_image(Image& im);  // left-right
 
+// Darknet's classifier augmentation (random_augment_image in data.c's
+// load_image_augment_paths; resize_min and crop_image in classifier.c's validate_classifier_*).
+// rotate_crop_image: a w x h picture sampled bilinearly from `im` rotated by `rad` about its
+// centre, aspect/s source columns per output column and 1/s rows per row (s > 1 enlarges,
+// aspect > 1 squeezes horizontally), shifted by (dx, dy) output pixels; samples outside `im` read 0
+// (get_pixel_extend). Darknet's arithmetic: coordinates in double (cos and sin of the float
+// angle in double), weights in float. s = 0 divides by zero as Darknet does: every coordinate
+// is infinite or NaN and the picture all 0 (as libdarknet's -Ofast build has it; its C read
+// as IEEE arithmetic would give NaN).
+Image rotate_crop_image(const Image& im, float rad, float s, int w, int h, float dx, float dy, float aspect);
+// resize_min: the shorter side scaled to `min`, the other by the same factor (rounded down);
+// a picture already that size is returned as it is (a copy).
+Image resize_min(const Image& im, int min);
+// crop_image: the w x h window at (dx, dy); pixels outside `im` repeat its nearest edge pixel
+// (constrain_int on the row and column), not 0.
+Image crop_image(const Image& im, int dx, int dy, int w, int h);
+
 // Drawing, for detections and plan pictures: a filled rectangle (corners included), a
 // rectangle `thickness` pixels wide and a text label on a filled background (stb_easy_font's
 // glyphs, about 7 pixels high, times `scale`), all clipped to the image.
