@@ -538,6 +538,12 @@ TEST_F(CliDetection, BadInputIsNamed) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("classes=4"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("five.data"), std::string::npos) << r.err;
+  // a detector takes RGB pictures: a grey net would be given 3 channels per pixel
+  std::string grey = slurp(cfg);
+  write("grey.cfg", grey.replace(grey.find("channels=3"), 10, "channels=1"));
+  r = run("train --cfg grey.cfg --data '" + data + "' --batch 4 --steps 1");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_CONTAINS(r.err, "grey.cfg: a detector reads RGB pictures");
   // a label outside [0, 1] stops the run naming file and line
   write("shapes/labels/train/00003.txt", "0 0.5 0.5 0.2 0.2\n1 0.5 1.5 0.2 0.2\n");
   r = run("train --cfg '" + cfg + "' --data '" + data + "' --batch 8 --steps 1");

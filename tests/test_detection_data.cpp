@@ -1,19 +1,18 @@
-// Detection data (data/image.hpp, data/detection_data.hpp): decoding, Darknet's resize and
+// Detection data (data/image.hpp, data/darknet_data.hpp): decoding, Darknet's resize and
 // letterbox against libdarknet's own (tests/oracle: darknet_forward --image), the label and
 // .data formats with every bad input named by file and line, the augmentation (boxes follow
 // the picture, reproducible from the seed) and the loader (the same bytes whatever its
 // threads, and when a run resumes at a later step).
 #include <gtest/gtest.h>
-
-#include <mutex>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 
-#include "data/detection_data.hpp"
+#include "data/darknet_data.hpp"
 #include "test_util.hpp"
 #include "util/dump.hpp"
 #include "util/error.hpp"
@@ -184,15 +183,16 @@ TEST_F(DetectionData, LoaderIsDeterministicAcrossThreadsAndResumes) {
     paths.push_back(p);
   }
   auto run = [&](int threads, int64_t from, int64_t to) {
-    DetectionLoader::Options o;
+    BatchLoader::Options o;
     o.paths = paths;
-    o.classes = 2;
-    o.augment = Augment{.width = 16, .height = 16, .jitter = 0.2f, .hue = 0.1f, .saturation = 1.5f, .exposure = 1.5f};
+    const Augment a{.width = 16, .height = 16, .jitter = 0.2f, .hue = 0.1f, .saturation = 1.5f, .exposure = 1.5f};
+    o.sample = detection_sample(2, a, 2, kDefaultMaxPixels);
+    o.image_floats = 3 * 16 * 16;
+    o.truth_floats = 2 * 5;
     o.batch = 3;
-    o.max_boxes = 2;
     o.seed = 9;
     o.threads = threads;
-    DetectionLoader l(o);
+    BatchLoader l(o);
     std::vector<float> all;
     std::vector<float> img(3 * 3 * 16 * 16), tr(3 * 10);
     for (int64_t s = from; s < to; ++s) {
@@ -218,14 +218,15 @@ TEST_F(DetectionData, LoaderSkipsOrStopsOnABadPicture) {
     write("labels/q" + std::to_string(i) + ".txt", "0 0.5 0.5 0.3 0.4\n");
     paths.push_back(p);
   }
-  DetectionLoader::Options o;
+  BatchLoader::Options o;
   o.paths = paths;
-  o.classes = 1;
-  o.augment = Augment{.width = 16, .height = 16};
+  o.sample = detection_sample(1, Augment{.width = 16, .height = 16}, 30, kDefaultMaxPixels);
+  o.image_floats = 3 * 16 * 16;
+  o.truth_floats = 30 * 5;
   o.batch = 3;
   std::vector<float> img(3 * 3 * 16 * 16), tr(3 * 150);
   {
-    DetectionLoader l(o);
+    BatchLoader l(o);
     const std::string e = error_of([&] { l.get(0, img.data(), tr.data()); });
     EXPECT_NE(e.find("q1.png"), std::string::npos) << e;
   }
@@ -238,7 +239,7 @@ TEST_F(DetectionData, LoaderSkipsOrStopsOnABadPicture) {
     warnings.push_back(w);
   };
   {
-    DetectionLoader l(o);
+    BatchLoader l(o);
     l.get(0, img.data(), tr.data());
   }
   ASSERT_GE(warnings.size(), 1u);

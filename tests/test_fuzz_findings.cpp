@@ -8,7 +8,7 @@
 #include <iterator>
 #include <string>
 
-#include "data/detection_data.hpp"
+#include "data/darknet_data.hpp"
 #include "data/image.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"

@@ -86,12 +86,16 @@ struct DataOptions {
   int log_every = 50;
   std::string loss_log;          // one loss per line, written at the end
   std::string metrics;           // one JSON object per logged step (app/progress.hpp)
-  bool skip_bad_images = false;  // detection data: warn and go on instead of stopping
-  int loader_threads = 1;        // detection data: threads preparing batches ahead
-  // detection data: pictures larger than this are refused before decoding
+  bool skip_bad_images = false;  // .data sets: warn and go on instead of stopping
+  int loader_threads = 1;        // .data sets: threads preparing batches ahead
+  // .data sets: pictures larger than this are refused before decoding
   int64_t max_pixels = int64_t(4096) * 4096;
 };
 int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
+// Classifiers (classify_commands.cpp): training on a Darknet .data file with labels=.
+int cmd_train_classifier(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
+// Collective: every rank's mean time per step by part and its peak memory, printed by the root.
+void print_rank_times(Comm& comm, const Trainer& trainer, int64_t steps);
 // Throws on the root unless --loss-log and --metrics can be written: checked before training.
 void check_data_outputs(const DataOptions& d, const Comm& comm);
 

@@ -12,7 +12,7 @@
 
 #include "app/commands.hpp"
 #include "app/progress.hpp"
-#include "data/detection_data.hpp"
+#include "data/darknet_data.hpp"
 #include "detect/detection_picture.hpp"
 #include "detect/detections.hpp"
 #include "model/op_kind.hpp"
@@ -34,6 +34,8 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
     if (l.detector()) out.push_back(&l);
   }
   if (out.empty()) fail(cfg, ": the net has no [region] or [yolo] layer: it is not a detector");
+  if (net.channels != 3)  // the pictures are read as RGB
+    fail(cfg, ": a detector reads RGB pictures (3 channels, as Darknet's), but [net] has channels=", net.channels);
   return out;
 }
 
@@ -47,13 +49,13 @@ void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig&
 void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
 
 // A .data file's train= or valid= pictures and labels, checked before any work (data/
-// detection_data.hpp check_list).
+// darknet_data.hpp check_list).
 std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad) {
   check_list_file(dc, valid);
   const std::string& list = valid ? dc.valid : dc.train;
   Ticker ticker("checking the pictures of " + list);
   auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
-  return check_list(list, dc.classes, max_pixels, skip_bad, warn, progress).usable;
+  return check_list(list, detection_truth(dc.classes), max_pixels, skip_bad, warn, progress).usable;
 }
 
 // Every rank runs the tiled forward of `n` pictures (root: letterboxed into `input`); the
@@ -248,28 +250,29 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   Trainer& trainer = tr.trainer;
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   const bool root = trainer.root();
-  std::unique_ptr<DetectionLoader> loader;
+  std::unique_ptr<BatchLoader> loader;
   double n_train = 0;
   if (root) {
     n_train = double(train_paths.size());
-    DetectionLoader::Options lo;
+    BatchLoader::Options lo;
     lo.paths = train_paths;
-    lo.classes = dc.classes;
-    lo.augment = Augment{.width = net.width,
-                         .height = net.height,
-                         .jitter = heads.back()->det().jitter,
-                         .hue = net.hue,
-                         .saturation = net.saturation,
-                         .exposure = net.exposure,
-                         .flip = true};
+    const Augment augment{.width = net.width,
+                          .height = net.height,
+                          .jitter = heads.back()->det().jitter,
+                          .hue = net.hue,
+                          .saturation = net.saturation,
+                          .exposure = net.exposure,
+                          .flip = true};
+    const int max_boxes = int(net.truth_size() / 5);
+    lo.sample = detection_sample(dc.classes, augment, max_boxes, d.max_pixels);
+    lo.image_floats = net.input().size();
+    lo.truth_floats = net.truth_size();
     lo.batch = net.batch;
-    lo.max_boxes = int(net.truth_size() / 5);
     lo.seed = o.seed;
     lo.skip_bad_images = d.skip_bad_images;
-    lo.max_pixels = d.max_pixels;
     lo.threads = d.loader_threads;
     lo.warn = warn;
-    loader = std::make_unique<DetectionLoader>(std::move(lo));
+    loader = std::make_unique<BatchLoader>(std::move(lo));
   }
   comm.broadcast(&n_train, 1, kRoot);
   const int B = net.batch;
@@ -308,21 +311,13 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     }
   }
   const double train_s = now_s() - t_start;
-  const StepTimes t = trainer.times();
   const int64_t ran = std::max<int64_t>(1, total - start.step);
-  const auto all_fwd = comm.all_gather(t.fwd), all_bwd = comm.all_gather(t.bwd), all_halo = comm.all_gather(t.halo),
-             all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io),
-             all_rss = comm.all_gather(peak_rss_mb());
   if (root) {
     std::printf("%lld steps in %.1f s; waiting for data %.3f s per step (the loader runs ahead on %d thread(s))\n",
                 (long long)ran, train_s, loader->wait_s() / double(ran), d.loader_threads);
-    std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
-                "weights", "io", "peak MB");
-    for (size_t r = 0; r < all_fwd.size(); ++r)
-      std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, all_fwd[r] / ran,
-                  all_bwd[r] / ran, all_halo[r] / ran, all_w[r] / ran, all_io[r] / ran, all_rss[r]);
     std::fflush(stdout);
   }
+  print_rank_times(comm, trainer, ran);
   // The trained weights first: nothing the evaluation meets can lose them.
   if (!f.weights_out.empty()) trainer.gather_weights();
   if (root && !f.weights_out.empty()) {

@@ -13,6 +13,7 @@
 #include "app/commands.hpp"
 #include "app/launch.hpp"
 #include "comm/mpi_comm.hpp"
+#include "model/op_kind.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -230,9 +231,9 @@ int main(int argc, char** argv) {
                    "(default: --epochs whole passes over the training set)")
       ->check(CLI::PositiveNumber);
   train->add_option("--data", data.data,
-                    "train on a data set: fashion-mnist, a folder with its four IDX files, or a Darknet detection "
-                    ".data file "
-                    "(default: synthetic data)");
+                    "train on a data set: fashion-mnist, a folder with its four IDX files, or a Darknet .data file "
+                    "(a detector's: names= and a label file per picture; a classifier's: labels=, a picture's class "
+                    "the label its path contains) (default: synthetic data)");
   train->add_option("--epochs", data.epochs, "with --data: passes over the training set")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -257,17 +258,17 @@ int main(int argc, char** argv) {
   train->add_option("--resume", files.resume,
                     "continue from the newest checkpoint in this folder (--steps counts from the run's start)");
   train->add_flag("--skip-bad-images", data.skip_bad_images,
-                  "with a detection .data: leave out, with a warning, a picture that is missing, unreadable or "
+                  "with a .data file: leave out, with a warning, a picture that is missing, unreadable or "
                   "above --max-pixels, instead of stopping (every listed picture is checked before training)");
   const char* max_pixels_help =
       "refuse a picture larger than this many pixels from its header, before decoding it (4096x4096 = 16777216 "
       "takes 192 MB as floats)";
-  train->add_option("--max-pixels", data.max_pixels, std::string("with a detection .data: ") + max_pixels_help)
+  train->add_option("--max-pixels", data.max_pixels, std::string("with a .data file: ") + max_pixels_help)
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   train
       ->add_option("--loader-threads", data.loader_threads,
-                   "with a detection .data: threads that prepare the next batches while one trains")
+                   "with a .data file: threads that prepare the next batches while one trains")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   auto* detect = app.add_subcommand("detect", "detect objects on pictures with a trained [region]/[yolo] net");
@@ -359,8 +360,12 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(o, *comm, bo);
     if (*train && !data.data.empty()) {
       data.max_steps = train->count("--steps") ? steps : 0;
-      const bool detection = data.data.size() > 5 && data.data.substr(data.data.size() - 5) == ".data";
-      return detection ? cmd_train_detection(o, *comm, data, files) : cmd_train_data(o, *comm, data, files);
+      const bool darknet = data.data.size() > 5 && data.data.substr(data.data.size() - 5) == ".data";
+      if (!darknet) return cmd_train_data(o, *comm, data, files);
+      const NetSpec net = load_run_net(o);  // a .data set: the net's loss says which kind
+      const bool detector = std::any_of(net.layers.begin(), net.layers.end(),
+                                        [](const LayerSpec& l) { return l.detector() || l.is(tt::kDetectionKind); });
+      return detector ? cmd_train_detection(o, *comm, data, files) : cmd_train_classifier(o, *comm, data, files);
     }
     if (*detect) return cmd_detect(o, *comm, det);
     if (*map) return cmd_map(o, *comm, map_weights, map_data, map_max_pixels);

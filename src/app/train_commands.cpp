@@ -26,9 +26,10 @@ int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
   Trainer& trainer = tr.trainer;
   std::vector<float> input, truth;
   if (trainer.root()) {
-    std::printf("training %s on synthetic data (pictures and labels drawn from --seed %llu; --data for a data set): "
-                "%d steps of %d images, grid %s, %d rank(s)\n",
-                o.cfg.c_str(), (unsigned long long)o.seed, steps, net.batch, o.grid.c_str(), comm.size());
+    std::printf(
+        "training %s on synthetic data (pictures and labels drawn from --seed %llu; --data for a data set): "
+        "%d steps of %d images, grid %s, %d rank(s)\n",
+        o.cfg.c_str(), (unsigned long long)o.seed, steps, net.batch, o.grid.c_str(), comm.size());
     std::fflush(stdout);
   }
   for (int64_t i = start.step; i < steps; ++i) {  // --steps counts from the start of the run
@@ -48,6 +49,20 @@ int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
     std::printf("saved %s\n", f.weights_out.c_str());
   }
   return 0;
+}
+
+void print_rank_times(Comm& comm, const Trainer& trainer, int64_t steps) {
+  const StepTimes t = trainer.times();
+  const auto fwd = comm.all_gather(t.fwd), bwd = comm.all_gather(t.bwd), halo = comm.all_gather(t.halo),
+             w = comm.all_gather(t.weights), io = comm.all_gather(t.io), rss = comm.all_gather(peak_rss_mb());
+  if (comm.rank() != kRoot) return;
+  const double n = double(steps);
+  std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
+              "weights", "io", "peak MB");
+  for (size_t r = 0; r < fwd.size(); ++r)
+    std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, fwd[r] / n, bwd[r] / n,
+                halo[r] / n, w[r] / n, io[r] / n, rss[r]);
+  std::fflush(stdout);
 }
 
 void check_data_outputs(const DataOptions& d, const Comm& comm) {
@@ -137,7 +152,6 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
     }
   }
   const double train_s = now_s() - t_start;
-  const StepTimes t = trainer.times();
   const int ran = std::max(1, total - int(start.step));  // steps this process ran
   // Test accuracy: every rank runs the tiled forward, the root scores.
   const int n = net.micro_batch();
@@ -159,19 +173,14 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
     }
   }
   const double acc = n_test ? 100.0 * correct / n_test : 0;
-  const auto all_fwd = comm.all_gather(t.fwd), all_bwd = comm.all_gather(t.bwd), all_halo = comm.all_gather(t.halo),
-             all_w = comm.all_gather(t.weights), all_io = comm.all_gather(t.io),
-             all_rss = comm.all_gather(peak_rss_mb());
+  if (root) {
+    std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
+                train_s);
+    progress->record(total, {{"accuracy", acc / 100}, {"test_images", n_test}});
+  }
+  print_rank_times(comm, trainer, ran);
   if (!weights_out.empty()) trainer.gather_weights();
   if (!root) return 0;
-  std::printf("test accuracy %.2f%% (%d/%d) after %d steps, %.1f s of training\n", acc, correct, n_test, total,
-              train_s);
-  progress->record(total, {{"accuracy", acc / 100}, {"test_images", n_test}});
-  std::printf("time per step by rank (s): %-6s %8s %8s %8s %8s %8s %9s\n", "rank", "forward", "backward", "halo",
-              "weights", "io", "peak MB");
-  for (size_t r = 0; r < all_fwd.size(); ++r)
-    std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, all_fwd[r] / ran,
-                all_bwd[r] / ran, all_halo[r] / ran, all_w[r] / ran, all_io[r] / ran, all_rss[r]);
   if (!d.loss_log.empty())
     write_file_atomically(d.loss_log, [&](std::ostream& out) {
       out.precision(9);

@@ -140,9 +140,21 @@ void parse_net_section(CfgSection& s, NetSpec& net, const std::string& file) {
                            ": key 'seen' in [net] is ignored, as Darknet ignores it (the images seen are counted "
                            "in the .weights file)");
   }
-  // Classifier augmentation and inference-only keys of Darknet's [net]: accepted, ignored.
-  r.reject_unused(
-      {"angle", "jitter", "aspect", "min_crop", "max_crop", "center", "random", "time_steps", "notruth", "inputs"});
+  net.angle = float(r.num("angle", 0));
+  net.aspect = float(r.num("aspect", 1));
+  net.min_crop = r.integer("min_crop", net.width);
+  net.max_crop = r.integer("max_crop", 2 * net.width);
+  net.center = r.integer("center", 0) != 0;
+  if (!(net.angle >= 0 && net.angle <= 360)) fail(r.where(r.line_of("angle")), ": angle must be in [0, 360] degrees");
+  if (!(net.aspect > 0 && net.aspect <= 100))
+    fail(r.where(r.line_of("aspect")), ": aspect must be in (0, 100] (a range 1/a..a)");
+  if (net.min_crop < 1 || net.min_crop > 65536)
+    fail(r.where(r.line_of("min_crop")), ": min_crop must be a size from 1 to 65536 pixels");
+  if (net.max_crop < net.min_crop || net.max_crop > 65536)
+    fail(r.where(r.line_of(r.has("max_crop") ? "max_crop" : "min_crop")), ": max_crop (", net.max_crop,
+         ") must be from min_crop (", net.min_crop, ") to 65536 pixels");
+  // Inference-only keys of Darknet's [net], and jitter (read from the detector layers): accepted, ignored.
+  r.reject_unused({"jitter", "random", "time_steps", "notruth", "inputs"});
 }
 
 }  // namespace

@@ -188,6 +188,13 @@ struct NetSpec {
   // data augmentation of detection training ([net] hue, saturation, exposure; jitter of the
   // last detector layer)
   float hue = 0, saturation = 1, exposure = 1;
+  // classifier training ([net] as Darknet's train_classifier reads it): a rotation drawn in
+  // [-angle, angle] degrees, an aspect factor in [1/aspect, aspect], the shorter side scaled
+  // to a size drawn in [min_crop, max_crop] (defaults: width, 2 x width) before the crop;
+  // center=1: a centred square crop instead
+  float angle = 0, aspect = 1;
+  int min_crop = 0, max_crop = 0;
+  bool center = false;
 
   std::vector<LayerSpec> layers;
   // What the cfg says that Darknet takes but a user should know (a key given twice): the

@@ -1,4 +1,4 @@
-#include "data/detection_data.hpp"
+#include "data/darknet_data.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/batch_loader.hpp"
 #include "util/error.hpp"
 #include "util/hash.hpp"
 #include "util/sys.hpp"
@@ -30,20 +31,6 @@ std::string resolve(const std::string& p, const std::string& data_file) {
   const fs::path alt = fs::path(data_file).parent_path() / p;
   return fs::exists(alt, ec) ? alt.string() : p;
 }
-
-// The random draws of one sample, in place of Darknet's rand().
-struct Rng {
-  uint64_t s;
-  uint64_t next() { return mix(s++); }
-  float uniform(float lo, float hi) {  // rand_uniform
-    if (hi < lo) std::swap(lo, hi);
-    return float(next() >> 40) * 0x1.0p-24f * (hi - lo) + lo;
-  }
-  float scale(float s) {  // rand_scale
-    const float v = uniform(1, s);
-    return next() % 2 ? v : float(1. / v);
-  }
-};
 
 // What keeps `path` from being read as a text file ("" if nothing): missing, a folder, a
 // device or a pipe.
@@ -87,7 +74,9 @@ std::string replace_first(const std::string& s, const std::string& from, const s
 
 }  // namespace
 
-DataConfig load_data_config(const std::string& path) {
+DataConfig load_data_config(const std::string& path, DataKind kind) {
+  const bool classifier = kind == DataKind::Classification;
+  const std::string names_key = classifier ? "labels" : "names";
   check_text_file(path, "data file");
   std::ifstream in(path);
   if (!in) fail("cannot open data file '", path, "'");
@@ -101,7 +90,7 @@ DataConfig load_data_config(const std::string& path) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos) fail(path, ":", n, ": expected key=value, got '", s, "'");
     const std::string k = trim(s.substr(0, eq)), v = trim(s.substr(eq + 1));
-    if (k == "classes" || k == "train" || k == "valid" || k == "names") {
+    if (k == "classes" || k == "train" || k == "valid" || k == names_key || (classifier && k == "top")) {
       if (seen.count(k)) fail(path, ":", n, ": ", k, "= given twice (first on line ", seen[k], ")");
       seen[k] = n;
       if (v.empty()) fail(path, ":", n, ": ", k, "= has no value");
@@ -117,27 +106,44 @@ DataConfig load_data_config(const std::string& path) {
       d.train = resolve(v, path);
     } else if (k == "valid") {
       d.valid = resolve(v, path);
-    } else if (k == "names") {
+    } else if (k == names_key) {
       d.names = resolve(v, path);
-    }  // backup=, eval=, results=, ...: Darknet's, not used here
+    } else if (classifier && k == "top") {
+      char* end = nullptr;
+      const long t = std::strtol(v.c_str(), &end, 10);
+      if (*end != '\0' || t < 1 || t > 100000) fail(path, ":", n, ": top must be a whole number from 1, got '", v, "'");
+      d.top = int(t);
+    }  // backup=, eval=, results=, names= of a classifier, ...: Darknet's, not used here
   }
   if (in.bad()) fail(path, ": read error");
   if (!seen.count("classes")) fail(path, ": no classes= line");
   if (d.train.empty()) fail(path, ": no train= line");
-  if (d.names.empty()) fail(path, ": no names= line");
+  if (d.names.empty())
+    fail(path, ": no ", names_key, "= line",
+         classifier ? " (a classifier's class labels, one per line: Darknet's "
+                      "train_classifier finds a picture's class as the label its "
+                      "path contains)"
+                    : "");
+  if (d.top > d.classes) fail(path, ":", seen["top"], ": top=", d.top, " is more than the ", d.classes, " classes");
   d.train_line = seen["train"];
   d.valid_line = seen.count("valid") ? seen["valid"] : 0;
   d.classes_line = seen["classes"];
+  d.names_line = seen[names_key];
   const std::string problem = text_file_problem(d.names);
   std::ifstream nf(d.names);
   if (!problem.empty() || !nf)
-    fail(path, ":", seen["names"], ": cannot open its names file '", d.names, "'",
+    fail(path, ":", seen[names_key], ": cannot open its ", names_key, " file '", d.names, "'",
          problem.empty() ? "" : ": " + problem);
   while (std::getline(nf, line))
     if (!trim(line).empty()) d.class_names.push_back(trim(line));
   if (int(d.class_names.size()) != d.classes)
     fail(d.names, ": ", d.class_names.size(), " class names, but ", path, ":", seen["classes"],
          " says classes=", d.classes);
+  if (classifier)  // a picture's class is the label its path contains: two equal labels cannot be told apart
+    for (size_t i = 0; i < d.class_names.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (d.class_names[i] == d.class_names[j])
+          fail(d.names, ": label '", d.class_names[i], "' is given twice (labels ", j, " and ", i, ")");
   return d;
 }
 
@@ -195,7 +201,7 @@ void check_list_file(const DataConfig& d, bool valid) {
          list, "': ", problem);
 }
 
-CheckedList check_list(const std::string& list, int classes, int64_t max_pixels, bool skip_bad,
+CheckedList check_list(const std::string& list, const TruthCheck& check_truth, int64_t max_pixels, bool skip_bad,
                        const std::function<void(const std::string&)>& warn,
                        const std::function<void(size_t, size_t)>& progress) {
   const std::vector<ListEntry> entries = read_list_lines(list, "image list");
@@ -212,11 +218,11 @@ CheckedList check_list(const std::string& list, int classes, int64_t max_pixels,
         warn("skipping a bad image: " + list + ":" + std::to_string(e.line) + ": " + err.what());
       continue;
     }
-    const std::string labels = label_path(e.path);
-    if (labels.size() < 4 || labels.compare(labels.size() - 4, 4, ".txt") != 0)
-      fail(list, ":", e.line, ": no label file for '", e.path,
-           "': Darknet's rule finds one only for .jpg, .png, .JPG and .JPEG pictures");
-    read_labels(labels, classes);
+    try {
+      check_truth(e.path);
+    } catch (const Error& err) {
+      fail(list, ":", e.line, ": ", err.what());
+    }
     out.usable.push_back(e.path);
   }
   if (out.skipped > 0 && warn)
@@ -226,11 +232,96 @@ CheckedList check_list(const std::string& list, int classes, int64_t max_pixels,
   return out;
 }
 
+TruthCheck detection_truth(int classes) {
+  return [classes](const std::string& picture) {
+    const std::string labels = label_path(picture);
+    if (labels.size() < 4 || labels.compare(labels.size() - 4, 4, ".txt") != 0)
+      fail("no label file for '", picture, "': Darknet's rule finds one only for .jpg, .png, .JPG and .JPEG pictures");
+    read_labels(labels, classes);
+  };
+}
+
+TruthCheck classifier_truth(const std::vector<std::string>& labels) {
+  return [labels](const std::string& picture) { class_in_path(picture, labels); };
+}
+
+int class_in_path(const std::string& path, const std::vector<std::string>& labels) {
+  int found = -1;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (path.find(labels[i]) == std::string::npos) continue;
+    if (found >= 0)
+      fail("'", path, "' contains two class labels, '", labels[size_t(found)], "' and '", labels[i],
+           "' (a picture's class is the one label its path contains, as Darknet's fill_truth finds it)");
+    found = int(i);
+  }
+  if (found < 0 && labels.size() != 1)
+    fail("'", path, "' contains none of the ", labels.size(),
+         " class labels (a picture's class is the one label "
+         "its path contains, as Darknet's fill_truth finds it; e.g. train/",
+         labels.empty() ? "" : labels[0], "/0001.png)");
+  return found;
+}
+
+namespace {
+
+// Darknet's center_crop_image: the centred square of the shorter side, resized.
+Image center_crop(const Image& im, int w, int h) {
+  const int m = std::min(im.w, im.h);
+  return resize_image(crop_image(im, (im.w - m) / 2, (im.h - m) / 2, m, m), w, h);
+}
+
+// random_distort_image on a picture of `c` channels: Darknet's HSV distortion for RGB; on
+// grey (r = g = b) only the value scale changes a pixel, clamped as constrain_image does.
+void distort(Image& im, float dhue, float dsat, float dexp) {
+  if (im.c == 3) {
+    distort_image(im, dhue, dsat, dexp);
+    return;
+  }
+  for (float& v : im.data) v = std::clamp(v * dexp, 0.f, 1.f);
+}
+
+}  // namespace
+
+void load_classifier_sample(const std::string& path, const std::vector<std::string>& labels, const ClassifierAugment& a,
+                            uint64_t seed, float* image, float* truth, int64_t max_pixels) {
+  const int cls = class_in_path(path, labels);
+  const Image im = load_image(path, a.channels, max_pixels);
+  SampleRng rng{mix(seed)};
+  Image crop;
+  if (a.center) {
+    crop = center_crop(im, a.width, a.height);
+  } else {  // random_augment_args, draw for draw
+    const float aspect = rng.scale(a.aspect);
+    const int r = rng.integer(a.min_crop, a.max_crop);
+    const int min = float(im.h) < float(im.w) * aspect ? im.h : int(float(im.w) * aspect);
+    const float scale = float(r) / float(std::max(min, 1));
+    const float rad = float(rng.uniform(-a.angle, a.angle) * 6.2831853071795864769252866 / 360.);
+    float dx = float((im.w * scale / aspect - float(a.width)) / 2.);
+    float dy = float((im.h * scale - float(a.width)) / 2.);  // Darknet's: w, not h
+    dx = rng.uniform(-dx, dx);
+    dy = rng.uniform(-dy, dy);
+    crop = rotate_crop_image(im, rad, scale, a.width, a.height, dx, dy, aspect);
+  }
+  if (a.flip && rng.next() % 2) flip_image(crop);
+  const float dhue = rng.uniform(-a.hue, a.hue);
+  const float dsat = rng.scale(a.saturation), dexp = rng.scale(a.exposure);
+  distort(crop, dhue, dsat, dexp);
+  std::copy(crop.data.begin(), crop.data.end(), image);
+  std::fill_n(truth, labels.size(), 0.f);
+  if (cls >= 0) truth[cls] = 1.f;
+}
+
+void load_classifier_picture(const std::string& path, int width, int height, int channels, float* image,
+                             int64_t max_pixels) {
+  const Image crop = center_crop(load_image(path, channels, max_pixels), width, height);
+  std::copy(crop.data.begin(), crop.data.end(), image);
+}
+
 void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
                            float* image, float* truth, int64_t max_pixels) {
   const Image orig = load_image(image_path, 3, max_pixels);
   std::vector<TruthBox> boxes = read_labels(label_path(image_path), classes);
-  Rng rng{mix(seed)};
+  SampleRng rng{mix(seed)};
   const int w = a.width, h = a.height;
   Image sized(w, h, 3, .5f);
   const float dw = a.jitter * float(orig.w), dh = a.jitter * float(orig.h);
@@ -280,102 +371,17 @@ void load_detection_sample(const std::string& image_path, int classes, const Aug
   }
 }
 
-DetectionLoader::DetectionLoader(Options o) : o_(std::move(o)) {
-  if (o_.paths.empty()) fail("no training images");
-  if (o_.batch < 1 || o_.threads < 1 || o_.prefetch < 1) fail("internal: loader batch, threads and prefetch >= 1");
-  for (int i = 0; i < o_.threads; ++i) workers_.emplace_back([this] { work(); });
+BatchLoader::Sample detection_sample(int classes, const Augment& a, int max_boxes, int64_t max_pixels) {
+  return [=](const std::string& path, uint64_t seed, float* image, float* truth) {
+    load_detection_sample(path, classes, a, seed, max_boxes, image, truth, max_pixels);
+  };
 }
 
-DetectionLoader::~DetectionLoader() {
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : workers_) t.join();
-}
-
-const std::vector<uint32_t>& DetectionLoader::permutation(int64_t epoch) {
-  std::lock_guard<std::mutex> lk(perm_m_);
-  auto it = perms_.find(epoch);
-  if (it != perms_.end()) return it->second;
-  while (perms_.size() > 4) perms_.erase(perms_.begin());  // only the epochs in flight
-  std::vector<uint32_t> p(o_.paths.size());
-  for (size_t i = 0; i < p.size(); ++i) p[i] = uint32_t(i);
-  Rng rng{mix(o_.seed * 0x2545f4914f6cdd1dULL ^ mix(uint64_t(epoch)))};
-  for (size_t i = p.size(); i > 1; --i) std::swap(p[i - 1], p[size_t(rng.next() % i)]);  // Fisher-Yates
-  return perms_.emplace(epoch, std::move(p)).first->second;
-}
-
-void DetectionLoader::make(int64_t step, Batch& b) {
-  const int64_t N = int64_t(o_.paths.size());
-  const int64_t px = 3LL * o_.augment.width * o_.augment.height, tr = 5LL * o_.max_boxes;
-  b.images.resize(size_t(o_.batch * px));
-  b.truth.resize(size_t(o_.batch * tr));
-  for (int k = 0; k < o_.batch; ++k) {
-    const int64_t g = step * o_.batch + k;
-    const std::vector<uint32_t> perm = permutation(g / N);
-    for (int64_t attempt = 0;; ++attempt) {
-      const std::string& path = o_.paths[perm[size_t((g + attempt) % N)]];
-      try {
-        load_detection_sample(path, o_.classes, o_.augment, mix(o_.seed) ^ mix(uint64_t(g)), o_.max_boxes,
-                              b.images.data() + k * px, b.truth.data() + k * tr, o_.max_pixels);
-        break;
-      } catch (const Error& e) {
-        if (!o_.skip_bad_images) throw;
-        if (o_.warn) o_.warn(std::string("skipping a bad image: ") + e.what());
-        if (attempt + 1 >= N) fail("no readable image in the list (the last: ", e.what(), ")");
-      }
-    }
-  }
-}
-
-void DetectionLoader::work() {
-  for (;;) {
-    int64_t step;
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      cv_.wait(lk, [&] { return stop_ || next_ < wanted_ + o_.prefetch; });
-      if (stop_) return;
-      step = next_++;
-      batches_[step];
-    }
-    Batch b;
-    try {
-      make(step, b);
-    } catch (...) {
-      b.error = std::current_exception();
-    }
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      b.ready = true;
-      if (step >= wanted_)
-        batches_[step] = std::move(b);  // else: nobody wants it any more
-      else
-        batches_.erase(step);
-    }
-    cv_.notify_all();
-  }
-}
-
-void DetectionLoader::get(int64_t step, float* images, float* truth) {
-  const double t0 = now_s();
-  std::unique_lock<std::mutex> lk(m_);
-  wanted_ = step;
-  for (auto it = batches_.begin(); it != batches_.end() && it->first < step;)
-    it = it->second.ready ? batches_.erase(it) : std::next(it);
-  if (!batches_.count(step) && (next_ > step || next_ < step)) next_ = step;  // a jump (resume, evaluation)
-  cv_.notify_all();
-  cv_.wait(lk, [&] { return batches_.count(step) && batches_[step].ready; });
-  Batch b = std::move(batches_[step]);
-  batches_.erase(step);
-  wanted_ = step + 1;
-  lk.unlock();
-  cv_.notify_all();
-  wait_s_ += now_s() - t0;
-  if (b.error) std::rethrow_exception(b.error);
-  std::copy(b.images.begin(), b.images.end(), images);
-  std::copy(b.truth.begin(), b.truth.end(), truth);
+BatchLoader::Sample classifier_sample(const std::vector<std::string>& labels, const ClassifierAugment& a,
+                                      int64_t max_pixels) {
+  return [=](const std::string& path, uint64_t seed, float* image, float* truth) {
+    load_classifier_sample(path, labels, a, seed, image, truth, max_pixels);
+  };
 }
 
 }  // namespace tt
