@@ -79,6 +79,12 @@ def data_seeds():
         p = os.path.join(DARKNET_CFG, n)
         if os.path.exists(p):
             put("fuzz_data", "darknet-" + n, bytes([0, 20]) + read(p))
+    for n in ["imagenet1k.data"]:  # a classifier's (labels=, top=)
+        p = os.path.join(DARKNET_CFG, n)
+        if os.path.exists(p):
+            put("fuzz_data", "darknet-" + n, bytes([3, 10]) + read(p))
+    put("fuzz_data", "data-classifier", bytes([3, 3]) + b"classes=3\ntrain=train.txt\nlabels=names.txt\ntop=2\n" +
+        SEP + b"cat\ndog\nbird\n" + SEP + b"pics/1_cat.png\npics/2_dog.png\ncat/dog.png\nnone.png\n")
     put("fuzz_data", "list", bytes([1, 0]) + lst + b"  spaced/images/a.jpg  \r\n")
     put("fuzz_data", "labels", bytes([2, 4]) + b"0 0.5 0.5 0.25 0.25\n3 0.1 0.9 0.05 1\n\n1 1e-3 0 0.5 2.5e-1\n")
     put("fuzz_data", "labels-voc", bytes([2, 20]) + b"19 0.301 0.4402 0.598 0.8795\n11 0.5 0.5 1 1\n")
