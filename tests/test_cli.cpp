@@ -518,6 +518,70 @@ TEST_F(CliDetection, TrainDetectMap) {
   EXPECT_NE(r.out.find("triangle"), std::string::npos) << r.out;
 }
 
+// YOLOv1 ([detection] after a fully connected layer) on the shapes set: Darknet's region
+// crops, tiled 2x2; detect refuses it, saying why.
+TEST_F(CliDetection, Yolov1TrainsOnADataSet) {
+  const std::string data = shapes();
+  if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";
+  write("v1.cfg", R"([net]
+batch=4
+width=64
+height=64
+channels=3
+learning_rate=0.001
+momentum=0.9
+hue=.1
+saturation=1.5
+exposure=1.5
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[connected]
+output=144
+activation=linear
+
+[detection]
+classes=4
+coords=4
+rescore=1
+side=4
+num=1
+softmax=0
+sqrt=1
+jitter=.2
+object_scale=1
+noobject_scale=.5
+class_scale=1
+coord_scale=5
+)");
+  Result r =
+      run("train --cfg v1.cfg --data '" + data + "' --steps 3 --log-every 1 --grid 2x2 --save-weights v1.weights");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "step 3/3: loss ");
+  EXPECT_CONTAINS(r.out, "coord");
+  EXPECT_CONTAINS(r.out, "no held-out mAP: boxes of a [detection] layer (YOLOv1) are not decoded yet");
+  EXPECT_TRUE(fs::exists(path("v1.weights")));
+  r = run("detect --cfg v1.cfg --weights v1.weights '" + path("shapes/images/valid/00000.jpg") + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "detecting with it (detect, map) is not supported yet");
+  // classes= of the .data against the layer's
+  write("five.names", "a\nb\nc\nd\ne\n");
+  write("five.data", "classes=5\ntrain=" + path("shapes/train.txt") + "\nnames=five.names\n");
+  r = run("train --cfg v1.cfg --data five.data --steps 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "v1.cfg:28: [detection] has classes=4 but ");
+}
+
 TEST_F(CliDetection, BadInputIsNamed) {
   const std::string data = shapes();
   if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";

@@ -174,6 +174,49 @@ TEST_F(DetectionData, AugmentedBoxesFollowThePicture) {
   EXPECT_NE(img, other);
 }
 
+// YOLOv1's region data (load_data_region): the crop moves and scales the boxes with it.
+TEST_F(DetectionData, RegionSampleBoxesFollowTheCrop) {
+  Image im(60, 40, 3, 0.2f);
+  for (int y = 10; y < 30; ++y)
+    for (int x = 30; x < 50; ++x) {
+      im.at(x, y, 0) = 1.f;
+      im.at(x, y, 1) = im.at(x, y, 2) = 0.f;
+    }
+  save_png(im, path("images/v1.png"));
+  // the red box, and one at (0, 0) that correct_boxes sends away
+  write("labels/v1.txt", "0 0 0 0.1 0.1\n1 0.666667 0.5 0.333333 0.5\n");
+  const Augment a{.width = 32, .height = 32, .jitter = 0.2f, .hue = 0, .saturation = 1, .exposure = 1, .flip = true};
+  std::vector<float> img(3 * 32 * 32), truth(5 * 3), again(img.size()), t2(truth.size());
+  int flips = 0, moved = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    load_region_sample(path("images/v1.png"), 2, a, seed, 3, img.data(), truth.data());
+    load_region_sample(path("images/v1.png"), 2, a, seed, 3, again.data(), t2.data());
+    EXPECT_EQ(img, again);
+    EXPECT_EQ(truth, t2);
+    EXPECT_EQ(truth[4], 1.f);
+    EXPECT_EQ(truth[5], 0.f) << "the box at (0, 0) is left out";
+    const float x0 = (truth[0] - truth[2] / 2) * 32, x1 = (truth[0] + truth[2] / 2) * 32;
+    const float y0 = (truth[1] - truth[3] / 2) * 32, y1 = (truth[1] + truth[3] / 2) * 32;
+    int in = 0, in_red = 0, out_red = 0;
+    for (int y = 0; y < 32; ++y)
+      for (int x = 0; x < 32; ++x) {
+        const bool red = img[size_t(y * 32 + x)] > 0.7f && img[size_t(32 * 32 + y * 32 + x)] < 0.3f;
+        const bool inside = x + 0.5f > x0 && x + 0.5f < x1 && y + 0.5f > y0 && y + 0.5f < y1;
+        in += inside;
+        in_red += inside && red;
+        out_red += !inside && red;
+      }
+    EXPECT_GT(in_red, 0.75 * in) << "box [" << x0 << ", " << x1 << "] x [" << y0 << ", " << y1 << "]";
+    EXPECT_LE(out_red, 0.15 * in_red + 4);
+    flips += truth[0] < 0.5f;  // the rectangle is right of centre unless flipped
+    moved += std::abs(truth[2] - 0.333333f) > 1e-3f;
+  }
+  EXPECT_GT(flips, 2);
+  EXPECT_LT(flips, 18);
+  EXPECT_GT(moved, 10) << "the crop's jitter changes the box's width";
+}
+
 TEST_F(DetectionData, LoaderIsDeterministicAcrossThreadsAndResumes) {
   std::vector<std::string> paths;
   for (int i = 0; i < 7; ++i) {

@@ -371,6 +371,56 @@ void load_detection_sample(const std::string& image_path, int classes, const Aug
   }
 }
 
+void load_region_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
+                        float* image, float* truth, int64_t max_pixels) {
+  const Image orig = load_image(image_path, 3, max_pixels);
+  std::vector<TruthBox> boxes = read_labels(label_path(image_path), classes);
+  SampleRng rng{mix(seed)};
+  const int ow = orig.w, oh = orig.h;
+  const int dw = int(float(ow) * a.jitter), dh = int(float(oh) * a.jitter);
+  const int pleft = int(rng.uniform(float(-dw), float(dw))), pright = int(rng.uniform(float(-dw), float(dw)));
+  const int ptop = int(rng.uniform(float(-dh), float(dh))), pbot = int(rng.uniform(float(-dh), float(dh)));
+  // Darknet would crop nothing (and fail) where the sides cross (jitter >= 0.5): one pixel.
+  const int swidth = std::max(1, ow - pleft - pright), sheight = std::max(1, oh - ptop - pbot);
+  const float sx = float(swidth) / float(ow), sy = float(sheight) / float(oh);
+  const bool flip = a.flip && rng.next() % 2;
+  Image sized = resize_image(crop_image(orig, pleft, ptop, swidth, sheight), a.width, a.height);
+  if (flip) flip_image(sized);
+  const float dhue = rng.uniform(-a.hue, a.hue);
+  const float dsat = rng.scale(a.saturation), dexp = rng.scale(a.exposure);
+  distort_image(sized, dhue, dsat, dexp);
+  std::copy(sized.data.begin(), sized.data.end(), image);
+
+  // fill_truth_region: randomize_boxes, then correct_boxes(dx, dy, 1/sx, 1/sy, flip).
+  const size_t n = boxes.size();
+  for (size_t i = 0; i < n; ++i) std::swap(boxes[i], boxes[size_t(rng.next() % n)]);
+  const float dx = (float(pleft) / float(ow)) / sx, dy = (float(ptop) / float(oh)) / sy;
+  const float kx = 1.f / sx, ky = 1.f / sy;
+  std::fill_n(truth, max_boxes * 5, 0.f);
+  int k = 0;
+  for (size_t i = 0; i < n && k < max_boxes; ++i) {
+    const TruthBox& b = boxes[i];
+    if (b.x == 0 && b.y == 0) continue;  // correct_boxes sends such a box off the picture
+    float left = (b.x - b.w / 2) * kx - dx, right = (b.x + b.w / 2) * kx - dx;
+    float top = (b.y - b.h / 2) * ky - dy, bottom = (b.y + b.h / 2) * ky - dy;
+    if (flip) {
+      const float l = left;
+      left = 1.f - right;
+      right = 1.f - l;
+    }
+    left = std::clamp(left, 0.f, 1.f), right = std::clamp(right, 0.f, 1.f);
+    top = std::clamp(top, 0.f, 1.f), bottom = std::clamp(bottom, 0.f, 1.f);
+    const float bw = std::clamp(right - left, 0.f, 1.f), bh = std::clamp(bottom - top, 0.f, 1.f);
+    if (bw < .005f || bh < .005f) continue;
+    float* t = truth + 5 * k++;
+    t[0] = (left + right) / 2;
+    t[1] = (top + bottom) / 2;
+    t[2] = bw;
+    t[3] = bh;
+    t[4] = float(b.cls);
+  }
+}
+
 BatchLoader::Sample detection_sample(int classes, const Augment& a, int max_boxes, int64_t max_pixels) {
   return [=](const std::string& path, uint64_t seed, float* image, float* truth) {
     load_detection_sample(path, classes, a, seed, max_boxes, image, truth, max_pixels);
@@ -381,6 +431,12 @@ BatchLoader::Sample classifier_sample(const std::vector<std::string>& labels, co
                                       int64_t max_pixels) {
   return [=](const std::string& path, uint64_t seed, float* image, float* truth) {
     load_classifier_sample(path, labels, a, seed, image, truth, max_pixels);
+  };
+}
+
+BatchLoader::Sample region_sample(int classes, const Augment& a, int max_boxes, int64_t max_pixels) {
+  return [=](const std::string& path, uint64_t seed, float* image, float* truth) {
+    load_region_sample(path, classes, a, seed, max_boxes, image, truth, max_pixels);
   };
 }
 

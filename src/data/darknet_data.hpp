@@ -58,6 +58,14 @@ struct Augment {
 void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
                            float* image, float* truth, int64_t max_pixels = kDefaultMaxPixels);
 
+// One training sample of YOLOv1's [detection] layer as Darknet's load_data_region makes it
+// (train_yolo): a crop whose four sides move by up to `jitter` of the picture, resized to
+// width x height (no letterbox), flip, hue/saturation/exposure; the boxes shuffled and moved
+// with the crop as fill_truth_region's correct_boxes does, those narrower or lower than
+// 0.005 left out (fill_truth_region skips them). `truth`: max_boxes x 5 (x, y, w, h,
+// class), zeros after. `a.jitter` is the [detection] layer's.
+void load_region_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
+                        float* image, float* truth, int64_t max_pixels = kDefaultMaxPixels);
 // The up-front check of a list of labelled pictures (train=, valid=), before any training:
 // every picture exists and its header is readable and within `max_pixels` (stbi_info: no
 // pixel decoded), and its label file exists and parses with `classes` classes. A bad label
@@ -105,9 +113,10 @@ void load_classifier_picture(const std::string& path, int width, int height, int
                              int64_t max_pixels = kDefaultMaxPixels);
 
 // The loader's sample functions (batch_loader.hpp): a detection picture (3 x height x width
-// floats, truth max_boxes x 5) and a classifier picture (channels x height x width, truth
+// floats, truth max_boxes x 5; region_sample: YOLOv1's) and a classifier picture (channels x height x width, truth
 // labels.size() floats).
 BatchLoader::Sample detection_sample(int classes, const Augment& a, int max_boxes, int64_t max_pixels);
+BatchLoader::Sample region_sample(int classes, const Augment& a, int max_boxes, int64_t max_pixels);
 BatchLoader::Sample classifier_sample(const std::vector<std::string>& labels, const ClassifierAugment& a,
                                       int64_t max_pixels);
 
