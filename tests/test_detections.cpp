@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "detect/detections.hpp"
+#include "model/net_spec.hpp"
+#include "ops/op.hpp"
 #include "util/dump.hpp"
 #include "util/error.hpp"
 
@@ -294,6 +296,77 @@ TEST(DetectionsNms, RejectsWrongClassCount) {
 
 // Random detections with many ties (quantized probs), exact IoUs at the threshold (boxes on a
 // 1/8 grid) and objectness-0 entries; every value must come back in the same place, bit for bit.
+// YOLOv1's [detection]: the layer's forward (softmax over each cell's classes) through our
+// op, then every box get_network_boxes gives (relative, as test_yolo asks; in pixels, as
+// validate_yolo does), and do_nms_sort at test_yolo's 0.4, against libdarknet.
+TEST_F(DetectionsOracle, Yolov1MatchesDarknet) {
+  for (const bool sqrt : {true, false}) {
+    SCOPED_TRACE(sqrt ? "sqrt=1" : "sqrt=0");
+    const int side = 5, num = 2, classes = 3;
+    const int inputs = side * side * (classes + num * 5);
+    const std::string cfg = "[net]\ninputs=" + std::to_string(inputs) +
+                            "\n[detection]\nclasses=" + std::to_string(classes) +
+                            "\ncoords=4\nside=" + std::to_string(side) + "\nnum=" + std::to_string(num) +
+                            "\nsoftmax=1\nsqrt=" + (sqrt ? "1" : "0") + "\n";
+    std::ofstream(path("v1.cfg")) << cfg;
+    // Class scores spread wide, confidences in (0, 1) and beyond, box offsets and sizes
+    // around their useful ranges.
+    std::mt19937_64 rng(sqrt ? 11 : 12);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> raw(static_cast<size_t>(inputs));
+    const int conf0 = side * side * classes, box0 = side * side * (classes + num);
+    for (int i = 0; i < inputs; ++i)
+      raw[size_t(i)] = i < conf0 ? 3.f * nd(rng) : i < box0 ? 0.5f + 0.4f * nd(rng) : 0.5f + 0.3f * nd(rng);
+    write_dump(path("input.bin"), {{"input", {{1, inputs}, raw}}});
+    struct Setting {
+      int w, h;
+      float thresh;
+    };
+    const std::vector<Setting> settings = {{1, 1, 0.2f}, {1, 1, kDarknetYolov1ValidThresh}, {640, 480, 0.2f}};
+    std::vector<std::string> args = {
+        "head", path("v1.cfg"), path("input.bin"), path("out.bin"), fstr(kDarknetYolov1TestNms), "0", "0"};
+    for (const Setting& st : settings)
+      args.insert(args.end(), {std::to_string(st.w), std::to_string(st.h), fstr(st.thresh), "0"});
+    std::string err;
+    ASSERT_EQ(run(args, err), 0) << err;
+    const Dump ref = read_dump(path("out.bin"));
+    // Our op's forward of the same values.
+    // (tiletrain's [net] needs a shape: the same values as inputs x 1 x 1)
+    const NetSpec net =
+        parse_net("[net]\nwidth=1\nheight=1\nchannels=" + cfg.substr(cfg.find("inputs=") + 7), "v1.cfg");
+    const std::unique_ptr<Op> op = make_op(net, net.layers.back());
+    std::vector<float> ours(static_cast<size_t>(inputs));
+    OpTensors t;
+    t.in = {raw.data()};
+    t.out = ours.data();
+    op->forward(OpStep{.batch = 1, .training = false}, t);
+    const DumpTensor& act = ref.at("activated");
+    ASSERT_EQ(act.data.size(), ours.size());
+    double act_diff = 0;
+    for (size_t i = 0; i < ours.size(); ++i) act_diff = std::max(act_diff, double(std::fabs(ours[i] - act.data[i])));
+    EXPECT_LE(act_diff, 1e-6) << "the [detection] op's forward vs Darknet's";
+    int with_probs = 0, suppressed = 0;
+    for (size_t s = 0; s < settings.size(); ++s) {
+      const Setting& st = settings[s];
+      SCOPED_TRACE("setting " + std::to_string(s));
+      std::vector<Detection> dets;
+      yolov1_detections(net.layers.back().detection(), act.data.data(), st.w, st.h, st.thresh, dets);
+      expect_same_dets(dets, ref.at("raw/" + std::to_string(s)), classes, 1e-6, 1e-7, "raw");
+      for (const auto& x : dets) with_probs += std::any_of(x.prob.begin(), x.prob.end(), [](float p) { return p > 0; });
+      int before = 0, after = 0;
+      for (const auto& x : dets)
+        before += int(std::count_if(x.prob.begin(), x.prob.end(), [](float p) { return p > 0; }));
+      do_nms_sort(dets, classes, kDarknetYolov1TestNms);
+      for (const auto& x : dets)
+        after += int(std::count_if(x.prob.begin(), x.prob.end(), [](float p) { return p > 0; }));
+      suppressed += before - after;
+      expect_same_dets(dets, ref.at("nms/" + std::to_string(s)), classes, 1e-6, 1e-7, "after NMS");
+    }
+    EXPECT_GT(with_probs, 0) << "no box above any threshold: the comparison would prove little";
+    EXPECT_GT(suppressed, 0) << "NMS suppressed nothing: the comparison would prove little";
+  }
+}
+
 TEST_F(DetectionsOracle, NmsMatchesDarknet) {
   int suppressed = 0, zero_obj = 0;
   for (int seed = 0; seed < 6; ++seed) {

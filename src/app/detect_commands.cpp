@@ -25,35 +25,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A detector's loss layers: its [region]/[yolo] heads, or YOLOv1's [detection] layer.
 std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::string& cfg) {
   std::vector<const LayerSpec*> out;
-  for (const LayerSpec& l : net.layers) {
-    if (l.is(kDetectionKind))
-      fail(cfg, ":", l.line, ": [detection] (YOLOv1's loss) trains (`train --data X.data`, `verify`);",
-           " detecting with it (detect, map) is not supported yet");
-    if (l.detector()) out.push_back(&l);
-  }
-  if (out.empty()) fail(cfg, ": the net has no [region] or [yolo] layer: it is not a detector");
+  for (const LayerSpec& l : net.layers)
+    if (l.box_loss()) out.push_back(&l);
+  if (out.empty()) fail(cfg, ": the net has no [region], [yolo] or [detection] layer: it is not a detector");
   if (net.channels != 3)  // the pictures are read as RGB
     fail(cfg, ": a detector reads RGB pictures (3 channels, as Darknet's), but [net] has channels=", net.channels);
   return out;
 }
 
-// YOLOv1's [detection] layer if the net ends in one (it trains on Darknet's region data).
-const LayerSpec* yolov1_head(const NetSpec& net, const std::string& cfg) {
+int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().classes; }
+
+// YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
+// trains on Darknet's region data, and its programs use other thresholds.
+const LayerSpec* yolov1_head(const NetSpec& net) {
   for (const LayerSpec& l : net.layers)
-    if (l.is(kDetectionKind)) {
-      if (net.channels != 3)
-        fail(cfg, ": a detector reads RGB pictures (3 channels, as Darknet's), but [net] has channels=", net.channels);
-      return &l;
-    }
+    if (l.is(kDetectionKind)) return &l;
   return nullptr;
+}
+
+// A picture as the net takes it: resized (YOLOv1, Darknet's test_yolo) or letterboxed
+// (YOLOv2/v3, test_detector).
+Image net_picture(const Image& im, const NetSpec& net) {
+  return yolov1_head(net) ? resize_image(im, net.width, net.height) : letterbox_image(im, net.width, net.height);
 }
 
 void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig& dc, const std::string& cfg) {
   for (const LayerSpec* l : heads)
-    if (l->det().classes != dc.classes)
-      fail(cfg, ":", l->line, ": [", l->type_name(), "] has classes=", l->det().classes, " but ", dc.path, ":",
+    if (head_classes(*l) != dc.classes)
+      fail(cfg, ":", l->line, ": [", l->type_name(), "] has classes=", head_classes(*l), " but ", dc.path, ":",
            dc.classes_line, " has classes=", dc.classes);
 }
 
@@ -69,24 +71,31 @@ std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int6
   return check_list(list, detection_truth(dc.classes), max_pixels, skip_bad, warn, progress).usable;
 }
 
-// Every rank runs the tiled forward of `n` pictures (root: letterboxed into `input`); the
-// root turns each detector layer's output into detections, normalised to each picture.
+// Every rank runs the tiled forward of `n` pictures (root: net_picture()s in `input`); the
+// root turns each detector layer's output into detections, normalised to each picture, and
+// suppresses overlaps at `nms`.
 std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net, const float* input,
-                                                 const std::vector<std::pair<int, int>>& sizes, float thresh) {
+                                                 const std::vector<std::pair<int, int>>& sizes, float thresh,
+                                                 float nms) {
   tr.predict(input);
   std::vector<std::vector<Detection>> out(sizes.size());
   if (!tr.root()) return out;
+  int classes = 0;
   for (const LayerSpec& l : net.layers) {
-    if (!l.detector()) continue;
+    if (!l.box_loss()) continue;
+    classes = head_classes(l);
+    const float* y = tr.output_of(l.index);
+    if (l.is(kDetectionKind)) {
+      for (size_t k = 0; k < sizes.size(); ++k)
+        yolov1_detections(l.detection(), y + int64_t(k) * l.out.size(), 1, 1, thresh, out[k]);
+      continue;
+    }
     const DetectionHead h = detection_head(l);
     for (size_t k = 0; k < sizes.size(); ++k)
-      head_detections(h, tr.output_of(l.index) + int64_t(k) * l.out.size(), sizes[k].first, sizes[k].second, net.width,
-                      net.height, thresh, true, out[k]);
+      head_detections(h, y + int64_t(k) * l.out.size(), sizes[k].first, sizes[k].second, net.width, net.height, thresh,
+                      true, out[k]);
   }
-  int classes = 0;
-  for (const LayerSpec& l : net.layers)
-    if (l.detector()) classes = l.det().classes;
-  for (auto& d : out) do_nms_sort(d, classes, kDarknetTestNms);
+  for (auto& d : out) do_nms_sort(d, classes, nms);
   return out;
 }
 
@@ -121,14 +130,17 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
           ok[size_t(k)] = false;
           im = Image(1, 1, 3, .5f);  // the forward runs on every rank all the same
         }
-        const Image boxed = letterbox_image(im, net.width, net.height);
+        const Image boxed = net_picture(im, net);
         std::copy(boxed.data.begin(), boxed.data.end(), input.begin() + k * px);
         sizes.push_back({im.w, im.h});
       }
     else
       sizes.assign(size_t(n), {1, 1});
-    std::vector<std::vector<Detection>> d =
-        detect_batch(tr, net, tr.root() ? input.data() : nullptr, sizes, kDarknetValidThresh);
+    // Darknet's validate_detector, or validate_yolo for YOLOv1.
+    const bool v1 = yolov1_head(net) != nullptr;
+    std::vector<std::vector<Detection>> d = detect_batch(tr, net, tr.root() ? input.data() : nullptr, sizes,
+                                                         v1 ? kDarknetYolov1ValidThresh : kDarknetValidThresh,
+                                                         v1 ? kDarknetYolov1ValidNms : kDarknetValidNms);
     if (!tr.root()) continue;
     for (int k = 0; k < n && start + k < int64_t(count); ++k) {
       if (!ok[size_t(k)]) continue;
@@ -155,7 +167,7 @@ bool is_data_file(const std::string& f) { return f.size() > 5 && f.substr(f.size
 
 std::vector<std::string> class_names(const std::string& file, const std::vector<const LayerSpec*>& heads,
                                      const std::string& cfg) {
-  const int classes = heads.back()->det().classes;
+  const int classes = head_classes(*heads.back());
   std::vector<std::string> names;
   if (!file.empty()) {
     if (is_data_file(file)) {
@@ -249,13 +261,7 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   if (comm.rank() == kRoot) {
     const NetSpec spec = load_run_net(run);
     dc = load_data_config(d.data);
-    if (const LayerSpec* v1 = yolov1_head(spec, run.cfg)) {
-      if (v1->detection().classes != dc.classes)
-        fail(run.cfg, ":", v1->line, ": [detection] has classes=", v1->detection().classes, " but ", dc.path, ":",
-             dc.classes_line, " has classes=", dc.classes);
-    } else {
-      check_classes(detector_layers(spec, run.cfg), dc, run.cfg);
-    }
+    check_classes(detector_layers(spec, run.cfg), dc, run.cfg);
     train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images);
     if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images);
   }
@@ -265,8 +271,8 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   const Start& start = tr.start;
   Params& params = tr.params;
   Trainer& trainer = tr.trainer;
-  const LayerSpec* v1 = yolov1_head(net, o.cfg);  // else [region]/[yolo] heads
-  const std::vector<const LayerSpec*> heads = v1 ? std::vector<const LayerSpec*>{} : detector_layers(net, o.cfg);
+  const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
+  const LayerSpec* v1 = yolov1_head(net);
   const bool root = trainer.root();
   std::unique_ptr<BatchLoader> loader;
   double n_train = 0;
@@ -345,12 +351,8 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     std::printf("saved %s\n", f.weights_out.c_str());
     std::fflush(stdout);
   }
-  // Held-out mAP when the .data file names a valid= list (not yet for YOLOv1's boxes).
-  if (root && v1 && !valid_paths.empty())
-    std::printf(
-        "(no held-out mAP: boxes of a [detection] layer (YOLOv1) are not decoded yet; the valid= pictures "
-        "were checked but not used)\n");
-  double has_valid = root && !v1 && !valid_paths.empty() ? 1 : 0;
+  // Held-out mAP when the .data file names a valid= list.
+  double has_valid = root && !valid_paths.empty() ? 1 : 0;
   comm.broadcast(&has_valid, 1, kRoot);
   if (has_valid != 0) {
     size_t used = 0;
@@ -400,7 +402,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
-  const int classes = heads.back()->det().classes;
+  const int classes = head_classes(*heads.back());
   const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
   Params params(net);
   load_weights(params, net, d.weights);
@@ -445,12 +447,13 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
         ok = false;
         im = Image(1, 1, 3, .5f);  // every rank runs the forward all the same
       }
-      const Image boxed = letterbox_image(im, net.width, net.height);
+      const Image boxed = net_picture(im, net);
       for (int k = 0; k < n; ++k) std::copy(boxed.data.begin(), boxed.data.end(), input.begin() + k * px);
       sizes.assign(size_t(n), {im.w, im.h});
     }
     const std::vector<std::vector<Detection>> dets =
-        detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh);
+        detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh,
+                     yolov1_head(net) ? kDarknetYolov1TestNms : kDarknetTestNms);
     if (trainer.root() && !ok && montage) montage->add(int(i), Image(), file_name(i));
     if (!trainer.root() || !ok) continue;
     int found = 0;

@@ -215,6 +215,30 @@ void head_detections(const DetectionHead& h, const float* out, int img_w, int im
   correct_boxes(dets.data() + first, dets.size() - first, img_w, img_h, net_w, net_h, relative);
 }
 
+void yolov1_detections(const DetectionParams& p, const float* out, int w, int h, float thresh,
+                       std::vector<Detection>& dets) {
+  const int cells = p.side * p.side;
+  for (int i = 0; i < cells; ++i) {
+    const int row = i / p.side, col = i % p.side;
+    for (int n = 0; n < p.num; ++n) {
+      const float scale = out[int64_t(cells) * p.classes + i * p.num + n];
+      const float* b = out + int64_t(cells) * (p.classes + p.num) + (int64_t(i) * p.num + n) * 4;
+      Detection d;
+      d.box.x = (b[0] + float(col)) / float(p.side) * float(w);
+      d.box.y = (b[1] + float(row)) / float(p.side) * float(h);
+      d.box.w = float(std::pow(double(b[2]), p.sqrt ? 2.0 : 1.0) * w);
+      d.box.h = float(std::pow(double(b[3]), p.sqrt ? 2.0 : 1.0) * h);
+      d.objectness = scale;
+      d.prob.resize(size_t(p.classes));
+      for (int j = 0; j < p.classes; ++j) {
+        const float prob = scale * out[int64_t(i) * p.classes + j];
+        d.prob[size_t(j)] = prob > thresh ? prob : 0;
+      }
+      dets.push_back(std::move(d));
+    }
+  }
+}
+
 void do_nms_sort(std::vector<Detection>& dets, int classes, float nms_thresh) {
   if (classes < 0) fail("do_nms_sort: ", classes, " classes");
   for (size_t i = 0; i < dets.size(); ++i)

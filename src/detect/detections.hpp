@@ -94,6 +94,20 @@ void activate_head(const DetectionHead& h, float* out);
 void head_detections(const DetectionHead& h, const float* out, int img_w, int img_h, int net_w, int net_h, float thresh,
                      bool relative, std::vector<Detection>& dets);
 
+// YOLOv1's [detection] layer (Darknet's get_detection_detections): ONE sample of the layer's
+// output (class scores per cell, then `num` confidences per cell, then `num` boxes per
+// cell) gives all side x side x num boxes, appended in cell order: centre (offset + column)
+// / side x w, size (squared with sqrt=1) x w, objectness the confidence, prob = confidence x
+// class score, 0 unless above thresh. w = h = 1 gives boxes relative to the picture, which
+// the network saw resized (not letterboxed).
+void yolov1_detections(const DetectionParams& p, const float* out, int w, int h, float thresh,
+                       std::vector<Detection>& dets);
+// Darknet's YOLOv1 programs (examples/yolo.c): test_yolo suppresses at 0.4, validate_yolo
+// keeps boxes above 0.001 and suppresses at 0.5.
+inline constexpr float kDarknetYolov1TestNms = 0.4f;
+inline constexpr float kDarknetYolov1ValidThresh = 0.001f;
+inline constexpr float kDarknetYolov1ValidNms = 0.5f;
+
 // Darknet's do_nms_sort (box.c): detections with objectness 0 are swapped to the back (in
 // Darknet's order, which is not stable) and left alone; then for each class k the rest is
 // sorted by prob[k], descending (glibc's qsort is a stable merge sort, so ties keep their

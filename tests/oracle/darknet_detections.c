@@ -3,7 +3,8 @@
  * git 61c9d02e; /usr/lib/darknet/libdarknet.so). Three modes:
  *
  *   darknet_detections head CFG INPUT.bin OUTPUT.bin NMS NET_W NET_H {IMG_W IMG_H THRESH RELATIVE}...
- *     parse_network_cfg(CFG) (batch 1, last layer [region] or [yolo]), network_predict() on the
+ *     parse_network_cfg(CFG) (batch 1, last layer [region], [yolo] or [detection]: YOLOv1's,
+ *     whose boxes get_network_boxes scales by IMG_W x IMG_H whatever RELATIVE), network_predict() on the
  *     first tensor of INPUT.bin (any shape with [net] inputs elements), then for each setting s
  *     (a group of four arguments) get_network_boxes(net, IMG_W, IMG_H, THRESH, hier .5, map 0,
  *     RELATIVE) and do_nms_sort(dets, n, classes, NMS). Writes
@@ -247,7 +248,8 @@ static int mode_head(int argc, char **argv) {
   DARKNET_CALL(net = parse_network_cfg((char *)cfg));
   if (!net || net->n < 1) die("'%s' gives no layers", cfg);
   l = net->layers[net->n - 1];
-  if (l.type != REGION && l.type != YOLO) die("the last layer of '%s' is not [region] or [yolo]", cfg);
+  if (l.type != REGION && l.type != YOLO && l.type != DETECTION)
+    die("the last layer of '%s' is not [region], [yolo] or [detection]", cfg);
   if (l.softmax_tree || l.map) die("softmax trees / class maps are not supported");
   /* get_region_detections / get_yolo_detections average with a flipped copy when the layer's
      batch is 2: keep batch 1. */
@@ -262,9 +264,10 @@ static int mode_head(int argc, char **argv) {
   }
   ts[count].name = "activated";
   ts[count].ndim = 3;
-  ts[count].dims[0] = (uint32_t)l.out_c;
-  ts[count].dims[1] = (uint32_t)l.out_h;
-  ts[count].dims[2] = (uint32_t)l.out_w;
+  /* [detection]'s output is a flat vector (its out_c/out_h/out_w are not set) */
+  ts[count].dims[0] = (uint32_t)(l.type == DETECTION ? l.outputs : l.out_c);
+  ts[count].dims[1] = (uint32_t)(l.type == DETECTION ? 1 : l.out_h);
+  ts[count].dims[2] = (uint32_t)(l.type == DETECTION ? 1 : l.out_w);
   ts[count].data = l.output;
   ++count;
 
@@ -292,7 +295,7 @@ static int mode_head(int argc, char **argv) {
       ++count;
     }
     fprintf(stderr, PROG ": setting %d: %d boxes (%s, %dx%d grid, net %dx%d, image %dx%d)\n", s, nboxes,
-            l.type == YOLO ? "yolo" : "region", l.w, l.h, net->w, net->h, img_w, img_h);
+            l.type == YOLO ? "yolo" : l.type == REGION ? "region" : "detection", l.w, l.h, net->w, net->h, img_w, img_h);
     DARKNET_CALL(free_detections(dets, nboxes));
   }
   write_tensors(out_path, ts, count);
