@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/trainer.hpp"
+#include "layers/detector.hpp"
 #include "model/op_kind.hpp"
 #include "model/params.hpp"
 #include "test_util.hpp"
@@ -125,6 +126,20 @@ std::vector<Case> cases() {
                    "[cost]\ntype=masked\n",
                0,
                {{1, 1}, {2, 2}}});
+  // YOLO9000's head: classes over a tree (a softmax per group, the class loss along the
+  // truth's path), truth classes through a map, and a picture whose one truth is a class
+  // only (x, y above 100000). libdarknet's CPU forward of a tree is NaN (its temperature is
+  // never set) and reads the wrong planes; darknet_forward sets the temperature, and with one
+  // box on a 1x1 grid the planes are right: its GPU semantics, which tiletrain has.
+  const std::string tree = test::source_dir() + "/tests/fixtures/class_tree/";
+  c.push_back({"region_tree_map",
+               "[net]\nbatch=2\nwidth=1\nheight=1\nchannels=14\n" + kNet +
+                   "[maxpool]\nsize=1\nstride=1\n"
+                   "[region]\nanchors=0.8,1.2\nnum=1\nclasses=9\ncoords=4\nsoftmax=1\n"
+                   "rescore=1\nbias_match=1\nobject_scale=5\nthresh=.6\ntree=" +
+                   tree + "tree.txt\nmap=" + tree + "map.txt\n",
+               20000,
+               {{1, 1}}});
   // YOLOv1's loss on a 3x3 grid, 2 boxes per cell, 3 classes: 3^2 x (2 x 5 + 3) = 117 values
   // from a connected layer. yolov1.cfg's settings, then softmax classes and forced boxes.
   const std::string v1_net = "[net]\nbatch=2\nwidth=6\nheight=5\nchannels=3\n" + kNet +
@@ -172,7 +187,7 @@ std::vector<float> make_truth(const NetSpec& net, int n, std::mt19937_64& rng) {
   int classes = 1;
   for (const auto& l : net.layers)
     if (l.detector())
-      classes = l.det().classes;
+      classes = l.det().truth_classes();
     else if (l.is(kDetectionKind))
       classes = l.detection().classes;
   std::uniform_real_distribution<float> c(0.03f, 0.97f), s(0.05f, 0.9f);
@@ -229,6 +244,10 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
   if (c.name == "tree_softmax_masked")  // classes 5..8: groups without a class of the picture
     for (int b = 0; b < n; ++b)
       for (int k = 5; k < 9; ++k) truth[size_t(b * net.truth_size() + k)] = -1234;
+  if (c.name == "region_tree_map") {  // the second picture: a class-only truth first
+    truth[size_t(net.truth_size())] = 200000;
+    truth[size_t(net.truth_size()) + 1] = 200000;
+  }
   const Shape in = net.input();
   write_dump(path("input.bin"), {{"input", {{n, in.c, in.h, in.w}, x}}});
   if (net.layers.back().is(kDetectionKind)) {
@@ -301,6 +320,38 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, YoloOracle, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
+
+// Beyond libdarknet's reach (a 1x1 grid, one box): on a 3x2 grid with 2 boxes a cell, each
+// group of the tree is a softmax over its classes in every cell of every box (Darknet's GPU
+// softmax_tree), written out here; x, y and objectness go through the logistic.
+TEST(RegionTree, ForwardIsASoftmaxPerGroupInEveryCell) {
+  const std::string tree = test::source_dir() + "/tests/fixtures/class_tree/tree.txt";
+  const NetSpec net = parse_net(
+      "[net]\nwidth=3\nheight=2\nchannels=28\n[region]\nanchors=1,1,2,2\nnum=2\n"
+      "classes=9\ncoords=4\nsoftmax=1\ntree=" +
+          tree + "\n",
+      "tree.cfg");
+  const LayerSpec& l = net.layers.back();
+  const int wh = 6, per_box = 14;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> in(size_t(2 * 2 * per_box * wh)), out(in.size());
+  for (auto& v : in) v = nd(rng);
+  detector_forward(l, in.data(), out.data(), 2);
+  const std::vector<std::vector<int>> groups = {{0, 1, 2}, {3, 4}, {5, 6}, {7, 8}};  // tree.txt's parents
+  for (int b = 0; b < 2; ++b)
+    for (int n = 0; n < 2; ++n)
+      for (int loc = 0; loc < wh; ++loc) {
+        auto at = [&](int e) { return size_t(((b * 2 + n) * per_box + e) * wh + loc); };
+        for (int e : {0, 1, 4}) EXPECT_NEAR(out[at(e)], 1 / (1 + std::exp(-in[at(e)])), 1e-6);
+        for (int e : {2, 3}) EXPECT_EQ(out[at(e)], in[at(e)]);
+        for (const std::vector<int>& g : groups) {
+          double sum = 0;
+          for (int c : g) sum += std::exp(double(in[at(5 + c)]));
+          for (int c : g) EXPECT_NEAR(out[at(5 + c)], std::exp(double(in[at(5 + c)])) / sum, 1e-6) << "class " << c;
+        }
+      }
+}
 
 }  // namespace
 }  // namespace tt

@@ -36,7 +36,21 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
   return out;
 }
 
-int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().classes; }
+// The classes a detector's data speaks of (with a class map, the map's domain).
+int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().truth_classes(); }
+
+// Boxes over a class tree (YOLO9000) are not decoded yet: detect and map refuse such a net.
+bool over_a_tree(const std::vector<const LayerSpec*>& heads) {
+  return std::any_of(heads.begin(), heads.end(),
+                     [](const LayerSpec* l) { return l->detector() && !l->det().tree.empty(); });
+}
+void refuse_trees(const std::vector<const LayerSpec*>& heads, const std::string& cfg) {
+  for (const LayerSpec* l : heads)
+    if (l->detector() && !l->det().tree.empty())
+      fail(cfg, ":", l->line,
+           ": [region] over a class tree (YOLO9000) trains (`train`, `verify`); decoding its boxes "
+           "(detect, map) is not supported yet");
+}
 
 // YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
 // trains on Darknet's region data, and its programs use other thresholds.
@@ -351,8 +365,12 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     std::printf("saved %s\n", f.weights_out.c_str());
     std::fflush(stdout);
   }
-  // Held-out mAP when the .data file names a valid= list.
-  double has_valid = root && !valid_paths.empty() ? 1 : 0;
+  // Held-out mAP when the .data file names a valid= list (not over a class tree yet).
+  if (root && over_a_tree(heads) && !valid_paths.empty())
+    std::printf(
+        "(no held-out mAP: boxes over a class tree (YOLO9000) are not decoded yet; the valid= pictures were "
+        "checked but not used)\n");
+  double has_valid = root && !over_a_tree(heads) && !valid_paths.empty() ? 1 : 0;
   comm.broadcast(&has_valid, 1, kRoot);
   if (has_valid != 0) {
     size_t used = 0;
@@ -376,6 +394,7 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
 int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data, int64_t max_pixels) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
+  refuse_trees(heads, o.cfg);
   Params params(net);
   load_weights(params, net, weights);
   // The .data file, every valid= picture's header and every label, before any work.
@@ -402,6 +421,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
+  refuse_trees(heads, o.cfg);
   const int classes = head_classes(*heads.back());
   const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
   Params params(net);

@@ -16,7 +16,7 @@ void synthetic_batch(const NetSpec& net, int n, uint64_t seed, std::vector<float
     int classes = 1;
     for (const LayerSpec& l : net.layers)
       if (l.detector())
-        classes = l.det().classes;
+        classes = l.det().truth_classes();
       else if (l.is(kDetectionKind))
         classes = l.detection().classes;
     std::uniform_real_distribution<float> centre(0.05f, 0.95f), size(0.05f, 0.5f);

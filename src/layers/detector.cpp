@@ -123,6 +123,58 @@ int best_anchor(const Box& tr, int count, F shape_of) {
 // the map: clamped to the last cell.
 int cell(float v, int n) { return std::min(int(v * n), n - 1); }
 
+// delta_region_class over a class tree: along the class's path to its root, every class of
+// each group on the way learns 0, the path's own class 1.
+void tree_class_delta(const ClassTree& tree, const float* out, float* delta, int64_t index, int cls, float scale,
+                      int stride) {
+  for (int c = cls; c >= 0; c = tree.parent[size_t(c)]) {
+    const int grp = tree.group[size_t(c)];
+    const int offset = tree.group_offset[size_t(grp)];
+    for (int i = 0; i < tree.group_size[size_t(grp)]; ++i) {
+      const int64_t k = index + int64_t(stride) * (offset + i);
+      delta[k] = scale * (0 - out[k]);
+    }
+    delta[index + int64_t(stride) * c] = scale * (1 - out[index + int64_t(stride) * c]);
+  }
+}
+
+// A picture whose truth is a class only (YOLO9000's ImageNet pictures: Darknet marks them
+// with x and y above 100000, and only its first 30 truths are looked at): every box learns
+// "no object", the box most sure of the class (objectness x its tree probability) learns the
+// class, and the rest of the loss is skipped for the picture. (Darknet also sets that box's
+// objectness delta toward 0.3, then to 0.) Returns whether it was such a picture.
+bool class_only_truth(const LayerSpec& l, const float* out, const float* tb, int b, float* delta) {
+  const DetectorSpec& d = l.det();
+  const Geometry g(l);
+  const int wh = g.w * g.h;
+  for (int t = 0; t < 30; ++t) {
+    const Box tr = truth_box(tb + t * 5);
+    if (!tr.x) break;
+    if (!(tr.x > 100000 && tr.y > 100000)) continue;
+    const int cls = int(tb[t * 5 + 4]);
+    float maxp = 0;
+    int max_box = 0, max_loc = 0;
+    for (int n = 0; n < g.n; ++n)
+      for (int loc = 0; loc < wh; ++loc) {
+        const int64_t obj_index = g.entry(b, n, loc, g.coords);
+        const float scale = out[obj_index];
+        delta[obj_index] = d.noobject_scale * (0 - out[obj_index]);
+        float p = 1;  // get_hierarchy_probability
+        for (int c = cls; c >= 0; c = d.tree.parent[size_t(c)]) p = p * out[g.entry(b, n, loc, g.coords + 1 + c)];
+        p = scale * p;
+        if (p > maxp) {
+          maxp = p;
+          max_box = n;
+          max_loc = loc;
+        }
+      }
+    tree_class_delta(d.tree, out, delta, g.entry(b, max_box, max_loc, g.coords + 1), cls, d.class_scale, wh);
+    delta[g.entry(b, max_box, max_loc, g.coords)] = 0;
+    return true;
+  }
+  return false;
+}
+
 DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float* out, const float* truth, int batch,
                           float* delta, std::vector<char>& matched) {
   const DetectorSpec& d = l.det();
@@ -132,6 +184,7 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
   DetectorLoss loss;
   for (int b = 0; b < batch; ++b) {
     const float* tb = truth + int64_t(b) * d.truth_floats();
+    if (!d.tree.empty() && class_only_truth(l, out, tb, b, delta)) continue;
     for (int j = 0; j < g.h; ++j)
       for (int i = 0; i < g.w; ++i)
         for (int n = 0; n < g.n; ++n) {
@@ -164,9 +217,12 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
       const int64_t obj_index = g.entry(b, best_n, loc, g.coords);
       delta[obj_index] = d.object_scale * ((d.rescore ? v : 1.f) - out[obj_index]);
       matched[size_t(obj_index)] = 1;
-      const int cls = int(tb[t * 5 + 4]);
+      const int truth_cls = int(tb[t * 5 + 4]);
+      const int cls = d.map.empty() ? truth_cls : d.map[size_t(truth_cls)];
       const int64_t class_index = g.entry(b, best_n, loc, g.coords + 1);
-      if (delta[class_index] != 0 && !d.softmax) {  // delta_region_class with tag = !softmax
+      if (!d.tree.empty()) {
+        tree_class_delta(d.tree, out, delta, class_index, cls, d.class_scale, wh);
+      } else if (delta[class_index] != 0 && !d.softmax) {  // delta_region_class with tag = !softmax
         delta[class_index + int64_t(wh) * cls] = d.class_scale * (1 - out[class_index + int64_t(wh) * cls]);
       } else {
         for (int c = 0; c < g.classes; ++c)
@@ -252,11 +308,23 @@ void detector_forward(const LayerSpec& l, const float* in, float* out, int batch
       float* xy = out + g.entry(b, n, 0, 0);
       for (int i = 0; i < 2 * wh; ++i) xy[i] = logistic(xy[i]);
       float* obj = out + g.entry(b, n, 0, g.coords);
-      const int logistic_entries = yolo || !l.det().softmax ? 1 + g.classes : 1;
+      const ClassTree& tree = l.det().tree;
+      const bool softmax = !yolo && (l.det().softmax || !tree.empty());
+      const int logistic_entries = softmax ? 1 : 1 + g.classes;
       for (int i = 0; i < logistic_entries * wh; ++i) obj[i] = logistic(obj[i]);
-      if (!yolo && l.det().softmax)  // over the classes of each cell, Darknet's softmax_cpu
+      if (!yolo && !tree.empty()) {
+        // A softmax per group of the tree, as Darknet's GPU forward (softmax_tree). Its CPU
+        // forward starts each group coords + 1 + offset floats into the box instead of
+        // that many planes: the same on a 1x1 grid, its x/y planes on any larger one.
+        for (size_t k = 0; k < tree.group_size.size(); ++k)
+          for (int loc = 0; loc < wh; ++loc) {
+            const int64_t at = g.entry(b, n, loc, g.coords + 1 + tree.group_offset[k]);
+            darknet_softmax(in + at, tree.group_size[k], wh, out + at);
+          }
+      } else if (softmax) {  // over the classes of each cell, Darknet's softmax_cpu
         for (int loc = 0; loc < wh; ++loc)
           darknet_softmax(in + g.entry(b, n, loc, g.coords + 1), g.classes, wh, out + g.entry(b, n, loc, g.coords + 1));
+      }
     }
 }
 

@@ -8,6 +8,8 @@
 #include <typeinfo>
 #include <vector>
 
+#include "model/class_tree.hpp"
+
 namespace tt {
 
 enum class Act { Linear, Leaky, Relu, Logistic, Ramp };
@@ -40,7 +42,13 @@ struct DetectorSpec {
   float object_scale = 1, noobject_scale = 1, class_scale = 1, coord_scale = 1;
   float ignore_thresh = 0.5f, truth_thresh = 1;  // [yolo]
   bool random = false;                           // multi-scale training: accepted, not done
+  // [region] tree= (YOLO9000): a softmax per group of the tree over the classes, and the
+  // class loss along the truth's path to its root; map=: a truth's class c stands for tree
+  // class map[c] (so the data has map.size() classes).
+  ClassTree tree;
+  std::vector<int> map;
   int boxes_per_cell(bool yolo) const { return yolo ? int(mask.size()) : num; }
+  int truth_classes() const { return map.empty() ? classes : int(map.size()); }
   int truth_floats() const { return max_boxes * 5; }  // Darknet's l.truths: x, y, w, h, class per box
 };
 

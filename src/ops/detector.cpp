@@ -2,6 +2,7 @@
 #include "layers/detector.hpp"
 
 #include "model/cfg_reader.hpp"
+#include "model/class_tree.hpp"
 #include "model/net_limits.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
@@ -44,8 +45,15 @@ void parse_detector(CfgReader& r, LayerSpec& l, bool yolo) {
   d.jitter = float(r.num("jitter", 0.2));
   if (!(d.jitter >= 0 && d.jitter < 1)) fail(r.where(r.line_of("jitter")), ": jitter must be in [0, 1)");
   d.random = r.integer("random", 0) != 0;
-  if (r.has("map") || r.has("tree"))
-    fail(r.where(r.line_of(r.has("map") ? "map" : "tree")), ": class maps and trees (YOLO9000) are not supported");
+  if (yolo && (r.has("map") || r.has("tree")))
+    fail(r.where(r.line_of(r.has("map") ? "map" : "tree")), ": class maps and trees are not supported in [yolo]");
+  if (!yolo && r.has("tree")) {
+    d.tree = read_class_tree(r.str("tree", ""), r.where(r.line_of("tree")));
+    if (d.tree.size() != d.classes)
+      fail(r.where(r.line_of("tree")), ": the class tree '", d.tree.path, "' has ", d.tree.size(),
+           " classes but classes=", d.classes);
+  }
+  if (!yolo && r.has("map")) d.map = read_class_map(r.str("map", ""), d.classes, r.where(r.line_of("map")));
   if (yolo) {
     d.max_boxes = r.integer("max", 90);
     d.ignore_thresh = float(r.num("ignore_thresh", 0.5));

@@ -3,12 +3,11 @@
 // and, as the net's last layer, the cross-entropy loss. As in Darknet the delta passes
 // through unchanged: the loss's delta p - truth already is the gradient of softmax +
 // cross-entropy with respect to the logits.
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include "layers/dense.hpp"
 #include "model/cfg_reader.hpp"
+#include "model/class_tree.hpp"
 #include "model/op_kind.hpp"
 #include "ops/op.hpp"
 
@@ -53,32 +52,7 @@ void parse_softmax(CfgReader& r, LayerSpec& l) {
   if (r.integer("groups", 1) != 1)
     fail(r.where(r.line_of("groups")), ": softmax groups other than 1 are not supported");
   p.tree = r.str("tree", "");
-  if (!p.tree.empty()) {
-    std::ifstream f(p.tree);
-    if (!f) fail(r.where(r.line_of("tree")), ": cannot open the class tree '", p.tree, "'");
-    // Darknet's read_tree: "name parent" per line; a new group starts where the parent changes.
-    std::string line;
-    int last_parent = -1, size = 0, n = 0;
-    while (std::getline(f, line)) {
-      std::istringstream ss(line);
-      std::string name;
-      int parent = -1;
-      if (!(ss >> name))
-        fail(p.tree, ":", n + 1, ": an empty line in a class tree (cfg ", r.where(r.line_of("tree")), ")");
-      ss >> parent;
-      if (parent < -1 || parent >= n)
-        fail(p.tree, ":", n + 1, ": parent ", parent, " is not an earlier line (cfg ", r.where(r.line_of("tree")), ")");
-      if (parent != last_parent) {
-        if (size > 0) p.groups.push_back(size);
-        size = 0;
-        last_parent = parent;
-      }
-      ++size;
-      ++n;
-    }
-    if (size > 0) p.groups.push_back(size);
-    if (n == 0) fail(r.where(r.line_of("tree")), ": the class tree '", p.tree, "' is empty");
-  }
+  if (!p.tree.empty()) p.groups = read_class_tree(p.tree, r.where(r.line_of("tree"))).group_size;
   r.reject_unused({"temperature", "spatial", "noloss"});
 }
 

@@ -559,6 +559,17 @@ static int run_train(int argc, char **argv)
     if (strcmp(argv[6], "-") != 0) dout = read_first_tensor(argv[6]);
     DARKNET_CALL("parse_network_cfg", net = parse_network_cfg((char *)cfg_path));
     if (!net || net->n != cs.n - 1) die("parse_network_cfg did not parse '%s' as expected", cfg_path);
+    /* A [region] over a class tree (YOLO9000): parse_region never sets l.temperature, so the
+       CPU forward's tree softmax divides by 0 and every class comes out NaN (the GPU one passes
+       1). Set to 1 here; with one box per cell on a 1x1 grid the CPU forward then is the GPU
+       one (on larger maps its offsets and strides read other planes). */
+    for (i = 0; i < net->n; ++i)
+        if (net->layers[i].type == REGION && net->layers[i].softmax_tree && net->layers[i].temperature == 0) {
+            if (net->layers[i].n != 1 || net->layers[i].w != 1 || net->layers[i].h != 1)
+                die("layer %d: a [region] over a class tree is usable as an oracle only with num=1 on a 1x1 grid", i);
+            net->layers[i].temperature = 1;
+        }
+
     g_stage = "checking weights";
     check_weights_file(net, &cs, weights_path);
     DARKNET_CALL("load_weights", load_weights(net, (char *)weights_path));
