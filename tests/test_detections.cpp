@@ -31,6 +31,7 @@
 #include "detect/detections.hpp"
 #include "model/net_spec.hpp"
 #include "ops/op.hpp"
+#include "test_util.hpp"
 #include "util/dump.hpp"
 #include "util/error.hpp"
 
@@ -365,6 +366,51 @@ TEST_F(DetectionsOracle, Yolov1MatchesDarknet) {
     EXPECT_GT(with_probs, 0) << "no box above any threshold: the comparison would prove little";
     EXPECT_GT(suppressed, 0) << "NMS suppressed nothing: the comparison would prove little";
   }
+}
+
+// YOLO9000's head: each box's one class from the tree (hierarchy_predictions, then
+// hierarchy_top_prediction at -hier 0.5) with its objectness, against libdarknet on a 1x1
+// grid with one box (where its CPU forward of a tree is right; see darknet_detections.c).
+// Many random heads: the tree walk takes every turn (a leaf, a stop below the threshold at
+// the roots and further down).
+TEST_F(DetectionsOracle, TreeClassesMatchDarknet) {
+  const std::string tree = test::source_dir() + "/tests/fixtures/class_tree/tree.txt";
+  const std::string cfg =
+      "[net]\nwidth=1\nheight=1\nchannels=14\n[region]\nanchors=1.5,2\nnum=1\nclasses=9\n"
+      "coords=4\nsoftmax=1\ntree=" +
+      tree + "\n";
+  std::ofstream(path("tree.cfg")) << cfg;
+  const NetSpec net = parse_net(cfg, "tree.cfg");
+  DetectionHead head = detection_head(net.layers.back());
+  ASSERT_NE(head.tree, nullptr);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::set<int> classes_seen;
+  for (int trial = 0; trial < 12; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::vector<float> raw(14);
+    for (float& v : raw) v = (trial % 3 + 1) * nd(rng);
+    write_dump(path("input.bin"), {{"input", {{1, 14, 1, 1}, raw}}});
+    std::string err;
+    ASSERT_EQ(run({"head", path("tree.cfg"), path("input.bin"), path("out.bin"), fstr(kDarknetTestNms), "0", "0", "1",
+                   "1", fstr(0.05f), "1"},
+                  err),
+              0)
+        << err;
+    const Dump ref = read_dump(path("out.bin"));
+    std::vector<float> ours = raw;
+    activate_head(head, ours.data());
+    const DumpTensor& act = ref.at("activated");
+    ASSERT_EQ(act.data.size(), ours.size());
+    for (size_t i = 0; i < ours.size(); ++i) EXPECT_NEAR(ours[i], act.data[i], 1e-6) << "activated " << i;
+    std::vector<Detection> dets;
+    head_detections(head, act.data.data(), 1, 1, 1, 1, 0.05f, true, dets);
+    expect_same_dets(dets, ref.at("raw/0"), 9, 1e-6, 1e-7, "tree detections");
+    for (const Detection& d : dets)
+      for (int c = 0; c < 9; ++c)
+        if (d.prob[size_t(c)] > 0) classes_seen.insert(c);
+  }
+  EXPECT_GE(classes_seen.size(), 3u) << "the walk ended in too few classes to prove much";
 }
 
 TEST_F(DetectionsOracle, NmsMatchesDarknet) {

@@ -39,7 +39,12 @@ std::vector<const LayerSpec*> detector_layers(const NetSpec& net, const std::str
 // The classes a detector's data speaks of (with a class map, the map's domain).
 int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().truth_classes(); }
 
-// Boxes over a class tree (YOLO9000) are not decoded yet: detect and map refuse such a net.
+// The classes of a detector's boxes: a tree's classes where the data's (head_classes) are
+// those of its map.
+int output_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().classes; }
+
+// Boxes over a class tree (YOLO9000) are detected (each box's class from the tree's top
+// prediction) but not scored: map, and the held-out mAP after training, leave them out.
 bool over_a_tree(const std::vector<const LayerSpec*>& heads) {
   return std::any_of(heads.begin(), heads.end(),
                      [](const LayerSpec* l) { return l->detector() && !l->det().tree.empty(); });
@@ -48,8 +53,8 @@ void refuse_trees(const std::vector<const LayerSpec*>& heads, const std::string&
   for (const LayerSpec* l : heads)
     if (l->detector() && !l->det().tree.empty())
       fail(cfg, ":", l->line,
-           ": [region] over a class tree (YOLO9000) trains (`train`, `verify`); decoding its boxes "
-           "(detect, map) is not supported yet");
+           ": [region] over a class tree (YOLO9000) trains and detects; its mAP is not computed yet (its classes "
+           "are the tree's, the truths' those of its map)");
 }
 
 // YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
@@ -97,7 +102,7 @@ std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net
   int classes = 0;
   for (const LayerSpec& l : net.layers) {
     if (!l.box_loss()) continue;
-    classes = head_classes(l);
+    classes = output_classes(l);
     const float* y = tr.output_of(l.index);
     if (l.is(kDetectionKind)) {
       for (size_t k = 0; k < sizes.size(); ++k)
@@ -181,7 +186,7 @@ bool is_data_file(const std::string& f) { return f.size() > 5 && f.substr(f.size
 
 std::vector<std::string> class_names(const std::string& file, const std::vector<const LayerSpec*>& heads,
                                      const std::string& cfg) {
-  const int classes = head_classes(*heads.back());
+  const int classes = output_classes(*heads.back());
   std::vector<std::string> names;
   if (!file.empty()) {
     if (is_data_file(file)) {
@@ -368,7 +373,7 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   // Held-out mAP when the .data file names a valid= list (not over a class tree yet).
   if (root && over_a_tree(heads) && !valid_paths.empty())
     std::printf(
-        "(no held-out mAP: boxes over a class tree (YOLO9000) are not decoded yet; the valid= pictures were "
+        "(no held-out mAP: boxes over a class tree (YOLO9000) are not scored yet; the valid= pictures were "
         "checked but not used)\n");
   double has_valid = root && !over_a_tree(heads) && !valid_paths.empty() ? 1 : 0;
   comm.broadcast(&has_valid, 1, kRoot);
@@ -421,8 +426,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
 int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
-  refuse_trees(heads, o.cfg);
-  const int classes = head_classes(*heads.back());
+  const int classes = output_classes(*heads.back());
   const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
   Params params(net);
   load_weights(params, net, d.weights);

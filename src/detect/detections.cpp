@@ -107,7 +107,8 @@ DetectionHead detection_head(const LayerSpec& l) {
                        .background = l.det().background,
                        .softmax = l.det().softmax,
                        .biases = l.det().anchors,
-                       .mask = yolo ? l.det().mask : std::vector<int>{}};
+                       .mask = yolo ? l.det().mask : std::vector<int>{},
+                       .tree = l.det().tree.empty() ? nullptr : &l.det().tree};
 }
 
 void check_head(const DetectionHead& h) {
@@ -147,6 +148,14 @@ void activate_head(const DetectionHead& h, float* out) {
     if (!h.softmax) logistic_array(out + entry(h, a, 0, h.coords + 1), h.classes * hw);
   }
   if (h.yolo || !h.softmax) return;
+  if (h.tree) {  // a softmax per group of the tree (Darknet's GPU softmax_tree)
+    for (int a = 0; a < h.n; ++a)
+      for (int64_t cell = 0; cell < hw; ++cell)
+        for (size_t g = 0; g < h.tree->group_size.size(); ++g)
+          softmax_strided(out + entry(h, a, int(cell), h.coords + 1 + h.tree->group_offset[g]), h.tree->group_size[g],
+                          hw);
+    return;
+  }
   // softmax_cpu(input + entry(0, 0, coords + !background), classes + background, batch*n,
   // inputs/n, w*h groups 1 apart, stride w*h): per anchor and cell, over the classes (and
   // the background in the objectness slot).
@@ -154,6 +163,44 @@ void activate_head(const DetectionHead& h, float* out) {
     for (int64_t cell = 0; cell < hw; ++cell)
       softmax_strided(out + entry(h, a, int(cell), h.coords + !h.background), h.classes + h.background, hw);
 }
+
+namespace {
+
+// hierarchy_predictions (each class's probability times its parent's, parents first) on a
+// copy of one box's classes `stride` apart, then hierarchy_top_prediction: from the roots
+// down, the most probable class of each group while the path's probability stays above
+// thresh; a leaf, or where it falls below, the last class taken (at the roots: the best one).
+int tree_top_class(const ClassTree& tree, const float* classes, int stride, float thresh) {
+  std::vector<float> p(size_t(tree.size()));
+  for (int j = 0; j < tree.size(); ++j) {
+    p[size_t(j)] = classes[int64_t(j) * stride];
+    const int parent = tree.parent[size_t(j)];
+    if (parent >= 0) p[size_t(j)] *= p[size_t(parent)];
+  }
+  float path = 1;
+  for (int group = 0;;) {
+    float max = 0;
+    int max_i = 0;
+    for (int i = 0; i < tree.group_size[size_t(group)]; ++i) {
+      const int index = i + tree.group_offset[size_t(group)];
+      if (p[size_t(index)] > max) {
+        max_i = index;
+        max = p[size_t(index)];
+      }
+    }
+    if (path * max > thresh) {
+      path = path * max;
+      group = tree.child[size_t(max_i)];
+      if (group < 0) return max_i;
+    } else if (group == 0) {
+      return max_i;
+    } else {
+      return tree.parent[size_t(tree.group_offset[size_t(group)])];
+    }
+  }
+}
+
+}  // namespace
 
 void head_detections(const DetectionHead& h, const float* out, int img_w, int img_h, int net_w, int net_h, float thresh,
                      bool relative, std::vector<Detection>& dets) {
@@ -179,7 +226,10 @@ void head_detections(const DetectionHead& h, const float* out, int img_w, int im
         det.box.w = float(std::exp(double(out[bi + 2 * hw])) * double(h.biases[2 * a]) / double(h.w));
         det.box.h = float(std::exp(double(out[bi + 3 * hw])) * double(h.biases[2 * a + 1]) / double(h.h));
         det.objectness = scale > thresh ? scale : 0;
-        if (det.objectness != 0) {
+        if (h.tree) {
+          const int c = tree_top_class(*h.tree, out + entry(h, a, cell, h.coords + 1), hw, h.tree_thresh);
+          det.prob[size_t(c)] = scale > thresh ? scale : 0;
+        } else if (det.objectness != 0) {
           for (int c = 0; c < h.classes; ++c) {
             const float prob = scale * out[entry(h, a, cell, h.coords + 1 + c)];
             det.prob[size_t(c)] = prob > thresh ? prob : 0;

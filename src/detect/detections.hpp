@@ -47,6 +47,10 @@ struct DetectionHead {
   bool background = false, softmax = true;  // region options that matter for inference
   std::vector<float> biases;                // anchors (region: 2*num; yolo: 2*total)
   std::vector<int> mask;                    // yolo: which anchors; region: empty
+  // region over a class tree (YOLO9000): each box gets the one class that
+  // hierarchy_top_prediction picks at tree_thresh (Darknet's -hier), with its objectness.
+  const ClassTree* tree = nullptr;
+  float tree_thresh = 0.5f;
 };
 
 struct Detection {
@@ -69,8 +73,8 @@ int64_t head_outputs(const DetectionHead& h);
 // net.train = 0), in place on ONE sample of the raw input in Darknet's layout
 // [n][coords+1+classes][h][w]:
 //   region: logistic on x, y; logistic on the objectness unless background; the classes get a
-//     softmax over classes+background entries starting at coords+!background (softmax=1) or a
-//     logistic (softmax=0). w, h and the mask coefficients (coords > 4) stay raw.
+//     softmax over classes+background entries starting at coords+!background (softmax=1), one
+//     per group of a class tree, or a logistic (softmax=0). w, h and the mask coefficients (coords > 4) stay raw.
 //   yolo: logistic on x, y, objectness and classes; w, h stay raw.
 void activate_head(const DetectionHead& h, float* out);
 

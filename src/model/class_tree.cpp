@@ -45,6 +45,8 @@ ClassTree read_class_tree(const std::string& path, const std::string& cfg_where)
     }
     t.parent.push_back(parent);
     t.group.push_back(int(t.group_size.size()) - 1);
+    t.child.push_back(-1);
+    if (parent >= 0) t.child[size_t(parent)] = t.group.back();
     ++t.group_size.back();
   }
   if (t.empty()) fail(cfg_where, ": the class tree '", path, "' is empty");

@@ -11,6 +11,7 @@ namespace tt {
 struct ClassTree {
   std::string path;
   std::vector<int> parent, group;             // per class: its parent (-1: none), its group
+  std::vector<int> child;                     // per class: the group of its children (-1: a leaf)
   std::vector<int> group_offset, group_size;  // per group: its first class and class count
   int size() const { return int(parent.size()); }
   bool empty() const { return parent.empty(); }

@@ -217,6 +217,7 @@ static float *sort_classes(const detection *dets, int n) {
 static int mode_head(int argc, char **argv) {
   const char *cfg, *in_path, *out_path;
   int net_w, net_h, settings, s, classes;
+  float *activated;
   float nms;
   network *net = NULL;
   layer l;
@@ -250,7 +251,16 @@ static int mode_head(int argc, char **argv) {
   l = net->layers[net->n - 1];
   if (l.type != REGION && l.type != YOLO && l.type != DETECTION)
     die("the last layer of '%s' is not [region], [yolo] or [detection]", cfg);
-  if (l.softmax_tree || l.map) die("softmax trees / class maps are not supported");
+  if (l.map) die("class maps are not supported");
+  /* A [region] over a class tree: its temperature is never parsed (0), so the CPU forward's
+     tree softmax gives NaN; with it set to 1, one box per cell on a 1x1 grid reads the right
+     planes (Darknet's GPU forward). get_network_boxes then multiplies the classes along the
+     tree in place (hierarchy_predictions), so only one setting per run. */
+  if (l.softmax_tree) {
+    if (l.n != 1 || l.w != 1 || l.h != 1) die("a [region] over a class tree needs num=1 on a 1x1 grid here");
+    if (settings != 1) die("a [region] over a class tree takes exactly one setting");
+    net->layers[net->n - 1].temperature = 1;
+  }
   /* get_region_detections / get_yolo_detections average with a flipped copy when the layer's
      batch is 2: keep batch 1. */
   if (net->batch != 1) die("'%s' has batch %d after subdivisions; use batch=1", cfg, net->batch);
@@ -268,7 +278,11 @@ static int mode_head(int argc, char **argv) {
   ts[count].dims[0] = (uint32_t)(l.type == DETECTION ? l.outputs : l.out_c);
   ts[count].dims[1] = (uint32_t)(l.type == DETECTION ? 1 : l.out_h);
   ts[count].dims[2] = (uint32_t)(l.type == DETECTION ? 1 : l.out_w);
-  ts[count].data = l.output;
+  /* a copy: get_network_boxes changes the output of a tree head in place */
+  activated = malloc((size_t)l.outputs * sizeof(float));
+  if (!activated) die("out of memory");
+  memcpy(activated, l.output, (size_t)l.outputs * sizeof(float));
+  ts[count].data = activated;
   ++count;
 
   /* get_network_boxes reads the head's output without changing it (batch 1, no tree), so
@@ -300,6 +314,7 @@ static int mode_head(int argc, char **argv) {
   }
   write_tensors(out_path, ts, count);
   for (k = 0; k + 1 < count; ++k) free(bufs[k]);
+  free(activated);
   free(in.data);
   return 0;
 }
