@@ -177,7 +177,9 @@ int cmd_train_classifier(const RunOptions& run, Comm& comm, const DataOptions& d
     if (has_valid && (step + 1) % per_epoch == 0 && step + 1 < total) {  // each epoch's end; the last one below
       const double e0 = now_s();
       report(step + 1);
-      eval_s += now_s() - e0;
+      const double e = now_s() - e0;
+      eval_s += e;
+      if (root) progress->exclude(e);
     }
   }
   const double train_s = now_s() - t_start - eval_s;

@@ -21,6 +21,12 @@ class Progress {
   void log(int64_t done, int64_t epoch, double loss, int window, double lr, const std::map<std::string, double>& parts);
   // One more object in the metrics file (e.g. the final accuracy), with the step.
   void record(int64_t done, nlohmann::json fields);
+  // `seconds` spent on something other than training (an evaluation between epochs): left
+  // out of the images/s, the seconds per step and the ETA.
+  void exclude(double seconds) {
+    t0_ += seconds;
+    last_t_ += seconds;
+  }
 
  private:
   std::string path_;
