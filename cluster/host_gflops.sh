@@ -56,12 +56,15 @@ best_times=""  # per counted layer, its fastest mean forward time over the round
 for ((r = 1; r <= rounds; r++)); do
   json=$("$bin" bench --cfg "$cfg" --threads 1 --steps 3 --warmup 1 --layers --json 2>/dev/null | tail -n 1) ||
     die "'$bin bench --cfg $cfg --threads 1' failed (run it by hand to see why)"
-  # The counted layers' forward kernels: none may be OpenBLAS (it would follow OPENBLAS_CORETYPE).
-  kernels=$(grep -o '{"kernel":"[^"]*","layer":[0-9]*,"pass":"forward"}' <<<"$json" |
-    sed 's/{"kernel":"\([^"]*\)","layer":\([0-9]*\).*/\2 \1/') || true
-  # Each layer's mean forward time: its object in layer_times.
-  times=$(grep -o '{[^{}]*"type":"convolutional"[^{}]*}' <<<"$json" |
-    sed -n 's/.*"fwd_s":\([-0-9.eE+]*\).*"layer":\([0-9]*\).*/\2 \1/p') || true
+  # The counted layers' forward kernels (none may be OpenBLAS: it would follow
+  # OPENBLAS_CORETYPE) and each convolution's mean forward time (rank 0's layer_times), read
+  # with a JSON parser.
+  kernels=$(/usr/bin/python3 -c 'import json, sys
+for k in json.load(sys.stdin).get("kernels", []):
+    if k.get("pass") == "forward": print(k["layer"], k["kernel"])' <<<"$json" 2>/dev/null) || true
+  times=$(/usr/bin/python3 -c 'import json, sys
+for t in (json.load(sys.stdin).get("layer_times") or [[]])[0]:
+    if t.get("type") == "convolutional": print(t["layer"], repr(float(t["fwd_s"])))' <<<"$json" 2>/dev/null) || true
   if [ -z "$times" ] || [ -z "$kernels" ]; then
     die "no per-layer forward times or kernels in bench's JSON (has it changed?)"
   fi
