@@ -9,7 +9,9 @@ line, as given in OUT, so relative if OUT is), labels.list and fashion.data (cla
 train=, valid=, labels=, top=2). Darknet's classifiers find a picture's class as the one
 label its path contains, so the labels are chosen to contain none of each other (T-shirt/top
 is "top", ankle boot "boot") and OUT must contain none of them. Everything is written into
-OUT.tmp and renamed at the end: an interrupted run leaves no half data set.
+OUT.tmp and renamed at the end: an interrupted run leaves no half data set. An OUT (or
+OUT.tmp) that exists is replaced only if this script wrote it (its marker file
+.fashion_pictures), never another folder.
 """
 import argparse
 import gzip
@@ -19,6 +21,7 @@ import struct
 import sys
 import zlib
 
+MARKER = ".fashion_pictures"  # in every folder this script writes
 LABELS = ["top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"]
 
 
@@ -58,7 +61,13 @@ def main():
             sys.exit(f"fashion_pictures: the folder '{out}' contains the label '{label}': every picture's path would "
                      f"contain it (a picture's class is the one label its path contains); choose another folder")
     tmp = out + ".tmp"
+    for d in (out, tmp):
+        if os.path.lexists(d) and not os.path.isfile(os.path.join(d, MARKER)):
+            sys.exit(f"fashion_pictures: '{d}' exists and is not a data set this script wrote: remove it or choose "
+                     f"another folder")
     shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    open(os.path.join(tmp, MARKER), "w").close()
     lists = {}
     for part, prefix, n in (("train", "train", a.train), ("valid", "t10k", a.valid)):
         images = read_idx(os.path.join(a.src, f"{prefix}-images-idx3-ubyte.gz"), 2051)

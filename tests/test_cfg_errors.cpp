@@ -657,6 +657,17 @@ TEST(CfgErrors, YoloLayers) {
   }
   expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\nmap=/nonexistent/coco9k.map\n",
                   "map=", {"cannot open the class map", "no such file"});
+  {
+    const std::string bad_tree = testing::TempDir() + "bad_parent.tree";
+    std::ofstream(bad_tree) << "animal -1\ncat x\n";
+    try {
+      (void)parse_net(kNet + conv + "[region]\nnum=2\nclasses=2\ntree=" + bad_tree + "\n", "test.cfg");
+      ADD_FAILURE() << "a parent that is not a number was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad_parent.tree:2: parent 'x' is not an earlier line"), std::string::npos)
+          << e.what();
+    }
+  }
   expect_error_at(kNet + conv + "[region]\nnum=2\nclasses=2\ntree=/dev/zero\n", "tree=",  // not read forever
                   {"cannot open the class tree '/dev/zero': not a regular file"});
   expect_error_at(kNet + conv + "[yolo]\nmask=0,1\nnum=4\nclasses=2\ntree=" + fixtures + "tree.txt\n",

@@ -9,6 +9,7 @@
 
 #include "cli_runner.hpp"
 #include "data/darknet_data.hpp"
+#include "model/net_spec.hpp"
 #include "test_util.hpp"
 #include "util/error.hpp"
 
@@ -51,6 +52,29 @@ TEST(ClassifierData, ClassIsTheOneLabelInThePath) {
   EXPECT_EQ(class_in_path("x/cat.png", {"cat"}), 0);
 }
 
+TEST(ClassifierData, TopKAsDarknetRanksTies) {
+  const std::vector<float> p = {0.1f, 0.4f, 0.2f, 0.4f, 0.05f};
+  EXPECT_TRUE(in_top_k(p.data(), 5, 1, 1));   // the first of the two highest
+  EXPECT_FALSE(in_top_k(p.data(), 5, 3, 1));  // the tie goes to the lower class
+  EXPECT_TRUE(in_top_k(p.data(), 5, 3, 2));
+  EXPECT_FALSE(in_top_k(p.data(), 5, 2, 2));
+  EXPECT_TRUE(in_top_k(p.data(), 5, 2, 3));
+  EXPECT_FALSE(in_top_k(p.data(), 5, 4, 4));
+  EXPECT_TRUE(in_top_k(p.data(), 5, 4, 5));
+}
+
+// --size keeps the crop sizes' ratio to the width (Darknet's min_ratio, max_ratio).
+TEST(ClassifierData, CropSizesFollowTheInputSize) {
+  NetSpec net = parse_net("[net]\nwidth=28\nheight=28\nchannels=1\nmin_crop=28\nmax_crop=32\n[avgpool]\n", "c.cfg");
+  resize_net(net, 56, 56);
+  EXPECT_EQ(net.min_crop, 56);
+  EXPECT_EQ(net.max_crop, 64);
+  NetSpec plain = parse_net("[net]\nwidth=224\nheight=224\nchannels=3\n[avgpool]\n", "p.cfg");
+  resize_net(plain, 112, 112);
+  EXPECT_EQ(plain.min_crop, 112);  // the defaults, width and 2 x width
+  EXPECT_EQ(plain.max_crop, 224);
+}
+
 class ClassifierFiles : public Cli {};
 
 TEST_F(ClassifierFiles, DataFileWithLabelsAndTop) {
@@ -73,7 +97,8 @@ TEST_F(ClassifierFiles, DataFileWithLabelsAndTop) {
            {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntop=x\n", {"b.data:4:", "'x'"}},
            {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntop=0\n", {"b.data:4:", "top must be"}},
            {"classes=3\ntrain=train.txt\nlabels=twice.txt\n", {"twice.txt", "'cat' is given twice"}},
-           {"classes=2\ntrain=train.txt\nlabels=labels.txt\n", {"3 class names", "classes=2"}},
+           {"classes=2\ntrain=train.txt\nlabels=labels.txt\n", {"more than 2 class names", "classes=2"}},
+           {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntree=9k.tree\n", {"b.data:4:", "tree=", "not supported"}},
            {"classes=3\ntrain=train.txt\nlabels=gone.txt\n", {"b.data:3:", "labels file", "gone.txt"}},
        }) {
     write("b.data", c.text);

@@ -321,6 +321,51 @@ TEST_P(YoloOracle, TrainingStepMatchesDarknet) {
 INSTANTIATE_TEST_SUITE_P(Layers, YoloOracle, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
+// A class-only truth (x, y above 100000) on a 3x2 grid with 2 boxes a cell: the box whose
+// objectness times tree probability of the class is highest learns the class along its
+// path (cat: its group {cat, dog}, then animal's {animal, plant, thing}), no other box
+// learns a class, every box but that one learns "no object", and nothing else is learned.
+TEST(RegionTree, ClassOnlyTruthTeachesTheSurestBox) {
+  const std::string tree = test::source_dir() + "/tests/fixtures/class_tree/tree.txt";
+  const NetSpec net = parse_net(
+      "[net]\nwidth=3\nheight=2\nchannels=28\n[region]\nanchors=1,1,2,2\nnum=2\n"
+      "classes=9\ncoords=4\nsoftmax=1\nnoobject_scale=0.5\nclass_scale=2\ntree=" +
+          tree + "\n",
+      "tree.cfg");
+  const LayerSpec& l = net.layers.back();
+  const int wh = 6, per_box = 14;
+  auto at = [&](int n, int loc, int e) { return size_t((n * per_box + e) * wh + loc); };
+  std::vector<float> out(size_t(2 * per_box * wh), 0.2f), delta(out.size());
+  for (int n = 0; n < 2; ++n)
+    for (int loc = 0; loc < wh; ++loc) out[at(n, loc, 4)] = 0.3f + 0.01f * float(n * wh + loc);
+  // Box 0 at cell 4: less sure of an object than box 1 at cell 5 (0.46 < 0.6), far surer of
+  // cat (0.9 x 0.8 against 0.2 x 0.2).
+  out[at(0, 4, 4)] = 0.46f;
+  out[at(0, 4, 5 + 0)] = 0.9f;  // animal
+  out[at(0, 4, 5 + 3)] = 0.8f;  // cat
+  out[at(1, 5, 4)] = 0.6f;
+  std::vector<float> truth(size_t(l.det().truth_floats()), 0.f);
+  truth[0] = truth[1] = 200000;
+  truth[2] = truth[3] = 0.1f;
+  truth[4] = 3;  // cat
+  detector_delta(l, DetectorArgs{3, 2, 50000}, out.data(), truth.data(), 1, delta.data());
+  for (int n = 0; n < 2; ++n)
+    for (int loc = 0; loc < wh; ++loc)
+      for (int e = 0; e < per_box; ++e) {
+        const size_t k = at(n, loc, e);
+        float want = 0;
+        if (e == 4 && !(n == 0 && loc == 4)) want = 0.5f * (0 - out[k]);
+        if (n == 0 && loc == 4 && e >= 5) {
+          const int c = e - 5;
+          if (c == 3 || c == 0)
+            want = 2 * (1 - out[k]);  // the path: cat, animal
+          else if (c == 4 || c == 1 || c == 2)
+            want = 2 * (0 - out[k]);  // their groups' others
+        }
+        EXPECT_EQ(delta[k], want) << "box " << n << " cell " << loc << " entry " << e;
+      }
+}
+
 // Beyond libdarknet's reach (a 1x1 grid, one box): on a 3x2 grid with 2 boxes a cell, each
 // group of the tree is a softmax over its classes in every cell of every box (Darknet's GPU
 // softmax_tree), written out here; x, y and objectness go through the logistic.

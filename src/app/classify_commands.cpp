@@ -14,6 +14,7 @@
 #include "engine/checkpoint.hpp"
 #include "engine/trainer.hpp"
 #include "model/params.hpp"
+#include "ops/op.hpp"
 #include "util/error.hpp"
 #include "util/sys.hpp"
 
@@ -39,34 +40,43 @@ struct Accuracy {
 // Every rank runs the tiled forward of the valid= pictures, a micro-batch at a time (the
 // root reads them, centre-cropped as Darknet's validate_classifier does); the root scores
 // each picture's output: right at top-1 if the class scores highest, at top-k if it is
-// among the k highest (ties broken toward the lower class, as a stable sort does).
+// among the k highest (in_top_k).
+// A picture that cannot be decoded after all (its header was checked up front) stops the
+// run, or, with `skip_bad`, is left out with a warning.
 Accuracy evaluate(Trainer& trainer, const NetSpec& net, Comm& comm, const std::vector<std::string>& paths,
-                  const std::vector<std::string>& labels, int k, int64_t max_pixels) {
+                  const std::vector<std::string>& labels, int k, int64_t max_pixels, bool skip_bad) {
   const bool root = comm.rank() == kRoot;
   double count = double(paths.size());
   comm.broadcast(&count, 1, kRoot);
   const int n = net.micro_batch(), total = int(count);
   const int64_t pix = net.input().size(), classes = net.output().size();
   std::vector<float> input(size_t(n * pix), 0.f);
-  std::vector<int> order(static_cast<size_t>(classes));
   Accuracy a;
   Ticker ticker("top-1 and top-" + std::to_string(k) + " accuracy on the valid= pictures");
   for (int start = 0; start < total; start += n) {
     const int m = std::min(n, total - start);
+    std::vector<char> ok(size_t(n), 1);
     if (root)
-      for (int j = 0; j < n; ++j)  // the last chunk padded with its last picture
-        load_classifier_picture(paths[size_t(start + std::min(j, m - 1))], net.width, net.height, net.channels,
-                                input.data() + j * pix, max_pixels);
+      for (int j = 0; j < n; ++j) {  // the last chunk padded with its last picture
+        const std::string& p = paths[size_t(start + std::min(j, m - 1))];
+        try {
+          load_classifier_picture(p, net.width, net.height, net.channels, input.data() + j * pix, max_pixels);
+        } catch (const Error& e) {
+          if (!skip_bad) throw;
+          if (j < m) warn(std::string("evaluation: skipping a bad image: ") + e.what());
+          ok[size_t(j)] = 0;
+          std::fill_n(input.data() + j * pix, pix, 0.5f);  // every rank runs the forward all the same
+        }
+      }
     const float* out = trainer.predict(input.data());
     if (!root) continue;
     for (int j = 0; j < m; ++j) {
+      if (!ok[size_t(j)]) continue;
       const float* p = out + j * classes;
       const int cls = class_in_path(paths[size_t(start + j)], labels);
       if (cls < 0) continue;  // one class, absent: no top-k to speak of
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [p](int x, int y) { return p[x] > p[y]; });
-      a.top1 += order[0] == cls;
-      a.topk += std::find(order.begin(), order.begin() + k, cls) != order.begin() + k;
+      a.top1 += in_top_k(p, int(classes), cls, 1);
+      a.topk += in_top_k(p, int(classes), cls, k);
       ++a.pictures;
     }
     ticker.tick(start + m, total);
@@ -92,6 +102,10 @@ int cmd_train_classifier(const RunOptions& run, Comm& comm, const DataOptions& d
     if (spec.output().size() != dc.classes)
       fail(run.cfg, ": the net has ", spec.output().size(), " outputs, but ", dc.path, ":", dc.classes_line,
            " has classes=", dc.classes);
+    for (const LayerSpec& l : spec.layers)
+      if (softmax_over_tree(l))
+        fail(run.cfg, ":", l.line, ": a [softmax] over a class tree trains on hierarchical labels (Darknet's ",
+             "fill_hierarchy), which training on pictures does not give yet");
     if (spec.channels != 1 && spec.channels != 3)
       fail(run.cfg,
            ": a classifier trained on pictures takes 1 (grey) or 3 (RGB) channels, [net] has channels=", spec.channels);
@@ -149,7 +163,7 @@ int cmd_train_classifier(const RunOptions& run, Comm& comm, const DataOptions& d
   std::unique_ptr<Progress> progress;
   if (root) progress = std::make_unique<Progress>(d.metrics, start.step, total, B);
   auto report = [&](int64_t done) {
-    const Accuracy a = evaluate(trainer, net, comm, valid_paths, dc.class_names, k, d.max_pixels);
+    const Accuracy a = evaluate(trainer, net, comm, valid_paths, dc.class_names, k, d.max_pixels, d.skip_bad_images);
     if (!root) return;
     std::printf("held-out accuracy after %lld steps: top-1 %.2f%%, top-%d %.2f%% (%zu pictures)\n", (long long)done,
                 100 * a.top1, k, 100 * a.topk, a.pictures);

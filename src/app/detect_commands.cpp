@@ -45,16 +45,17 @@ int output_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detecti
 
 // Boxes over a class tree (YOLO9000) are detected (each box's class from the tree's top
 // prediction) but not scored: map, and the held-out mAP after training, leave them out.
+// (A class map alone, too: its boxes' classes are the layer's, its truths' the map's.)
+bool mapped(const LayerSpec& l) { return l.detector() && (!l.det().tree.empty() || !l.det().map.empty()); }
 bool over_a_tree(const std::vector<const LayerSpec*>& heads) {
-  return std::any_of(heads.begin(), heads.end(),
-                     [](const LayerSpec* l) { return l->detector() && !l->det().tree.empty(); });
+  return std::any_of(heads.begin(), heads.end(), [](const LayerSpec* l) { return mapped(*l); });
 }
 void refuse_trees(const std::vector<const LayerSpec*>& heads, const std::string& cfg) {
   for (const LayerSpec* l : heads)
-    if (l->detector() && !l->det().tree.empty())
+    if (mapped(*l))
       fail(cfg, ":", l->line,
-           ": [region] over a class tree (YOLO9000) trains and detects; its mAP is not computed yet (its classes "
-           "are the tree's, the truths' those of its map)");
+           ": [region] over a class tree or map (YOLO9000) trains and detects; its mAP is not computed yet (its "
+           "boxes' classes are the layer's, the truths' those of its map)");
 }
 
 // YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
@@ -82,12 +83,14 @@ void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << st
 
 // A .data file's train= or valid= pictures and labels, checked before any work (data/
 // darknet_data.hpp check_list).
-std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad) {
+// (YOLOv1's label files follow fill_truth_region's path rule: `region`.)
+std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad,
+                                          bool region) {
   check_list_file(dc, valid);
   const std::string& list = valid ? dc.valid : dc.train;
   Ticker ticker("checking the pictures of " + list);
   auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
-  return check_list(list, detection_truth(dc.classes), max_pixels, skip_bad, warn, progress).usable;
+  return check_list(list, detection_truth(dc.classes, region), max_pixels, skip_bad, warn, progress).usable;
 }
 
 // Every rank runs the tiled forward of `n` pictures (root: net_picture()s in `input`); the
@@ -166,7 +169,7 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
       ++used;
       dets.push_back(std::move(d[size_t(k)]));
       std::vector<GroundTruth> g;
-      for (const TruthBox& b : read_labels(label_path(paths[size_t(start + k)]), classes))
+      for (const TruthBox& b : read_labels(label_path(paths[size_t(start + k)], yolov1_head(net) != nullptr), classes))
         g.push_back({{b.x, b.y, b.w, b.h}, b.cls, false});
       truth.push_back(std::move(g));
     }
@@ -191,10 +194,13 @@ std::vector<std::string> class_names(const std::string& file, const std::vector<
   if (!file.empty()) {
     if (is_data_file(file)) {
       const DataConfig dc = load_data_config(file);
-      check_classes(heads, dc, cfg);
-      return dc.class_names;
+      // The .data's classes are the truths'; a class map's boxes name the layer's (the tree's)
+      // classes, so there its names only label the first ones (the rest are numbered).
+      if (!over_a_tree(heads)) check_classes(heads, dc, cfg);
+      names = dc.class_names;
+    } else {
+      names = read_list(file, "names file");
     }
-    names = read_list(file, "names file");
   }
   for (int c = int(names.size()); c < classes; ++c) names.push_back("class " + std::to_string(c));
   return names;
@@ -281,8 +287,9 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     const NetSpec spec = load_run_net(run);
     dc = load_data_config(d.data);
     check_classes(detector_layers(spec, run.cfg), dc, run.cfg);
-    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images);
-    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images);
+    const bool region = yolov1_head(spec) != nullptr;
+    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images, region);
+    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images, region);
   }
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
@@ -409,7 +416,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
     dc = load_data_config(data);
     check_classes(heads, dc, o.cfg);
     if (dc.valid.empty()) fail(data, ": no valid= list to evaluate on");
-    paths = checked_pictures(dc, true, max_pixels, false);
+    paths = checked_pictures(dc, true, max_pixels, false, yolov1_head(net) != nullptr);
   }
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);

@@ -23,15 +23,15 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
-const std::vector<uint32_t>& BatchLoader::permutation(int64_t epoch) {
+std::shared_ptr<const std::vector<uint32_t>> BatchLoader::permutation(int64_t epoch) {
   std::lock_guard<std::mutex> lk(perm_m_);
   auto it = perms_.find(epoch);
   if (it != perms_.end()) return it->second;
   while (perms_.size() > 4) perms_.erase(perms_.begin());  // only the epochs in flight
-  std::vector<uint32_t> p(o_.paths.size());
-  for (size_t i = 0; i < p.size(); ++i) p[i] = uint32_t(i);
+  auto p = std::make_shared<std::vector<uint32_t>>(o_.paths.size());
+  for (size_t i = 0; i < p->size(); ++i) (*p)[i] = uint32_t(i);
   SampleRng rng{mix(o_.seed * 0x2545f4914f6cdd1dULL ^ mix(uint64_t(epoch)))};
-  for (size_t i = p.size(); i > 1; --i) std::swap(p[i - 1], p[size_t(rng.next() % i)]);  // Fisher-Yates
+  for (size_t i = p->size(); i > 1; --i) std::swap((*p)[i - 1], (*p)[size_t(rng.next() % i)]);  // Fisher-Yates
   return perms_.emplace(epoch, std::move(p)).first->second;
 }
 
@@ -42,9 +42,9 @@ void BatchLoader::make(int64_t step, Batch& b) {
   b.truth.resize(size_t(o_.batch * tr));
   for (int k = 0; k < o_.batch; ++k) {
     const int64_t g = step * o_.batch + k;
-    const std::vector<uint32_t> perm = permutation(g / N);
+    const std::shared_ptr<const std::vector<uint32_t>> perm = permutation(g / N);
     for (int64_t attempt = 0;; ++attempt) {
-      const std::string& path = o_.paths[perm[size_t((g + attempt) % N)]];
+      const std::string& path = o_.paths[(*perm)[size_t((g + attempt) % N)]];
       try {
         o_.sample(path, mix(o_.seed) ^ mix(uint64_t(g)), b.images.data() + k * px, b.truth.data() + k * tr);
         break;

@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -70,7 +71,8 @@ class BatchLoader {
   };
   void work();
   void make(int64_t step, Batch& b);
-  const std::vector<uint32_t>& permutation(int64_t epoch);
+  // Shared: a worker keeps its epoch's order while another drops old epochs from perms_.
+  std::shared_ptr<const std::vector<uint32_t>> permutation(int64_t epoch);
 
   Options o_;
   std::mutex m_;
@@ -80,7 +82,7 @@ class BatchLoader {
   int64_t wanted_ = 0;                // the step the trainer asks for next
   bool stop_ = false;
   std::mutex perm_m_;
-  std::map<int64_t, std::vector<uint32_t>> perms_;
+  std::map<int64_t, std::shared_ptr<const std::vector<uint32_t>>> perms_;
   std::vector<std::thread> workers_;
   double wait_s_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "data/batch_loader.hpp"
@@ -108,6 +109,8 @@ DataConfig load_data_config(const std::string& path, DataKind kind) {
       d.valid = resolve(v, path);
     } else if (k == names_key) {
       d.names = resolve(v, path);
+    } else if (classifier && k == "tree") {
+      fail(path, ":", n, ": tree= (hierarchical labels, Darknet's fill_hierarchy) is not supported yet");
     } else if (classifier && k == "top") {
       char* end = nullptr;
       const long t = std::strtol(v.c_str(), &end, 10);
@@ -134,16 +137,20 @@ DataConfig load_data_config(const std::string& path, DataKind kind) {
   if (!problem.empty() || !nf)
     fail(path, ":", seen[names_key], ": cannot open its ", names_key, " file '", d.names, "'",
          problem.empty() ? "" : ": " + problem);
-  while (std::getline(nf, line))
+  // At most one name more than classes= is read: enough to say the count is wrong.
+  while (int(d.class_names.size()) <= d.classes && std::getline(nf, line))
     if (!trim(line).empty()) d.class_names.push_back(trim(line));
   if (int(d.class_names.size()) != d.classes)
-    fail(d.names, ": ", d.class_names.size(), " class names, but ", path, ":", seen["classes"],
-         " says classes=", d.classes);
-  if (classifier)  // a picture's class is the label its path contains: two equal labels cannot be told apart
+    fail(d.names, ": ",
+         int(d.class_names.size()) > d.classes ? "more than " + std::to_string(d.classes)
+                                               : std::to_string(d.class_names.size()),
+         " class names, but ", path, ":", seen["classes"], " says classes=", d.classes);
+  if (classifier) {  // a picture's class is the label its path contains: two equal labels cannot be told apart
+    std::map<std::string, size_t> first;
     for (size_t i = 0; i < d.class_names.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (d.class_names[i] == d.class_names[j])
-          fail(d.names, ": label '", d.class_names[i], "' is given twice (labels ", j, " and ", i, ")");
+      if (const auto [it, fresh] = first.emplace(d.class_names[i], i); !fresh)
+        fail(d.names, ": label '", d.class_names[i], "' is given twice (labels ", it->second, " and ", i, ")");
+  }
   return d;
 }
 
@@ -153,10 +160,10 @@ std::vector<std::string> read_list(const std::string& path, const char* what) {
   return out;
 }
 
-std::string label_path(const std::string& image_path) {
+std::string label_path(const std::string& image_path, bool region) {
   std::string p = replace_first(image_path, "images", "labels");
   p = replace_first(p, "JPEGImages", "labels");
-  p = replace_first(p, "raw", "labels");
+  if (!region) p = replace_first(p, "raw", "labels");
   for (const char* ext : {".jpg", ".png", ".JPG", ".JPEG"}) p = replace_first(p, ext, ".txt");
   return p;
 }
@@ -232,9 +239,9 @@ CheckedList check_list(const std::string& list, const TruthCheck& check_truth, i
   return out;
 }
 
-TruthCheck detection_truth(int classes) {
-  return [classes](const std::string& picture) {
-    const std::string labels = label_path(picture);
+TruthCheck detection_truth(int classes, bool region) {
+  return [classes, region](const std::string& picture) {
+    const std::string labels = label_path(picture, region);
     if (labels.size() < 4 || labels.compare(labels.size() - 4, 4, ".txt") != 0)
       fail("no label file for '", picture, "': Darknet's rule finds one only for .jpg, .png, .JPG and .JPEG pictures");
     read_labels(labels, classes);
@@ -260,6 +267,12 @@ int class_in_path(const std::string& path, const std::vector<std::string>& label
          "its path contains, as Darknet's fill_truth finds it; e.g. train/",
          labels.empty() ? "" : labels[0], "/0001.png)");
   return found;
+}
+
+bool in_top_k(const float* scores, int classes, int cls, int k) {
+  int above = 0;  // classes ranked before cls
+  for (int c = 0; c < classes; ++c) above += scores[c] > scores[cls] || (scores[c] == scores[cls] && c < cls);
+  return above < k;
 }
 
 namespace {
@@ -374,7 +387,7 @@ void load_detection_sample(const std::string& image_path, int classes, const Aug
 void load_region_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
                         float* image, float* truth, int64_t max_pixels) {
   const Image orig = load_image(image_path, 3, max_pixels);
-  std::vector<TruthBox> boxes = read_labels(label_path(image_path), classes);
+  std::vector<TruthBox> boxes = read_labels(label_path(image_path, true), classes);
   SampleRng rng{mix(seed)};
   const int ow = orig.w, oh = orig.h;
   const int dw = int(float(ow) * a.jitter), dh = int(float(oh) * a.jitter);

@@ -37,7 +37,9 @@ DataConfig load_data_config(const std::string& path, DataKind kind = DataKind::D
 // One path per line, blank lines skipped; a missing file, a folder or an empty list is an
 // error naming `what` and the file.
 std::vector<std::string> read_list(const std::string& path, const char* what = "image list");
-std::string label_path(const std::string& image_path);  // Darknet's find_replace chain
+// Darknet's find_replace chain: fill_truth_detection's, or (region: YOLOv1's
+// fill_truth_region) the same without its "raw" -> "labels".
+std::string label_path(const std::string& image_path, bool region = false);
 
 struct TruthBox {
   float x, y, w, h;
@@ -85,13 +87,17 @@ using TruthCheck = std::function<void(const std::string& picture)>;
 CheckedList check_list(const std::string& list, const TruthCheck& check_truth, int64_t max_pixels, bool skip_bad,
                        const std::function<void(const std::string&)>& warn,
                        const std::function<void(size_t, size_t)>& progress = {});
-TruthCheck detection_truth(int classes);                              // its label file exists and parses
+TruthCheck detection_truth(int classes, bool region = false);         // its label file exists and parses
 TruthCheck classifier_truth(const std::vector<std::string>& labels);  // class_in_path finds one
 
 // Darknet's fill_truth: the class whose label the picture's path contains. Darknet trains
 // on, with a printed warning, when none or several do; here that is an error naming the
 // labels found (one class: a path without its label is that class's absence, -1).
 int class_in_path(const std::string& path, const std::vector<std::string>& labels);
+
+// Whether class `cls` is among the k highest of `scores` (Darknet's top_k: a tie goes to
+// the lower class).
+bool in_top_k(const float* scores, int classes, int cls, int k);
 
 struct ClassifierAugment {
   int width = 224, height = 224, channels = 3;  // the network's input

@@ -7,6 +7,7 @@
 
 #include "detect/detections.hpp"
 #include "model/op_kind.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
@@ -151,7 +152,9 @@ bool class_only_truth(const LayerSpec& l, const float* out, const float* tb, int
     const Box tr = truth_box(tb + t * 5);
     if (!tr.x) break;
     if (!(tr.x > 100000 && tr.y > 100000)) continue;
-    const int cls = int(tb[t * 5 + 4]);
+    const int cls = int(tb[t * 5 + 4]);  // a tree class itself (Darknet maps none here)
+    if (cls < 0 || cls >= d.classes)
+      fail("[region] layer ", l.index, ": a class-only truth of class ", cls, ", outside [0, ", d.classes, ")");
     float maxp = 0;
     int max_box = 0, max_loc = 0;
     for (int n = 0; n < g.n; ++n)
@@ -218,6 +221,8 @@ DetectorLoss region_delta(const LayerSpec& l, const DetectorArgs& a, const float
       delta[obj_index] = d.object_scale * ((d.rescore ? v : 1.f) - out[obj_index]);
       matched[size_t(obj_index)] = 1;
       const int truth_cls = int(tb[t * 5 + 4]);
+      if (truth_cls < 0 || truth_cls >= d.truth_classes())
+        fail("[region] layer ", l.index, ": a truth of class ", truth_cls, ", outside [0, ", d.truth_classes(), ")");
       const int cls = d.map.empty() ? truth_cls : d.map[size_t(truth_cls)];
       const int64_t class_index = g.entry(b, best_n, loc, g.coords + 1);
       if (!d.tree.empty()) {

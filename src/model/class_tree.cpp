@@ -1,5 +1,6 @@
 #include "model/class_tree.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,11 +34,16 @@ ClassTree read_class_tree(const std::string& path, const std::string& cfg_where)
   for (int n = 0; std::getline(f, line); ++n) {
     std::istringstream ss(line);
     std::string name;
-    int parent = -1;
+    std::string parent_text;
     if (!(ss >> name)) fail(path, ":", n + 1, ": an empty line in a class tree (cfg ", cfg_where, ")");
-    ss >> parent;
-    if (parent < -1 || parent >= n)
-      fail(path, ":", n + 1, ": parent ", parent, " is not an earlier line (cfg ", cfg_where, ")");
+    int parent = -1;  // a line without one is a root, as Darknet's sscanf leaves it
+    if (ss >> parent_text) {
+      char* end = nullptr;
+      const long v = std::strtol(parent_text.c_str(), &end, 10);
+      if (*end != '\0' || v < -1 || v >= n)
+        fail(path, ":", n + 1, ": parent '", parent_text, "' is not an earlier line (cfg ", cfg_where, ")");
+      parent = int(v);
+    }
     if (n == 0 || parent != last_parent) {  // a new group (the first line's parent is -1)
       t.group_offset.push_back(n);
       t.group_size.push_back(0);

@@ -1,5 +1,6 @@
 // A net's shapes: every layer's input and output resolved from the input size and
 // validated against its layer and against what a device can hold.
+#include <algorithm>
 #include <string>
 
 #include "model/net_limits.hpp"
@@ -45,6 +46,10 @@ void resize_net(NetSpec& net, int height, int width) {
   using net_detail::kMaxDim;
   if (height > kMaxDim || width > kMaxDim)
     fail("input size ", height, "x", width, " is larger than a device can hold (at most ", kMaxDim, "x", kMaxDim, ")");
+  // The classifier crop's sizes keep their ratio to the width (Darknet's min_ratio, max_ratio).
+  const double ratio = double(width) / net.width;
+  net.min_crop = std::max(1, int(net.min_crop * ratio));
+  net.max_crop = std::max(net.min_crop, int(net.max_crop * ratio));
   net.height = height;
   net.width = width;
   net_detail::resolve_shapes(net);

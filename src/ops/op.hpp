@@ -80,6 +80,8 @@ class Op {
 std::unique_ptr<Op> make_op(const NetSpec& net, const LayerSpec& s);
 // Whether make_op has an op for this type.
 bool has_op(const OpKind& k);
+// Whether a [softmax] runs over the groups of a class tree (ops/softmax.cpp).
+bool softmax_over_tree(const LayerSpec& s);
 
 // Bytes of a per-sample float count.
 inline double float_bytes(double floats) { return 4 * floats; }

@@ -46,6 +46,8 @@ class SoftmaxOp final : public PassThroughLoss {
 
 std::unique_ptr<Op> make_softmax_op(const NetSpec&, const LayerSpec& s) { return std::make_unique<SoftmaxOp>(s); }
 
+bool softmax_over_tree(const LayerSpec& s) { return s.is(kSoftmaxKind) && !params(s).groups.empty(); }
+
 namespace {
 void parse_softmax(CfgReader& r, LayerSpec& l) {
   SoftmaxParams& p = l.params.emplace<SoftmaxParams>();
