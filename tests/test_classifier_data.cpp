@@ -97,7 +97,7 @@ TEST_F(ClassifierFiles, DataFileWithLabelsAndTop) {
            {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntop=x\n", {"b.data:4:", "'x'"}},
            {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntop=0\n", {"b.data:4:", "top must be"}},
            {"classes=3\ntrain=train.txt\nlabels=twice.txt\n", {"twice.txt", "'cat' is given twice"}},
-           {"classes=2\ntrain=train.txt\nlabels=labels.txt\n", {"more than 2 class names", "classes=2"}},
+           {"classes=2\ntrain=train.txt\nlabels=labels.txt\n", {"3 class names", "classes=2"}},
            {"classes=3\ntrain=train.txt\nlabels=labels.txt\ntree=9k.tree\n", {"b.data:4:", "tree=", "not supported"}},
            {"classes=3\ntrain=train.txt\nlabels=gone.txt\n", {"b.data:3:", "labels file", "gone.txt"}},
        }) {

@@ -137,14 +137,15 @@ DataConfig load_data_config(const std::string& path, DataKind kind) {
   if (!problem.empty() || !nf)
     fail(path, ":", seen[names_key], ": cannot open its ", names_key, " file '", d.names, "'",
          problem.empty() ? "" : ": " + problem);
-  // At most one name more than classes= is read: enough to say the count is wrong.
-  while (int(d.class_names.size()) <= d.classes && std::getline(nf, line))
-    if (!trim(line).empty()) d.class_names.push_back(trim(line));
-  if (int(d.class_names.size()) != d.classes)
-    fail(d.names, ": ",
-         int(d.class_names.size()) > d.classes ? "more than " + std::to_string(d.classes)
-                                               : std::to_string(d.class_names.size()),
-         " class names, but ", path, ":", seen["classes"], " says classes=", d.classes);
+  // Names past classes= are counted, not kept (a huge file costs time, not memory).
+  size_t names = 0;
+  while (std::getline(nf, line)) {
+    if (trim(line).empty()) continue;
+    if (int(d.class_names.size()) < d.classes) d.class_names.push_back(trim(line));
+    ++names;
+  }
+  if (names != size_t(d.classes))
+    fail(d.names, ": ", names, " class names, but ", path, ":", seen["classes"], " says classes=", d.classes);
   if (classifier) {  // a picture's class is the label its path contains: two equal labels cannot be told apart
     std::map<std::string, size_t> first;
     for (size_t i = 0; i < d.class_names.size(); ++i)
