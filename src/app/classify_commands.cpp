@@ -22,16 +22,6 @@ namespace tt {
 
 namespace {
 
-void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
-
-std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, const DataOptions& d) {
-  check_list_file(dc, valid);
-  const std::string& list = valid ? dc.valid : dc.train;
-  Ticker ticker("checking the pictures of " + list);
-  auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
-  return check_list(list, classifier_truth(dc.class_names), d.max_pixels, d.skip_bad_images, warn, progress).usable;
-}
-
 struct Accuracy {
   double top1 = 0, topk = 0;
   size_t pictures = 0;
@@ -109,8 +99,9 @@ int cmd_train_classifier(const RunOptions& run, Comm& comm, const DataOptions& d
     if (spec.channels != 1 && spec.channels != 3)
       fail(run.cfg,
            ": a classifier trained on pictures takes 1 (grey) or 3 (RGB) channels, [net] has channels=", spec.channels);
-    train_paths = checked_pictures(dc, false, d);
-    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d);
+    const TruthCheck one_label = classifier_truth(dc.class_names);
+    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images, one_label);
+    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images, one_label);
   }
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;

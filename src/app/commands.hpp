@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "data/darknet_data.hpp"
 #include "engine/checkpoint.hpp"
 #include "engine/kernel_table.hpp"
 #include "engine/trainer.hpp"
@@ -96,6 +97,12 @@ int cmd_train_data(const RunOptions& o, Comm& comm, const DataOptions& d, const 
 int cmd_train_classifier(const RunOptions& o, Comm& comm, const DataOptions& d, const RunFiles& f);
 // Collective: every rank's mean time per step by part and its peak memory, printed by the root.
 void print_rank_times(Comm& comm, const Trainer& trainer, int64_t steps);
+// "tiletrain: warning: M" on stderr (the data loaders' threads call it too).
+void warn(const std::string& m);
+// A .data file's train= (valid: valid=) pictures with their truths, checked before any work
+// (data/darknet_data.hpp check_list), with a progress line: the usable ones.
+std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad,
+                                          const TruthCheck& check_truth);
 // Throws on the root unless --loss-log and --metrics can be written: checked before training.
 void check_data_outputs(const DataOptions& d, const Comm& comm);
 

@@ -79,20 +79,6 @@ void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig&
            dc.classes_line, " has classes=", dc.classes);
 }
 
-void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
-
-// A .data file's train= or valid= pictures and labels, checked before any work (data/
-// darknet_data.hpp check_list).
-// (YOLOv1's label files follow fill_truth_region's path rule: `region`.)
-std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad,
-                                          bool region) {
-  check_list_file(dc, valid);
-  const std::string& list = valid ? dc.valid : dc.train;
-  Ticker ticker("checking the pictures of " + list);
-  auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
-  return check_list(list, detection_truth(dc.classes, region), max_pixels, skip_bad, warn, progress).usable;
-}
-
 // Every rank runs the tiled forward of `n` pictures (root: net_picture()s in `input`); the
 // root turns each detector layer's output into detections, normalised to each picture, and
 // suppresses overlaps at `nms`.
@@ -287,9 +273,10 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
     const NetSpec spec = load_run_net(run);
     dc = load_data_config(d.data);
     check_classes(detector_layers(spec, run.cfg), dc, run.cfg);
-    const bool region = yolov1_head(spec) != nullptr;
-    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images, region);
-    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images, region);
+    // (YOLOv1's label files follow fill_truth_region's path rule.)
+    const TruthCheck labels = detection_truth(dc.classes, yolov1_head(spec) != nullptr);
+    train_paths = checked_pictures(dc, false, d.max_pixels, d.skip_bad_images, labels);
+    if (!dc.valid.empty()) valid_paths = checked_pictures(dc, true, d.max_pixels, d.skip_bad_images, labels);
   }
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
@@ -416,7 +403,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
     dc = load_data_config(data);
     check_classes(heads, dc, o.cfg);
     if (dc.valid.empty()) fail(data, ": no valid= list to evaluate on");
-    paths = checked_pictures(dc, true, max_pixels, false, yolov1_head(net) != nullptr);
+    paths = checked_pictures(dc, true, max_pixels, false, detection_truth(dc.classes, yolov1_head(net) != nullptr));
   }
   Trainer trainer(net, params, train_options(o), comm);
   print_kernel_warnings(trainer);

@@ -2,6 +2,7 @@
 // data sets are in detect_commands.cpp).
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <random>
 
@@ -63,6 +64,17 @@ void print_rank_times(Comm& comm, const Trainer& trainer, int64_t steps) {
     std::printf("                           %-6zu %8.4f %8.4f %8.4f %8.4f %8.4f %9.1f\n", r, fwd[r] / n, bwd[r] / n,
                 halo[r] / n, w[r] / n, io[r] / n, rss[r]);
   std::fflush(stdout);
+}
+
+void warn(const std::string& m) { std::cerr << "tiletrain: warning: " << m << std::endl; }
+
+std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int64_t max_pixels, bool skip_bad,
+                                          const TruthCheck& check_truth) {
+  check_list_file(dc, valid);
+  const std::string& list = valid ? dc.valid : dc.train;
+  Ticker ticker("checking the pictures of " + list);
+  auto progress = [&ticker](size_t done, size_t total) { ticker.tick(int64_t(done), int64_t(total)); };
+  return check_list(list, check_truth, max_pixels, skip_bad, warn, progress).usable;
 }
 
 void check_data_outputs(const DataOptions& d, const Comm& comm) {

@@ -331,6 +331,33 @@ void load_classifier_picture(const std::string& path, int width, int height, int
   std::copy(crop.data.begin(), crop.data.end(), image);
 }
 
+namespace {
+
+// A truth box moved with the picture as Darknet's correct_boxes does: its sides scaled by
+// (sx, sy) and shifted by (ox, oy) (x' = x sx - ox), mirrored if `flip`, clipped to [0, 1];
+// written as x, y, w, h, class to `t` unless narrower or lower than `min_size`.
+bool corrected_box(const TruthBox& b, float sx, float sy, float ox, float oy, bool flip, float min_size, float* t) {
+  float left = (b.x - b.w / 2) * sx - ox, right = (b.x + b.w / 2) * sx - ox;
+  float top = (b.y - b.h / 2) * sy - oy, bottom = (b.y + b.h / 2) * sy - oy;
+  if (flip) {
+    const float l = left;
+    left = 1.f - right;
+    right = 1.f - l;
+  }
+  left = std::clamp(left, 0.f, 1.f), right = std::clamp(right, 0.f, 1.f);
+  top = std::clamp(top, 0.f, 1.f), bottom = std::clamp(bottom, 0.f, 1.f);
+  const float bw = std::clamp(right - left, 0.f, 1.f), bh = std::clamp(bottom - top, 0.f, 1.f);
+  if (bw < min_size || bh < min_size) return false;
+  t[0] = (left + right) / 2;
+  t[1] = (top + bottom) / 2;
+  t[2] = bw;
+  t[3] = bh;
+  t[4] = float(b.cls);
+  return true;
+}
+
+}  // namespace
+
 void load_detection_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
                            float* image, float* truth, int64_t max_pixels) {
   const Image orig = load_image(image_path, 3, max_pixels);
@@ -363,26 +390,8 @@ void load_detection_sample(const std::string& image_path, int classes, const Aug
   const float sx = nw / float(w), sy = nh / float(h), ox = -dx / float(w), oy = -dy / float(h);
   std::fill_n(truth, max_boxes * 5, 0.f);
   int k = 0;
-  for (size_t i = 0; i < std::min(n, size_t(max_boxes)); ++i) {
-    const TruthBox& b = boxes[i];
-    float left = (b.x - b.w / 2) * sx - ox, right = (b.x + b.w / 2) * sx - ox;
-    float top = (b.y - b.h / 2) * sy - oy, bottom = (b.y + b.h / 2) * sy - oy;
-    if (flip) {
-      const float l = left;
-      left = 1.f - right;
-      right = 1.f - l;
-    }
-    left = std::clamp(left, 0.f, 1.f), right = std::clamp(right, 0.f, 1.f);
-    top = std::clamp(top, 0.f, 1.f), bottom = std::clamp(bottom, 0.f, 1.f);
-    const float bw = std::clamp(right - left, 0.f, 1.f), bh = std::clamp(bottom - top, 0.f, 1.f);
-    if (bw < .001f || bh < .001f) continue;
-    float* t = truth + 5 * k++;
-    t[0] = (left + right) / 2;
-    t[1] = (top + bottom) / 2;
-    t[2] = bw;
-    t[3] = bh;
-    t[4] = float(b.cls);
-  }
+  for (size_t i = 0; i < std::min(n, size_t(max_boxes)); ++i)
+    k += corrected_box(boxes[i], sx, sy, ox, oy, flip, .001f, truth + 5 * k);
 }
 
 void load_region_sample(const std::string& image_path, int classes, const Augment& a, uint64_t seed, int max_boxes,
@@ -413,25 +422,8 @@ void load_region_sample(const std::string& image_path, int classes, const Augmen
   std::fill_n(truth, max_boxes * 5, 0.f);
   int k = 0;
   for (size_t i = 0; i < n && k < max_boxes; ++i) {
-    const TruthBox& b = boxes[i];
-    if (b.x == 0 && b.y == 0) continue;  // correct_boxes sends such a box off the picture
-    float left = (b.x - b.w / 2) * kx - dx, right = (b.x + b.w / 2) * kx - dx;
-    float top = (b.y - b.h / 2) * ky - dy, bottom = (b.y + b.h / 2) * ky - dy;
-    if (flip) {
-      const float l = left;
-      left = 1.f - right;
-      right = 1.f - l;
-    }
-    left = std::clamp(left, 0.f, 1.f), right = std::clamp(right, 0.f, 1.f);
-    top = std::clamp(top, 0.f, 1.f), bottom = std::clamp(bottom, 0.f, 1.f);
-    const float bw = std::clamp(right - left, 0.f, 1.f), bh = std::clamp(bottom - top, 0.f, 1.f);
-    if (bw < .005f || bh < .005f) continue;
-    float* t = truth + 5 * k++;
-    t[0] = (left + right) / 2;
-    t[1] = (top + bottom) / 2;
-    t[2] = bw;
-    t[3] = bh;
-    t[4] = float(b.cls);
+    if (boxes[i].x == 0 && boxes[i].y == 0) continue;  // correct_boxes sends such a box off the picture
+    k += corrected_box(boxes[i], kx, ky, dx, dy, flip, .005f, truth + 5 * k);
   }
 }
 
