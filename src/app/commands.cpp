@@ -53,6 +53,10 @@ NetSpec load_run_net(const RunOptions& o) {
     net.batch = o.batch;
     net.subdivisions = 1;
   }
+  if (o.subdivisions > 0) net.subdivisions = o.subdivisions;
+  if (net.batch % net.subdivisions != 0)
+    fail("--subdivisions ", net.subdivisions, ": a batch of ", net.batch,
+         " does not split into that many micro-batches (it must divide the batch)");
   if (!o.size.empty()) {
     auto [h, w] = parse_pair(o.size, "--size");
     resize_net(net, h, w);
@@ -71,6 +75,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.seed = o.seed;
   t.tiles_per_rank = o.tiles_per_rank;
   t.ranks_per_device = o.ranks_per_device;
+  t.replicas = o.replicas;
   t.low_memory = o.low_memory;
   t.kernels = parse_kernel_path(o.kernels);
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
@@ -318,9 +323,11 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                  all_io[r], all_upd[r], all_rss[r], all_maps[r], all_deltas[r], all_filters[r],
                  all_rss[r] - all_maps[r] - all_deltas[r] - all_filters[r]);
   std::fprintf(human,
-               "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s; peak RSS %.1f MB "
+               "median step %.4f s over %d steps, %d rank(s) x %d thread(s), grid %s, groups %s%s; peak RSS %.1f MB "
                "(largest rank), %.1f MB (largest host sum)\n",
-               median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(), rss_max, host_max);
+               median(step), steps, comm.size(), o.threads, o.grid.c_str(), o.groups.c_str(),
+               o.replicas ? (", " + std::to_string(o.replicas) + " data-parallel copies").c_str() : "", rss_max,
+               host_max);
   if (o.json) {
     nlohmann::json j{{"cfg", o.cfg},
                      {"batch", net.batch},
@@ -329,6 +336,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
                      {"hosts", hosts},
                      {"peak_rss_mb_by_host", per_host},
                      {"grid", o.grid},
+                     {"replicas", o.replicas},
                      {"groups", o.groups},
                      {"low_memory", o.low_memory},
                      {"steps", steps},
@@ -386,9 +394,10 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
       verify_training(net, train_options(o), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
   double verdict = 0;
   if (comm.rank() == kRoot) {
-    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d, %d step(s), bn %s%s\n", net.path.c_str(),
-                o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch, steps, o.bn.c_str(),
-                o.low_memory ? ", low memory" : "");
+    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d in %d micro-batch(es), %d step(s), bn %s%s%s\n",
+                net.path.c_str(), o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch,
+                net.subdivisions, steps, o.bn.c_str(), o.low_memory ? ", low memory" : "",
+                o.replicas ? (", " + std::to_string(o.replicas) + " data-parallel copies").c_str() : "");
     std::printf(
         "  largest difference per kind of tensor over its scale (gradients and tensors after a step: over the\n"
         "  larger of ||untiled|| and the bound shown; every step starts both runs from the same weights and\n"

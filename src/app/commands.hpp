@@ -19,6 +19,7 @@ struct RunOptions {
   std::string cfg;
   int threads = 1;
   int batch = 0;  // 0: the cfg's
+  int subdivisions = 0;  // 0: the cfg's (1 with --batch)
   std::string grid = "1x1";
   std::string groups = "none";
   int cut = -1;
@@ -28,6 +29,7 @@ struct RunOptions {
   bool json = false;
   int tiles_per_rank = 1;
   int ranks_per_device = 0;  // 0: by host name
+  int replicas = 0;          // data parallel copies (engine/trainer.hpp); 0: tiles across the processes
   bool low_memory = false;
   std::string kernels = "auto";                 // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;         // uneven split: a weight per grid row / column

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
                   "started on it)")
         ->check(CLI::Range(1, 1024));
     c->add_option("--batch", o.batch, "batch size (default: the cfg's)")->check(CLI::PositiveNumber);
+    c->add_option("--subdivisions", o.subdivisions,
+                  "micro-batches per batch, each with its own batch-norm statistics (default: the cfg's; 1 with "
+                  "--batch)")
+        ->check(CLI::PositiveNumber);
     c->add_option("--size", o.size, "input size HxW (default: the cfg's)");
     c->add_option("--kernels", o.kernels,
                   "convolution kernels: auto (oneDNN's JIT where it has one, own elsewhere), onednn, own")
@@ -165,6 +169,13 @@ int main(int argc, char** argv) {
                     "under mpirun: processes per device, consecutive ranks together (default: processes with the "
                     "same host name share a device); with several per device the gradient sum and the weights "
                     "cross each device's link once, not once per process")
+          ->check(CLI::PositiveNumber);
+    if (c->get_name() != "plan")  // the planner does not price copies yet
+      c->add_option("--replicas", o.replicas,
+                    "under mpirun: data parallel, one whole copy of the net per process (give the process count), "
+                    "each running its share of a batch's micro-batches (--subdivisions, at least one per copy); the gradients are summed in micro-batch order, so the result does not depend on the "
+                    "count (--replicas 1 on one process gives the same bits); --grid then tiles each copy inside "
+                    "its process")
           ->check(CLI::PositiveNumber);
     c->add_flag("--low-memory", o.low_memory,
                 "shard the convolution weights, gradients and momentum across processes and keep formatted "

@@ -5,14 +5,34 @@
 
 #include "layers/affine_act.hpp"
 #include "layers/pointwise.hpp"
+#include "util/error.hpp"
 
 namespace tt {
 
 namespace {
 constexpr double kBnEps = 1e-5;
+
+// Darknet's running averages, one batch's statistics at a time.
+void fold_running(float& mean, float& var, double batch_mean, double batch_var) {
+  mean = float(0.99 * mean + 0.01 * batch_mean);
+  var = float(0.99 * var + 0.01 * batch_var);
+}
 }  // namespace
 
-ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device) : s_(s), dev_(device) {
+void fold_running_stats(const double* log, size_t n, Params& params) {
+  for (size_t i = 0; i < n;) {
+    if (n - i < 2) fail("internal: a truncated running statistics log");
+    const size_t l = size_t(log[i]), C = size_t(log[i + 1]);
+    if (l >= params.rolling_mean.size() || params.rolling_mean[l].size() < C || n - i - 2 < 2 * C)
+      fail("internal: a running statistics log that does not fit the net");
+    const double* m = log + i + 2;
+    for (size_t c = 0; c < C; ++c) fold_running(params.rolling_mean[l][c], params.rolling_var[l][c], m[c], m[C + c]);
+    i += 2 + 2 * C;
+  }
+}
+
+ConvPointwise::ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device, RunningStatsLog* log)
+    : s_(s), dev_(device), log_(log) {
   const int C = (s.out.c + out_cb - 1) / out_cb * out_cb;  // padded channels
   a_.assign(size_t(C), 1.f);
   b_.assign(size_t(C), 0.f);
@@ -47,6 +67,13 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
     sum(slots_, 4 * C, s1_.data());
     const int T = int(slots_.size() / (4 * size_t(C)));
     const double M = double(batch) * s_.out.h * s_.out.w;
+    size_t at = 0;
+    if (log_) {
+      at = log_->size() + 2;
+      log_->push_back(double(s_.index));
+      log_->push_back(double(C));
+      log_->resize(at + 2 * size_t(C));
+    }
     for (int c = 0; c < C; ++c) {
       double sh = 0, sl = 0, qh = 0, ql = 0;
       for (int t = 0; t < T; ++t) {
@@ -59,8 +86,13 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
       const double mean = (sh + sl) / M, var = std::max(0., (qh + ql) / M - mean * mean);
       mean_[size_t(c)] = mean;
       rstd_[size_t(c)] = 1. / std::sqrt(var + kBnEps);
-      rm[size_t(c)] = float(0.99 * rm[size_t(c)] + 0.01 * mean);
-      rv[size_t(c)] = float(0.99 * rv[size_t(c)] + 0.01 * (M > 1 ? var * M / (M - 1) : var));
+      const double unbiased = M > 1 ? var * M / (M - 1) : var;
+      if (log_) {
+        (*log_)[at + size_t(c)] = mean;
+        (*log_)[at + size_t(C + c)] = unbiased;
+      } else {
+        fold_running(rm[size_t(c)], rv[size_t(c)], mean, unbiased);
+      }
     }
   } else {
     for (int c = 0; c < C; ++c) {

@@ -26,9 +26,19 @@ struct PointwiseTile {
 // Adds every tile's `width` doubles in `slots` ([tile][width]) in tile order into `total`.
 using SumOverTiles = std::function<void(std::vector<double>& slots, int width, double* total)>;
 
+// Data parallel (TrainOptions::replicas): each micro-batch's batch statistics, kept here in
+// forward order instead of being folded into the running ones, so that the update can fold
+// every replica's micro-batches in micro-batch order. Per layer and micro-batch: the layer's
+// index, C, then C means and C variances (unbiased, as the running variance takes them).
+using RunningStatsLog = std::vector<double>;
+// Folds a log's records into params' running statistics, record by record, exactly as a
+// forward without a log would have.
+void fold_running_stats(const double* log, size_t n, Params& params);
+
 class ConvPointwise {
  public:
-  ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device);
+  // log: null, or where forward puts the batch statistics instead of the running ones.
+  ConvPointwise(const LayerSpec& s, int out_cb, int tiles, Device& device, RunningStatsLog* log);
   const float* a() const { return a_.data(); }
   const float* b() const { return b_.data(); }
 
@@ -51,6 +61,7 @@ class ConvPointwise {
   std::vector<double> mean_, rstd_, s1_, s2_;
   std::vector<double> slots_;  // per tile: its own sums (s1_ or s2_ are their sum in tile order)
   GradScale* scale_ = nullptr;
+  RunningStatsLog* log_ = nullptr;
   void add_grad_scales(const PointwiseTile& pt);
 };
 

@@ -132,6 +132,67 @@ double TileOrderSync::kept_floats() const {
   return kept;
 }
 
+MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad)
+    : comm_(comm), tiled_(tiled), owner_(std::move(owner)), n_(params), grad_(grad) {
+  const int P = comm.size();
+  if (params / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
+  for (int r = 0; r < P; ++r) {
+    displs_.push_back(int(params * r / P));
+    counts_.push_back(int(params * (r + 1) / P) - displs_.back());
+  }
+  const int me = comm.rank();
+  updated_ = {{displs_[size_t(me)], displs_[size_t(me)] + int64_t(counts_[size_t(me)])}};
+  order_ = std::make_unique<TileOrder>(comm, owner_, *std::max_element(counts_.begin(), counts_.end()));
+  for (size_t k = 0; k < order_->local().size(); ++k) kept_.emplace_back(size_t(params));
+  captured_.assign(kept_.size(), false);
+}
+
+void MicroBatchSync::capture(int m) {
+  const auto& local = order_->local();
+  const size_t k = size_t(std::find(local.begin(), local.end(), m) - local.begin());
+  if (k == local.size()) fail("internal: micro-batch ", m, " is not this process's");
+  const std::vector<float*> tiles = tiled_.tile_grads();
+  const int64_t E = tiled_.tile_grad_end();
+  float* to = kept_[k].data();
+  TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, to);
+  std::copy(grad_ + E, grad_ + n_, to + E);
+  std::fill(grad_, grad_ + n_, 0.f);
+  tiled_.zero_tile_grads();
+  captured_[k] = true;
+}
+
+void MicroBatchSync::local_sum(std::vector<float>& out) const {
+  out.assign(size_t(n_), 0.f);
+  std::vector<const float*> src;
+  for (size_t k = 0; k < kept_.size(); ++k)
+    if (captured_[k]) src.push_back(kept_[k].data());
+  if (!src.empty()) TileOrder::fold(src, n_, out.data());
+}
+
+void MicroBatchSync::reduce(float* grad) {
+  for (size_t k = 0; k < kept_.size(); ++k)
+    if (!captured_[k]) fail("internal: micro-batch ", order_->local()[k], " was not run before the update");
+  std::vector<float*> mine;
+  for (Buffer& b : kept_) mine.push_back(b.data());
+  order_->reduce_scatter(mine, n_, counts_, displs_, grad);
+}
+
+void MicroBatchSync::zero(float* grad) {
+  std::fill(grad, grad + n_, 0.f);
+  captured_.assign(kept_.size(), false);
+}
+
+void MicroBatchSync::gather(float* v) {
+  if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
+}
+
+// Weights, the working gradient and one gradient per micro-batch here whole, the momentum
+// only in the updated part; the sum's buffers.
+double MicroBatchSync::kept_floats() const {
+  return double(n_) * double(2 + kept_.size()) + double(updated_[0].second - updated_[0].first) +
+         double(order_->buffer_bytes()) / 4.;
+}
+
 ShardedSync::ShardedSync(Comm& comm, const ShardPlan& shards) : comm_(comm), shards_(shards) {
   updated_ = shards.replicated;
   updated_.insert(updated_.end(), shards.owned.begin(), shards.owned.end());

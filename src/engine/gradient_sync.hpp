@@ -9,6 +9,11 @@
 //                  several processes on a device (and no overlap), the sum runs as a
 //                  chain over the devices and the weights cross each link once
 //                  (device_chain.hpp), again the same bits.
+//   MicroBatchSync (data parallel, TrainOptions::replicas): every process runs the whole net
+//                  on its own micro-batches; each micro-batch's gradient is kept apart and the
+//                  sum is a left fold over the batch's micro-batches in their order, whichever
+//                  process ran which (tile_order.hpp, with micro-batches for tiles), so it is
+//                  the same on any number of processes. The optimizer is split as above.
 //   ShardedSync    (--low-memory): the tiled convolutions' weights, gradients and momentum
 //                  are sharded (shards.hpp); their gradients were reduce-scattered during
 //                  backward, the rest (replicated) is all-reduced here.
@@ -91,6 +96,36 @@ class TileOrderSync final : public GradientSync {
   bool overlap_ = false, posting_ = false, in_order_ = true;
   int64_t lo_ = 0, bucket_end_ = 0;
   float* grad_ = nullptr;
+};
+
+class MicroBatchSync final : public GradientSync {
+ public:
+  // owner[m]: the process that runs micro-batch m; `tiled`: this process's copy of the tiled
+  // part, whose tiles' gradients capture() adds up (in tile order) with the rest of `grad`.
+  MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad);
+  // After micro-batch m's backward here: its gradient (the tiles' and the tail's) moves to its
+  // own buffer and the working gradient is zeroed for the next one.
+  void capture(int m);
+  // The micro-batches captured here since the last update, summed in their order.
+  void local_sum(std::vector<float>& out) const;
+  void reduce(float* grad) override;
+  const std::vector<Range>& updated() const override { return updated_; }
+  void zero(float* grad) override;
+  void share_weights(float* weights) override { gather(weights); }
+  void gather(float* v) override;
+  double kept_floats() const override;
+
+ private:
+  Comm& comm_;
+  Segment& tiled_;
+  std::vector<int> owner_;
+  int64_t n_;
+  float* grad_;
+  std::vector<int> counts_, displs_;
+  std::vector<Range> updated_;
+  std::unique_ptr<TileOrder> order_;
+  std::vector<Buffer> kept_;  // per micro-batch of this process (order_->local())
+  std::vector<bool> captured_;
 };
 
 class ShardedSync final : public GradientSync {

@@ -93,6 +93,9 @@ struct SegmentOptions {
   // here (engine/grad_scale.hpp; the batch-norm's once measure_pointwise_scales() is called);
   // null: not measured.
   std::vector<GradScale>* grad_scales = nullptr;
+  // Data parallel: where batch-norm forwards put their batch statistics instead of folding
+  // them into the running ones (conv_pointwise.hpp); null: folded at once.
+  RunningStatsLog* stats_log = nullptr;
 };
 
 class Segment {

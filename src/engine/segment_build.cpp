@@ -66,7 +66,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     if (traits.weights)
       st->weights = std::make_unique<WeightCache>(
           ctx, plain_conv_weights_desc(s.out.c, s.in.c, s.window().size, s.conv().groups), shards != nullptr);
-    if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device);
+    if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device, opt.stats_log);
     layers_.push_back(std::move(st));
   }
   out_cb_ = mem_.out_cb.empty() ? in_cb : mem_.out_cb.back();

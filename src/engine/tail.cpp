@@ -80,7 +80,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
                                                         .far = {},
                                                         .tiled = false,
                                                         .trace = opt.trace,
-                                                        .grad_scales = opt.grad_scales});
+                                                        .grad_scales = opt.grad_scales,
+                                                        .stats_log = opt.stats_log});
     run->seg->measure_pointwise_scales();
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));

@@ -33,6 +33,7 @@ struct TailOptions {
   uint64_t seed = 1;  // dropout masks
   Trace* trace = nullptr;  // bench --trace: each layer's forward and backward (null: none)
   std::vector<GradScale>* grad_scales = nullptr;  // verify: see SegmentOptions (and Op::add_grad_scales)
+  RunningStatsLog* stats_log = nullptr;            // data parallel: see SegmentOptions
 };
 
 class Tail {

@@ -1,6 +1,7 @@
 #include "engine/trainer.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -61,17 +62,19 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
   // output and the gathered map with its delta.
   std::vector<int> local;
   for (size_t t = 0; t < ranks.size(); ++t)
-    if (ranks[t] == comm_.rank()) local.push_back(int(t));
+    if (ranks[t] == tiles_comm_.rank()) local.push_back(int(t));
   const SegmentMemoryPlan mp =
       plan_segment_memory(net_, plan, n_, 1, ctx_.config.block, opt_.low_memory, opt_.need_input_delta, local);
   const double mb = 1024. * 1024.;
   const double maps = double(mp.maps_bytes + mp.deltas_bytes) / mb;
-  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 3) / mb;
+  // Data parallel: also one gradient per micro-batch this process runs (MicroBatchSync).
+  const int own_micro = opt_.replicas ? first_micro_batch(comm_.rank() + 1) - first_micro_batch(comm_.rank()) : 0;
+  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 3 + own_micro) / mb;
   double tail = 0, largest = 0;
   int largest_layer = 0;
   for (const LayerSpec& l : net_.layers) {
     const double bytes = double(l.out.size()) * n_ * 4 / mb;
-    if (l.index >= cut_ - 1 && root()) tail += bytes * (l.index == cut_ - 1 ? 2 : 1);
+    if (l.index >= cut_ - 1 && tile_root()) tail += bytes * (l.index == cut_ - 1 ? 2 : 1);
     if (bytes > largest) largest = bytes, largest_layer = l.index;
   }
   const double need = maps + weights + tail, limit = memory_limit_mb();
@@ -90,10 +93,29 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       params_(params),
       opt_(opt),
       comm_(comm),
+      tiles_comm_(opt.replicas ? static_cast<Comm&>(replica_comm_) : comm),
       n_(net.micro_batch()),
       ctx_(opt.kernels, opt.channel_block, opt.device ? *opt.device : cpu_device()) {
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
+  if (opt.replicas) {
+    if (opt.replicas != comm.size())
+      fail("--replicas ", opt.replicas, " runs one whole copy of the net per process, but ", comm.size(),
+           " process(es) were started (start as many as copies; copies that span several processes are not "
+           "done yet)");
+    if (net.subdivisions < opt.replicas)
+      fail("--replicas ", opt.replicas, ": a batch of ", net.batch, " in ", net.subdivisions,
+           " micro-batch(es) leaves some copies without one; each copy runs whole micro-batches, since batch-norm "
+           "statistics are taken per micro-batch as Darknet does: set --subdivisions (or subdivisions= in ",
+           net.path, ") to at least ", opt.replicas,
+           ", dividing the batch, or split the net into tiles with --grid instead");
+    if (opt.low_memory)
+      fail("--low-memory shards one copy's weights over its processes; with --replicas every process holds a "
+           "whole copy: use one of them");
+    if (opt.overlap == Overlap::On)
+      fail("--overlap on sends a tiled run's gradients during backward; with --replicas they are summed after "
+           "the batch's micro-batches (use --overlap auto or off)");
+  }
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
@@ -102,7 +124,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   Plan plan = make_plan(net, opt.rows, opt.cols, first_, cut_, parse_groups(opt.groups, first_, cut_),
                         {opt.split, opt.features});
   if (opt.adjust_plan) opt.adjust_plan(plan);
-  std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, comm.size());
+  std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, tiles_comm_.size());
   check_memory(plan, ranks);
   grad_ = Buffer(params.values.size(), ctx_.device);
   momentum_ = Buffer(params.values.size(), ctx_.device);
@@ -117,11 +139,12 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
         ctx_.device.discard(params.values.data() + e, size_t(L.offset + L.n - e));
       }
   }
-  const std::vector<int> device = devices_of(comm, opt.ranks_per_device);
+  const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
   std::vector<bool> far;
   if (opt.overlap != Overlap::Off)
     for (int r : ranks) far.push_back(opt.overlap == Overlap::On || device[size_t(r)] != device[size_t(comm.rank())]);
-  tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), comm,
+  RunningStatsLog* log = opt.replicas ? &stats_log_ : nullptr;
+  tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), tiles_comm_,
                                      SegmentOptions{.batch = n_,
                                                     .in_cb = 1,
                                                     .bn = opt.bn,
@@ -131,9 +154,22 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far),
                                                     .trace = &trace_,
-                                                    .grad_scales = grad_scales()});
+                                                    .grad_scales = grad_scales(),
+                                                    .stats_log = log});
   tiled_->measure_pointwise_scales();
-  if (shards_)
+  if (opt.replicas) {
+    std::vector<int> owner(size_t(net.subdivisions));
+    for (int r = 0; r < comm.size(); ++r)
+      for (int m = first_micro_batch(r); m < first_micro_batch(r + 1); ++m) owner[size_t(m)] = r;
+    auto sync = std::make_unique<MicroBatchSync>(comm, *tiled_, std::move(owner), params.size(), grad_.data());
+    micro_sync_ = sync.get();
+    sync_ = std::move(sync);
+    const int own = first_micro_batch(comm.rank() + 1) - first_micro_batch(comm.rank());
+    if (!root()) {
+      replica_in_.assign(size_t(own * n_ * net.input().size()), 0.f);
+      replica_truth_.assign(size_t(own * n_ * net.truth_size()), 0.f);
+    }
+  } else if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
   else
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
@@ -144,14 +180,15 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       const double t0 = now_s();
       if (sync_->link_free()) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
     };
-  if (!root()) return;  // the rest of the net lives on the root process
+  if (!tile_root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
                                  TailOptions{.batch = n_,
                                              .in_cb = tiled_->out_cb(),
                                              .bn = opt.bn,
                                              .seed = opt.seed,
                                              .trace = &trace_,
-                                             .grad_scales = grad_scales()});
+                                             .grad_scales = grad_scales(),
+                                             .stats_log = log});
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))), ctx_.device);
   cut_delta_ = Buffer(cut_map_.size(), ctx_.device);
@@ -194,6 +231,10 @@ std::vector<GradScale> Trainer::take_grad_scales() {
 Trainer::~Trainer() = default;
 
 std::span<const float> Trainer::grad() const {
+  if (micro_sync_) {
+    micro_sync_->local_sum(summed_grad_);
+    return summed_grad_;
+  }
   const std::vector<float*> tiles = tiled_->tile_grads();
   if (shards_ || tiles.size() == 1) return {grad_.data(), grad_.size()};
   summed_grad_.assign(grad_.data(), grad_.data() + grad_.size());
@@ -264,6 +305,7 @@ void Trainer::reset_times() {
     tail_->reset_times();
     tail_->detector_loss = {};
   }
+  replica_detector_loss_ = {};
 }
 
 void Trainer::forward(const float* input, bool training) {
@@ -281,8 +323,8 @@ void Trainer::forward(const float* input, bool training) {
   tiled_->forward(input_view, training);
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
   TensorView cut_map{cut_map_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
-  tiled_->gather_output(root() ? &cut_map : nullptr);
-  if (!root()) return;
+  tiled_->gather_output(tile_root() ? &cut_map : nullptr);
+  if (!tile_root()) return;
   const double t0 = trace_.on() ? now_s() : 0;
   tail_->forward(cut_map, training, step_);
   trace_.end("tail forward", "tail", Lane::Compute, t0);
@@ -290,6 +332,7 @@ void Trainer::forward(const float* input, bool training) {
 }
 
 const float* Trainer::predict(const float* input) {
+  if (opt_.replicas && !root()) return nullptr;  // data parallel: the root's copy alone
   forward(input, false);
   return root() ? out_ : nullptr;
 }
@@ -307,7 +350,7 @@ double Trainer::loss_and_backward(const float* truth) {
       const ParamSlice& ps = params_.slices[size_t(l)];
       if (ps.biases >= 0) sync_->ready(ps.biases, ps.weights + ps.n_weights);
     };
-  if (!root()) {  // the root computes the tail and sends each tile its delta
+  if (!tile_root()) {  // the root computes the tail and sends each tile its delta
     if (buckets) sync_->ready(tail_begin, n);
     tiled_->backward(TensorView{}, &din);
     return 0;
@@ -335,6 +378,7 @@ double Trainer::loss_and_backward(const float* truth) {
 }
 
 double Trainer::forward_backward(const float* input, const float* truth) {
+  if (opt_.replicas) return forward_backward_replica(input, truth);
   forward(input, true);
   const double loss = loss_and_backward(truth);
   ++micro_;
@@ -345,6 +389,7 @@ void Trainer::update() {
   const double w0 = now_s();
   float* g = grad_.data();
   sync_->reduce(g);
+  if (opt_.replicas) fold_running_stats_in_order();
   const double w1 = now_s();
   times_.weights += w1 - w0;
   trace_.add("gradient sum", "weights", Lane::Comm, w0, w1);
@@ -407,6 +452,7 @@ void Trainer::diverged(const std::string& what) const {
 }
 
 double Trainer::train_step(const float* input, const float* truth) {
+  if (opt_.replicas) return train_step_replicas(input, truth);
   const double t0 = now_s();
   const int64_t in_size = net_.input().size() * n_, out_size = net_.truth_size() * n_;
   double loss = 0;
@@ -419,6 +465,147 @@ double Trainer::train_step(const float* input, const float* truth) {
   times_.total += t1 - t0;
   trace_.add("step", "step", Lane::Compute, t0, t1);
   return loss;
+}
+
+namespace {
+// A detector's loss statistics as doubles, to move between processes.
+constexpr size_t kDetectorLossValues = 8;
+void pack(const DetectorLoss& d, double* v) {
+  const double x[kDetectorLossValues] = {d.cost, d.coord, d.obj, d.noobj, d.cls, d.iou, d.recall, double(d.count)};
+  std::copy(x, x + kDetectorLossValues, v);
+}
+DetectorLoss unpack(const double* v) {
+  return DetectorLoss{.cost = v[0], .coord = v[1], .obj = v[2], .noobj = v[3], .cls = v[4], .iou = v[5],
+                      .recall = v[6], .count = int(v[7])};
+}
+}  // namespace
+
+// Data parallel, one micro-batch at a time (verify compares each with a reference): the
+// root hands it to the process that runs it and gets its output (and input delta) back.
+double Trainer::forward_backward_replica(const float* input, const float* truth) {
+  if (micro_ >= net_.subdivisions) fail("internal: more micro-batches than the batch's ", net_.subdivisions);
+  const int m = micro_, me = comm_.rank();
+  int runner = 0;
+  while (first_micro_batch(runner + 1) <= m) ++runner;
+  const size_t in_n = size_t(n_ * net_.input().size()), truth_n = size_t(n_ * net_.truth_size());
+  const size_t out_n = size_t(n_ * net_.output().size());
+  const float *x = input, *t = truth;
+  if (runner != kRoot) {
+    if (root()) {
+      comm_.isend_floats(input, in_n, runner, 0);
+      comm_.isend_floats(truth, truth_n, runner, 1);
+    } else if (me == runner) {
+      comm_.irecv_floats(replica_in_.data(), in_n, kRoot, 0);
+      comm_.irecv_floats(replica_truth_.data(), truth_n, kRoot, 1);
+      x = replica_in_.data();
+      t = replica_truth_.data();
+    }
+    comm_.wait_all();
+  }
+  double loss = 0;
+  if (me == runner) {
+    tail_->detector_loss = {};
+    forward(x, true);
+    loss = loss_and_backward(t);
+    micro_sync_->capture(m);
+  }
+  std::vector<double> d(kDetectorLossValues);
+  if (me == runner) pack(tail_->detector_loss, d.data());
+  if (runner != kRoot) {
+    if (root()) {
+      replica_out_.resize(out_n);
+      comm_.irecv_floats(replica_out_.data(), out_n, runner, 2);
+      if (opt_.need_input_delta) comm_.irecv_floats(input_delta_.data(), input_delta_.size(), runner, 3);
+    } else if (me == runner) {
+      comm_.isend_floats(out_, out_n, kRoot, 2);
+      if (opt_.need_input_delta) comm_.isend_floats(input_delta_.data(), input_delta_.size(), kRoot, 3);
+    }
+    comm_.wait_all();
+    if (root()) out_ = replica_out_.data();
+    d.push_back(loss);
+    comm_.broadcast(d.data(), d.size(), runner);
+    loss = d.back();
+  }
+  if (root()) replica_detector_loss_ += unpack(d.data());
+  ++micro_;
+  return loss;
+}
+
+// Data parallel: the root hands every process its micro-batches, each runs its own, and the
+// losses come back to the root, added in micro-batch order.
+double Trainer::train_step_replicas(const float* input, const float* truth) {
+  const double t0 = now_s();
+  const int P = comm_.size(), me = comm_.rank(), S = net_.subdivisions;
+  const int64_t in_n = n_ * net_.input().size(), truth_n = n_ * net_.truth_size();
+  const int first = first_micro_batch(me), last = first_micro_batch(me + 1);
+  // This process's micro-batches, from `first` on.
+  const float *x = input, *t = truth;
+  if (root()) {
+    for (int r = 1; r < P; ++r) {
+      const int b = first_micro_batch(r), e = first_micro_batch(r + 1);
+      comm_.isend_floats(input + b * in_n, size_t((e - b) * in_n), r, 0);
+      comm_.isend_floats(truth + b * truth_n, size_t((e - b) * truth_n), r, 1);
+    }
+  } else {
+    comm_.irecv_floats(replica_in_.data(), replica_in_.size(), kRoot, 0);
+    comm_.irecv_floats(replica_truth_.data(), replica_truth_.size(), kRoot, 1);
+    x = replica_in_.data();
+    t = replica_truth_.data();
+  }
+  comm_.wait_all();
+  const double t1 = now_s();
+  times_.io += t1 - t0;
+  trace_.add("micro-batches from the root", "io", Lane::Comm, t0, t1);
+  // Per micro-batch: its loss, then its detector statistics (kDetectorLossValues).
+  const size_t per = 1 + kDetectorLossValues;
+  std::vector<double> results(size_t(S) * per, 0.);
+  for (int m = first; m < last; ++m) {
+    micro_ = m;
+    tail_->detector_loss = {};
+    forward(x + (m - first) * in_n, true);
+    double* r = results.data() + size_t(m) * per;
+    r[0] = loss_and_backward(t + (m - first) * truth_n);
+    pack(tail_->detector_loss, r + 1);
+    micro_sync_->capture(m);
+  }
+  micro_ = S;
+  std::vector<int> counts, displs;
+  for (int r = 0; r < P; ++r) {
+    displs.push_back(int(size_t(first_micro_batch(r)) * per));
+    counts.push_back(int(size_t(first_micro_batch(r + 1) - first_micro_batch(r)) * per));
+  }
+  comm_.all_gather_v(results.data(), counts, displs);
+  double loss = 0;
+  for (int m = 0; m < S; ++m) {
+    const double* r = results.data() + size_t(m) * per;
+    loss += r[0];
+    replica_detector_loss_ += unpack(r + 1);
+  }
+  if (!std::isfinite(loss)) diverged("the loss (" + std::to_string(loss) + ")");  // every process has it
+  update();
+  const double t2 = now_s();
+  times_.total += t2 - t0;
+  trace_.add("step", "step", Lane::Compute, t0, t2);
+  return loss;
+}
+
+// Data parallel: every process's micro-batches' batch statistics, gathered in process order
+// (which is micro-batch order), folded into the running ones on every process.
+void Trainer::fold_running_stats_in_order() {
+  const std::vector<double> sizes = comm_.all_gather(double(stats_log_.size()));
+  std::vector<int> counts, displs;
+  int64_t total = 0;
+  for (double v : sizes) {
+    if (total + int64_t(v) >= INT_MAX) fail("the batch-norm statistics of a batch are too many for one MPI message");
+    displs.push_back(int(total));
+    counts.push_back(int(v));
+    total += int64_t(v);
+  }
+  std::vector<double> all(static_cast<size_t>(total));
+  std::copy(stats_log_.begin(), stats_log_.end(), all.begin() + displs[size_t(comm_.rank())]);
+  if (comm_.size() > 1 && total > 0) comm_.all_gather_v(all.data(), counts, displs);
+  fold_running_stats(all.data(), all.size(), params_);
+  stats_log_.clear();
 }
 
 }  // namespace tt

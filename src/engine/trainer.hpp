@@ -49,6 +49,13 @@ struct TrainOptions {
   // share a device. Several on a device: the gradient sum and weight share go one copy per
   // device (engine/device_chain.hpp).
   int ranks_per_device = 0;
+  // Data parallel: as many whole copies of the net as processes (0: the processes split the
+  // net into tiles instead). Process r runs micro-batches S·r/P to S·(r+1)/P - 1 of a
+  // batch's S (the root hands them out); batch-norm statistics stay inside a micro-batch as
+  // on one device, the gradients are summed in micro-batch order (MicroBatchSync) and the
+  // running statistics folded in that order, so the bits do not depend on the number of
+  // copies (1 included). The grid then tiles each copy inside its process.
+  int replicas = 0;
   // The device that holds the maps and does their element-wise work and the SGD update
   // (device/device.hpp); nullptr: this host's CPU.
   Device* device = nullptr;
@@ -93,7 +100,9 @@ class Trainer {
   // Root: the plain output of layer l >= cut() of the last forward (e.g. each [yolo] layer's).
   const float* output_of(int l) const { return tail_->output_of(l); }
   // Root: the detector layers' losses and statistics since reset_times().
-  DetectorLoss detector_loss() const { return tail_ ? tail_->detector_loss : DetectorLoss{}; }
+  DetectorLoss detector_loss() const {
+    return opt_.replicas ? replica_detector_loss_ : tail_ ? tail_->detector_loss : DetectorLoss{};
+  }
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
   // Sharded: completes Params::values on every process (before saving weights).
@@ -137,11 +146,20 @@ class Trainer {
   void check_memory(const Plan& plan, const std::vector<int>& ranks) const;
   void forward(const float* input, bool training);
   double loss_and_backward(const float* truth);
+  // Data parallel: the first micro-batch process r runs (r = processes: the batch's end).
+  int first_micro_batch(int r) const { return int(int64_t(net_.subdivisions) * r / comm_.size()); }
+  double forward_backward_replica(const float* input, const float* truth);
+  double train_step_replicas(const float* input, const float* truth);
+  void fold_running_stats_in_order();
+  // The tiled part and the tail run on this process's copy: the root of the tiles' comm.
+  bool tile_root() const { return tiles_comm_.rank() == kRoot; }
 
   const NetSpec& net_;
   Params& params_;
   TrainOptions opt_;
   Comm& comm_;
+  LocalComm replica_comm_;  // data parallel: the copy on this process alone
+  Comm& tiles_comm_;        // what the tiles and the tail run over: comm_, or replica_comm_
   int n_, cut_;
   int first_ = 0;  // the first tiled layer: layers before it run whole on the root (NetSpec::first_tiled)
   DnnlContext ctx_;
@@ -150,6 +168,10 @@ class Trainer {
   mutable std::vector<float> summed_grad_;  // grad() with several tiles
   std::unique_ptr<ShardPlan> shards_;       // --low-memory
   std::unique_ptr<GradientSync> sync_;      // how the batch's gradients become the update
+  MicroBatchSync* micro_sync_ = nullptr;    // sync_, data parallel
+  RunningStatsLog stats_log_;               // data parallel: this batch's micro-batches' statistics
+  std::vector<float> replica_in_, replica_truth_, replica_out_;  // data parallel: this process's micro-batches; the root's copy of an output
+  DetectorLoss replica_detector_loss_;      // data parallel, root: every copy's, summed in process order
   std::unique_ptr<Segment> tiled_;
   std::unique_ptr<Tail> tail_;  // root only
   Buffer cut_map_, cut_delta_;  // whole map at the cut and its delta (root only)
