@@ -53,6 +53,12 @@ TEST_F(Launch, HostsFileSlotsPlaceConsecutiveTilesOnEachHost) {
   ASSERT_EQ(two.code, 0) << two.err;
   EXPECT_NE(two.out.find(" -np 6 --host pi1:2,pi2:2,pi3:2 "), std::string::npos) << two.out;
   EXPECT_NE(two.out.find(" /opt/tt verify "), std::string::npos) << two.out;
+  // data parallel: one whole copy per process, its grid inside it (no --tiles-per-rank)
+  const Result dp = run("launch --hosts hosts --dry-run -- train --cfg c --replicas 4 --grid 2x2 --steps 1");
+  ASSERT_EQ(dp.code, 0) << dp.err;
+  EXPECT_NE(dp.out.find(" -np 4 "), std::string::npos) << dp.out;
+  EXPECT_EQ(dp.out.find("--tiles-per-rank"), std::string::npos) << dp.out;
+  EXPECT_NE(dp.err.find("a whole copy of the net each (data parallel)"), std::string::npos) << dp.err;
   // calibrate places no tiles: one process per slot, whatever the grid
   const Result cal = run("launch --hosts hosts --dry-run -- calibrate --cfg c --out cluster.json");
   ASSERT_EQ(cal.code, 0) << cal.err;
@@ -76,6 +82,10 @@ TEST_F(Launch, WhatCannotRunIsRefusedNamingWhy) {
   EXPECT_NE(e.find("--local N"), std::string::npos) << e;
   e = refused("--local 2 --hosts h -- train --cfg c --grid 2x1");
   EXPECT_NE(e.find("not both"), std::string::npos) << e;
+  e = refused("--local 3 -- train --cfg c --replicas 2 --steps 1");
+  EXPECT_NE(e.find("--replicas 2 runs one whole copy of the net per process, but 3 process(es) are asked for"),
+            std::string::npos)
+      << e;
   e = refused("--local 2 -- train --cfg c --grid 0x1");
   EXPECT_NE(e.find("--grid"), std::string::npos) << e;
 }

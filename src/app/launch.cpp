@@ -121,8 +121,13 @@ LaunchPlan plan_launch(const LaunchOptions& o, const std::string& self, unsigned
   for (const Host& h : hosts) processes += h.slots;
 
   std::vector<std::string> command = cmd;
-  int per_rank = 0;  // tiles per process; 0: the command has no tiles to place (calibrate)
-  if (cmd[0] != "calibrate") {
+  int per_rank = 0;  // tiles per process; 0: the command has no tiles to place (calibrate, data parallel)
+  const std::string replicas = option_value(cmd, "--replicas");
+  if (!replicas.empty()) {  // data parallel: one copy per process, its tiles (if any) inside it
+    if (std::atoi(replicas.c_str()) != processes)
+      fail("launch: --replicas ", replicas, " runs one whole copy of the net per process, but ", processes,
+           " process(es) are asked for: give as many as copies");
+  } else if (cmd[0] != "calibrate") {
     const std::string grid_text = option_value(cmd, "--grid");
     const auto [rows, cols] = parse_pair(grid_text.empty() ? "1x1" : grid_text, "--grid");
     const int64_t tiles = int64_t(rows) * cols;
@@ -179,6 +184,7 @@ LaunchPlan plan_launch(const LaunchOptions& o, const std::string& self, unsigned
   else
     s << " on " << hosts.size() << " host(s)";
   if (per_rank > 0) s << ", " << per_rank << " tile(s) each";
+  if (!replicas.empty()) s << ", a whole copy of the net each (data parallel)";
   s << "\n";
   if (o.local == 0) {
     int rank = 0;

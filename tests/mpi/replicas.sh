@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Data parallel (--replicas): fashion-mnist.cfg (batch norm, a connected layer) with its 64-image batch
+# in 4 micro-batches on 1, 2 and 4 copies ends with byte-identical weights and momentum; so
+# does a run of 2 copies stopped after 3 steps and resumed on 4, and copies tiled 2x1 inside
+# each process on 1 and 2 copies. What cannot run is refused naming why, with a non-zero exit.
+# Usage: replicas.sh TILETRAIN_BINARY SOURCE_DIR
+set -eu
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+# --threads 1: some kernels sum over their threads (docs/status.md, known limits)
+args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --subdivisions 4 --threads 1 --log-every 3)
+fail() { echo "FAIL: $*"; exit 1; }
+"$bin" "${args[@]}" --replicas 1 --steps 6 --checkpoint "$tmp/one" --checkpoint-every 6 \
+  --save-weights "$tmp/one.weights" > "$tmp/one.log"
+for n in 2 4; do
+  "${mpi[@]}" -np $n "$bin" "${args[@]}" --replicas $n --steps 6 --checkpoint "$tmp/c$n" --checkpoint-every 6 \
+    --save-weights "$tmp/c$n.weights" > "$tmp/c$n.log"
+  cmp "$tmp/one.weights" "$tmp/c$n.weights" || fail "$n copies end with other weights than one"
+  cmp "$tmp/one/step-00000006/momentum" "$tmp/c$n/step-00000006/momentum" || fail "$n copies: momentum differs"
+done
+# The losses printed are the same too (summed in micro-batch order on the root).
+[ "$(grep '^step' "$tmp/one.log" | cut -d'(' -f1)" = "$(grep '^step' "$tmp/c4.log" | cut -d'(' -f1)" ] ||
+  { paste "$tmp/one.log" "$tmp/c4.log"; fail "the logged losses differ"; }
+# Stopped after 3 steps on 2 copies, resumed on 4.
+"${mpi[@]}" -np 2 "$bin" "${args[@]}" --replicas 2 --steps 3 --checkpoint "$tmp/r" --checkpoint-every 3 > "$tmp/r1.log"
+"${mpi[@]}" -np 4 "$bin" "${args[@]}" --replicas 4 --steps 6 --resume "$tmp/r" --checkpoint "$tmp/r" \
+  --checkpoint-every 3 --save-weights "$tmp/r.weights" > "$tmp/r2.log"
+grep -q "resumed at step 3" "$tmp/r2.log" || { cat "$tmp/r2.log"; fail "no resume line"; }
+cmp "$tmp/one.weights" "$tmp/r.weights" || fail "resumed on 4 copies, the weights differ"
+cmp "$tmp/one/step-00000006/momentum" "$tmp/r/step-00000006/momentum" || fail "resumed: momentum differs"
+# Each copy tiled 2x1 in its process: 1 and 2 copies agree.
+"$bin" "${args[@]}" --replicas 1 --grid 2x1 --steps 2 --save-weights "$tmp/t1.weights" > "$tmp/t1.log"
+"${mpi[@]}" -np 2 "$bin" "${args[@]}" --replicas 2 --grid 2x1 --steps 2 --save-weights "$tmp/t2.weights" > "$tmp/t2.log"
+cmp "$tmp/t1.weights" "$tmp/t2.weights" || fail "tiled copies: 1 and 2 differ"
+# Refusals: exit status 2 and the reason, on the root's stderr.
+refused() {  # refused NP EXPECTED ARGS...
+  local np=$1 want=$2
+  shift 2
+  if "${mpi[@]}" -np "$np" "$bin" "$@" > "$tmp/x.log" 2> "$tmp/x.err"; then fail "ran: $*"; fi
+  grep -qF -- "$want" "$tmp/x.err" || { cat "$tmp/x.err"; fail "no '$want' for: $*"; }
+}
+short=(train --cfg "$src/cfgs/fashion-mnist.cfg" --steps 1 --threads 1)
+refused 3 "--replicas 2 runs one whole copy of the net per process, but 3 process(es) were started" \
+  "${short[@]}" --replicas 2
+refused 4 "a batch of 64 in 2 micro-batch(es) leaves some copies without one" "${short[@]}" --subdivisions 2 --replicas 4
+refused 2 "with --replicas every process holds a whole copy" "${short[@]}" --subdivisions 2 --replicas 2 --low-memory
+refused 1 "--subdivisions 5: a batch of 64 does not split into that many micro-batches" "${short[@]}" --subdivisions 5
+echo PASS
