@@ -143,51 +143,62 @@ MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owne
   const int me = comm.rank();
   updated_ = {{displs_[size_t(me)], displs_[size_t(me)] + int64_t(counts_[size_t(me)])}};
   order_ = std::make_unique<TileOrder>(comm, owner_, *std::max_element(counts_.begin(), counts_.end()));
-  for (size_t k = 0; k < order_->local().size(); ++k) kept_.emplace_back(size_t(params));
-  captured_.assign(kept_.size(), false);
+  // The last micro-batch's gradient stays in the working one until the update.
+  for (size_t k = 1; k < order_->local().size(); ++k) kept_.emplace_back(size_t(params));
+  captured_ = 0;
 }
 
 void MicroBatchSync::capture(int m) {
   const auto& local = order_->local();
-  const size_t k = size_t(std::find(local.begin(), local.end(), m) - local.begin());
-  if (k == local.size()) fail("internal: micro-batch ", m, " is not this process's");
+  if (captured_ >= local.size() || local[captured_] != m)
+    fail("internal: micro-batch ", m, " captured out of this process's order");
   const std::vector<float*> tiles = tiled_.tile_grads();
   const int64_t E = tiled_.tile_grad_end();
-  float* to = kept_[k].data();
-  TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, to);
-  std::copy(grad_ + E, grad_ + n_, to + E);
-  std::fill(grad_, grad_ + n_, 0.f);
+  if (captured_ + 1 == local.size()) {  // the last: its tiles added up in place
+    TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, grad_);
+  } else {
+    float* to = kept_[captured_].data();
+    TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, to);
+    std::copy(grad_ + E, grad_ + n_, to + E);
+    std::fill(grad_, grad_ + n_, 0.f);
+  }
   tiled_.zero_tile_grads();
-  captured_[k] = true;
+  ++captured_;
+}
+
+std::vector<const float*> MicroBatchSync::captured() const {
+  std::vector<const float*> v;
+  for (size_t k = 0; k < captured_; ++k) v.push_back(k < kept_.size() ? kept_[k].data() : grad_);
+  return v;
 }
 
 void MicroBatchSync::local_sum(std::vector<float>& out) const {
   out.assign(size_t(n_), 0.f);
-  std::vector<const float*> src;
-  for (size_t k = 0; k < kept_.size(); ++k)
-    if (captured_[k]) src.push_back(kept_[k].data());
+  const std::vector<const float*> src = captured();
   if (!src.empty()) TileOrder::fold(src, n_, out.data());
 }
 
 void MicroBatchSync::reduce(float* grad) {
-  for (size_t k = 0; k < kept_.size(); ++k)
-    if (!captured_[k]) fail("internal: micro-batch ", order_->local()[k], " was not run before the update");
+  if (grad != grad_) fail("internal: the gradient moved during the step");
+  if (captured_ != order_->local().size())
+    fail("internal: micro-batch ", order_->local()[captured_], " was not run before the update");
   std::vector<float*> mine;
-  for (Buffer& b : kept_) mine.push_back(b.data());
+  for (const Buffer& b : kept_) mine.push_back(b.data());
+  mine.push_back(grad_);
   order_->reduce_scatter(mine, n_, counts_, displs_, grad);
 }
 
 void MicroBatchSync::zero(float* grad) {
   std::fill(grad, grad + n_, 0.f);
-  captured_.assign(kept_.size(), false);
+  captured_ = 0;
 }
 
 void MicroBatchSync::gather(float* v) {
   if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
 }
 
-// Weights, the working gradient and one gradient per micro-batch here whole, the momentum
-// only in the updated part; the sum's buffers.
+// Weights and the working gradient whole, one gradient per micro-batch here but the last,
+// the momentum only in the updated part; the sum's buffers.
 double MicroBatchSync::kept_floats() const {
   return double(n_) * double(2 + kept_.size()) + double(updated_[0].second - updated_[0].first) +
          double(order_->buffer_bytes()) / 4.;

@@ -67,9 +67,9 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
       plan_segment_memory(net_, plan, n_, 1, ctx_.config.block, opt_.low_memory, opt_.need_input_delta, local);
   const double mb = 1024. * 1024.;
   const double maps = double(mp.maps_bytes + mp.deltas_bytes) / mb;
-  // Data parallel: also one gradient per micro-batch this process runs (MicroBatchSync).
-  const int own_micro = opt_.replicas ? first_micro_batch(comm_.rank() + 1) - first_micro_batch(comm_.rank()) : 0;
-  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 3 + own_micro) / mb;
+  // Data parallel: also one gradient per micro-batch this process runs but the last (MicroBatchSync).
+  const int own_micro = opt_.replicas ? first_micro_batch(comm_.rank() + 1) - first_micro_batch(comm_.rank()) : 1;
+  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 2 + own_micro) / mb;
   double tail = 0, largest = 0;
   int largest_layer = 0;
   for (const LayerSpec& l : net_.layers) {
