@@ -49,7 +49,8 @@ TEST_F(Launch, HostsFileSlotsPlaceConsecutiveTilesOnEachHost) {
   EXPECT_NE(r.err.find("pi2: 1 process(es), tiles 4-5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("pi3: 1 process(es), tiles 6-7"), std::string::npos) << r.err;
   // --ranks-per-host overrides slots=; --binary names the path on the hosts
-  const Result two = run("launch --hosts hosts --ranks-per-host 2 --binary /opt/tt --dry-run -- verify --cfg c --grid 3x2");
+  const Result two =
+      run("launch --hosts hosts --ranks-per-host 2 --binary /opt/tt --dry-run -- verify --cfg c --grid 3x2");
   ASSERT_EQ(two.code, 0) << two.err;
   EXPECT_NE(two.out.find(" -np 6 --host pi1:2,pi2:2,pi3:2 "), std::string::npos) << two.out;
   EXPECT_NE(two.out.find(" /opt/tt verify "), std::string::npos) << two.out;

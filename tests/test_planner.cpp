@@ -731,6 +731,97 @@ TEST(PlannerHeterogeneous, WeightedSplitAndItsSearch) {
 // The printed command runs the candidate where the cluster is: edge.sh for an emulated one
 // (hosts devK), mpirun with the hosts for real machines, plain mpirun on one host; and it
 // repeats the options that change what is trained.
+// Data parallel: every copy runs its micro-batches as one process alone on its device,
+// then the micro-batches' gradients are summed (an all-to-all of every micro-batch's parts)
+// and the weights all-gathered; what each copy keeps is what the trainer counts.
+TEST(PlannerCostModel, DataParallelCopiesRunTheirMicroBatchesThenSum) {
+  NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96, 4);
+  net.subdivisions = 4;
+  NetSpec one = net;
+  one.subdivisions = 1;
+  one.batch = 1;
+  const int cut = resolve_cut(net, -1);
+  const ClusterModel cm =
+      resolve_cluster(synthetic_spec(net, 4, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
+  double n = 0;
+  for (const LayerSpec& l : net.layers) n += double(l.param_count());
+  const double rate = 100e6 / 8, in_bytes = 4. * net.input().size();
+  const Prediction alone = predict(one, part(1, 1, "all", cut), cm);
+  Partition dp = part(1, 1, "all", cut);
+  for (int P : {2, 4}) {
+    dp.replicas = P;
+    const Prediction pr = predict(net, dp, cm);
+    ASSERT_EQ(pr.ranks.size(), size_t(P));
+    const int K = 4 / P;
+    EXPECT_NEAR(pr.fwd_s, K * alone.fwd_s, 1e-12) << P;
+    EXPECT_NEAR(pr.bwd_s, K * alone.bwd_s, 1e-12) << P;
+    // The root hands out the others' micro-batches over its link, then each copy computes.
+    const double handed = (P - 1) * K * in_bytes / rate;
+    const double computed = handed + K * (alone.step_s - alone.update_s);
+    // Sum: each rank's link carries (P-1)/P of K micro-batches' gradients each way; the
+    // weights' all-gather (P-1)/P of them.
+    const double sum = double(P - 1) / P * 4 * n * (K + 1) / rate;
+    EXPECT_GT(pr.weights_s, sum) << P;
+    EXPECT_LT(pr.weights_s, 1.05 * sum + 0.01) << P;
+    EXPECT_GT(pr.step_s, computed + sum) << P;
+    EXPECT_LT(pr.step_s, computed + 1.05 * sum + 0.02) << P;
+    EXPECT_GT(pr.ranks[size_t(P - 1)].io_s, handed) << P;
+  }
+  // What a copy keeps, against the trainer's count: one copy on one process with 4
+  // micro-batches keeps the weights, the working gradient, 3 more and the momentum.
+  const DnnlContext ctx;
+  DeviceModel m = synthetic_model(net);
+  m.channel_block = ctx.config.block;
+  m.weight_copies_mb = 0;
+  const ClusterModel here = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
+  dp.replicas = 1;
+  const Prediction pr = predict(net, dp, here);
+  Params params(net);
+  init_params(params, net, 1);
+  TrainOptions topt;
+  topt.groups = "all";
+  topt.replicas = 1;
+  LocalComm local;
+  Trainer tr(net, params, topt, local);
+  EXPECT_NEAR(pr.ranks[0].filters_mb, tr.memory().kept_mb, 1e-9);
+  EXPECT_NEAR(tr.memory().kept_mb, 6. * params.size() * 4 / 1048576.0, 1e-9);
+  // More copies than devices or than micro-batches: refused.
+  dp.replicas = 5;
+  EXPECT_THROW(predict(net, dp, cm), Error);
+  net.subdivisions = 2;
+  dp.replicas = 4;
+  EXPECT_THROW(predict(net, dp, cm), Error);
+}
+
+// With micro-batches to share, the search weighs whole copies on 2, 3 and 4 devices against
+// the tilings, as predicted, and says how to run them; without, it has none.
+TEST(PlannerOptimizer, DataParallelCopiesAreCandidates) {
+  NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96, 8);
+  net.subdivisions = 4;
+  const ClusterModel cm = synthetic_cluster(net, 4, 100000);
+  SearchOptions o;
+  o.top = 1 << 20;  // every candidate
+  const SearchResult r = optimize(net, cm, o);
+  ASSERT_FALSE(r.best.empty());
+  std::vector<int> copies;
+  for (const Candidate& c : r.best) {
+    EXPECT_LE(r.best[0].pred.step_s, c.pred.step_s);
+    if (c.part.replicas == 0) continue;
+    copies.push_back(c.part.replicas);
+    EXPECT_EQ(c.pred.step_s, predict(net, c.part, cm).step_s) << c.part.str();
+    EXPECT_NE(c.part.str().find("data parallel over " + std::to_string(c.part.replicas) + " copies"),
+              std::string::npos);
+    RunContext ctx{" --batch 8 --subdivisions 4", {"a", "b", "c", "d"}};
+    const std::string cmd = command_line("w.cfg", c, ctx);
+    EXPECT_EQ(cmd.rfind("mpirun -np " + std::to_string(c.part.replicas) + " --host a:1,", 0), 0u) << cmd;
+    EXPECT_NE(cmd.find(" --replicas " + std::to_string(c.part.replicas)), std::string::npos) << cmd;
+  }
+  std::sort(copies.begin(), copies.end());
+  EXPECT_EQ(copies, (std::vector<int>{2, 3, 4}));
+  net.subdivisions = 1;  // nothing to share
+  for (const Candidate& c : optimize(net, cm, o).best) EXPECT_EQ(c.part.replicas, 0) << c.part.str();
+}
+
 TEST(PlannerOptimizer, CommandLinesFitTheCluster) {
   Candidate c;
   c.part.rows = 2;

@@ -394,10 +394,11 @@ int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
       verify_training(net, train_options(o), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
   double verdict = 0;
   if (comm.rank() == kRoot) {
-    std::printf("verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d in %d micro-batch(es), %d step(s), bn %s%s%s\n",
-                net.path.c_str(), o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch,
-                net.subdivisions, steps, o.bn.c_str(), o.low_memory ? ", low memory" : "",
-                o.replicas ? (", " + std::to_string(o.replicas) + " data-parallel copies").c_str() : "");
+    std::printf(
+        "verify %s: grid %s, groups %s, cut %d, size %dx%d, batch %d in %d micro-batch(es), %d step(s), bn %s%s%s\n",
+        net.path.c_str(), o.grid.c_str(), o.groups.c_str(), r.cut, net.height, net.width, net.batch, net.subdivisions,
+        steps, o.bn.c_str(), o.low_memory ? ", low memory" : "",
+        o.replicas ? (", " + std::to_string(o.replicas) + " data-parallel copies").c_str() : "");
     std::printf(
         "  largest difference per kind of tensor over its scale (gradients and tensors after a step: over the\n"
         "  larger of ||untiled|| and the bound shown; every step starts both runs from the same weights and\n"

@@ -18,7 +18,7 @@ namespace tt {
 struct RunOptions {
   std::string cfg;
   int threads = 1;
-  int batch = 0;  // 0: the cfg's
+  int batch = 0;         // 0: the cfg's
   int subdivisions = 0;  // 0: the cfg's (1 with --batch)
   std::string grid = "1x1";
   std::string groups = "none";

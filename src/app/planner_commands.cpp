@@ -439,12 +439,14 @@ Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec
   p.group_starts = parse_groups(o.groups, 0, p.cut);
   p.tiles_per_rank = o.tiles_per_rank;
   p.low_memory = o.low_memory;
+  p.replicas = o.replicas;
   if (!o.row_weights.empty()) p.split.rows = parse_weights(o.row_weights, p.rows, "--row-weights");
   if (!o.col_weights.empty()) p.split.cols = parse_weights(o.col_weights, p.cols, "--col-weights");
   p.features = parse_backward_features(o.backward_features);
   p.overlap = parse_overlap(o.overlap);
   const int D = int(cm.spec.devices.size());
   p.ranks_per_device = po.ranks_per_device > 0 ? po.ranks_per_device : (p.ranks() + D - 1) / D;
+  if (p.replicas > 0) p.tiles_per_rank = p.rows * p.cols;  // each copy's tiles in its process
   return p;
 }
 
@@ -484,6 +486,7 @@ int cmd_optimize(const RunOptions& o, const PlanOptions& po) {
   const int D = int(cm.spec.devices.size());
   RunContext ctx;  // what the printed commands must repeat besides the partition
   if (o.batch > 0) ctx.run_args += " --batch " + std::to_string(o.batch);
+  if (o.subdivisions > 0) ctx.run_args += " --subdivisions " + std::to_string(o.subdivisions);
   if (!o.size.empty()) ctx.run_args += " --size " + o.size;
   if (o.bn != "sync") ctx.run_args += " --bn " + o.bn;
   if (o.seed != 1) ctx.run_args += " --seed " + std::to_string(o.seed);

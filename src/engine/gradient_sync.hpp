@@ -124,8 +124,8 @@ class MicroBatchSync final : public GradientSync {
   std::vector<int> counts_, displs_;
   std::vector<Range> updated_;
   std::unique_ptr<TileOrder> order_;
-  std::vector<Buffer> kept_;  // per micro-batch of this process (order_->local()) but the last
-  size_t captured_ = 0;       // micro-batches of this process captured since the update
+  std::vector<Buffer> kept_;                   // per micro-batch of this process (order_->local()) but the last
+  size_t captured_ = 0;                        // micro-batches of this process captured since the update
   std::vector<const float*> captured() const;  // their gradients, in order
 };
 

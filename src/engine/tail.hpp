@@ -30,10 +30,10 @@ struct TailOptions {
   int batch = 1;  // samples per micro-batch
   int in_cb = 1;  // layout of the map at the cut
   BnMode bn = BnMode::Sync;
-  uint64_t seed = 1;  // dropout masks
-  Trace* trace = nullptr;  // bench --trace: each layer's forward and backward (null: none)
+  uint64_t seed = 1;                              // dropout masks
+  Trace* trace = nullptr;                         // bench --trace: each layer's forward and backward (null: none)
   std::vector<GradScale>* grad_scales = nullptr;  // verify: see SegmentOptions (and Op::add_grad_scales)
-  RunningStatsLog* stats_log = nullptr;            // data parallel: see SegmentOptions
+  RunningStatsLog* stats_log = nullptr;           // data parallel: see SegmentOptions
 };
 
 class Tail {
@@ -77,12 +77,12 @@ class Tail {
   TailOptions opt_;
   LocalComm comm_;
   std::vector<std::unique_ptr<Run>> runs_;
-  std::vector<int> run_of_;                            // per layer from the cut: its run, or -1
+  std::vector<int> run_of_;                              // per layer from the cut: its run, or -1
   std::vector<std::unique_ptr<Op>> ops_;                 // per layer from the cut, null inside runs
   std::vector<std::vector<float>> out_, delta_, saved_;  // per slot
   std::vector<float> scratch_;                           // ops' scratch, a run's input delta before it is added
-  SegmentTimes times;                                  // of the layers outside runs
-  std::vector<LayerTimes> layer_times;                 // per layer from the cut, outside runs
+  SegmentTimes times;                                    // of the layers outside runs
+  std::vector<LayerTimes> layer_times;                   // per layer from the cut, outside runs
 };
 
 }  // namespace tt

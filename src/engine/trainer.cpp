@@ -110,11 +110,13 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
            net.path, ") to at least ", opt.replicas,
            ", dividing the batch, or split the net into tiles with --grid instead");
     if (opt.low_memory)
-      fail("--low-memory shards one copy's weights over its processes; with --replicas every process holds a "
-           "whole copy: use one of them");
+      fail(
+          "--low-memory shards one copy's weights over its processes; with --replicas every process holds a "
+          "whole copy: use one of them");
     if (opt.overlap == Overlap::On)
-      fail("--overlap on sends a tiled run's gradients during backward; with --replicas they are summed after "
-           "the batch's micro-batches (use --overlap auto or off)");
+      fail(
+          "--overlap on sends a tiled run's gradients during backward; with --replicas they are summed after "
+          "the batch's micro-batches (use --overlap auto or off)");
   }
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
@@ -475,8 +477,14 @@ void pack(const DetectorLoss& d, double* v) {
   std::copy(x, x + kDetectorLossValues, v);
 }
 DetectorLoss unpack(const double* v) {
-  return DetectorLoss{.cost = v[0], .coord = v[1], .obj = v[2], .noobj = v[3], .cls = v[4], .iou = v[5],
-                      .recall = v[6], .count = int(v[7])};
+  return DetectorLoss{.cost = v[0],
+                      .coord = v[1],
+                      .obj = v[2],
+                      .noobj = v[3],
+                      .cls = v[4],
+                      .iou = v[5],
+                      .recall = v[6],
+                      .count = int(v[7])};
 }
 }  // namespace
 

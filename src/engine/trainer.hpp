@@ -170,8 +170,9 @@ class Trainer {
   std::unique_ptr<GradientSync> sync_;      // how the batch's gradients become the update
   MicroBatchSync* micro_sync_ = nullptr;    // sync_, data parallel
   RunningStatsLog stats_log_;               // data parallel: this batch's micro-batches' statistics
-  std::vector<float> replica_in_, replica_truth_, replica_out_;  // data parallel: this process's micro-batches; the root's copy of an output
-  DetectorLoss replica_detector_loss_;      // data parallel, root: every copy's, summed in process order
+  std::vector<float> replica_in_, replica_truth_,
+      replica_out_;                     // data parallel: this process's micro-batches; the root's copy of an output
+  DetectorLoss replica_detector_loss_;  // data parallel, root: every copy's, summed in process order
   std::unique_ptr<Segment> tiled_;
   std::unique_ptr<Tail> tail_;  // root only
   Buffer cut_map_, cut_delta_;  // whole map at the cut and its delta (root only)

@@ -36,9 +36,15 @@ void keep_worst(VerifyReport& r, int kind, double d, int layer) {
 }  // namespace
 
 const char* VerifyReport::name(int kind) {
-  static const char* names[kKinds] = {"outputs",        "input deltas",         "weight gradients",
-                                      "bias gradients", "bn scale gradients",   "weights after a step",
-                                      "biases after a step", "bn scales after a step", "bn running statistics"};
+  static const char* names[kKinds] = {"outputs",
+                                      "input deltas",
+                                      "weight gradients",
+                                      "bias gradients",
+                                      "bn scale gradients",
+                                      "weights after a step",
+                                      "biases after a step",
+                                      "bn scales after a step",
+                                      "bn running statistics"};
   return names[kind];
 }
 
@@ -118,7 +124,8 @@ VerifyReport verify_training(const NetSpec& net, const TrainOptions& opt, Comm& 
   for (const auto& l : net.layers) {
     if (!l.has_params()) continue;
     const ParamSlice& s = p_ref.slices[size_t(l.index)];
-    tensors.push_back({l.index, VerifyReport::kWeightGradients, VerifyReport::kWeights, s.weights, s.n_weights, net.decay});
+    tensors.push_back(
+        {l.index, VerifyReport::kWeightGradients, VerifyReport::kWeights, s.weights, s.n_weights, net.decay});
     tensors.push_back({l.index, VerifyReport::kBiasGradients, VerifyReport::kBiases, s.biases, s.n_out, 0.f});
     if (s.scales >= 0)
       tensors.push_back({l.index, VerifyReport::kScaleGradients, VerifyReport::kScales, s.scales, s.n_out, 0.f});

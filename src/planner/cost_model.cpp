@@ -594,6 +594,7 @@ struct Replay {
 }  // namespace
 
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm) {
+  if (p.replicas > 0) return predict_replicas(net, p, cm);
   Replay r(net, p, cm);
   return r.finish();
 }

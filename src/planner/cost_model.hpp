@@ -47,6 +47,8 @@ struct Prediction {
 
 // Throws when the partition does not fit the net or the cluster (too few devices).
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm);
+// The same for a data-parallel partition (replicas_cost.cpp); predict() hands those to it.
+Prediction predict_replicas(const NetSpec& net, const Partition& p, const ClusterModel& cm);
 
 nlohmann::json prediction_to_json(const Prediction& p);
 

@@ -108,7 +108,7 @@ bool same(const Partition& a, const Partition& b) {
   return a.rows == b.rows && a.cols == b.cols && a.group_starts == b.group_starts && a.cut == b.cut &&
          a.tiles_per_rank == b.tiles_per_rank && a.ranks_per_device == b.ranks_per_device &&
          a.low_memory == b.low_memory && a.split.rows == b.split.rows && a.split.cols == b.split.cols &&
-         a.features == b.features;
+         a.features == b.features && a.replicas == b.replicas;
 }
 
 }  // namespace
@@ -237,6 +237,18 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
           }
         }
       }
+  // Data parallel: a whole copy on each of 2, 3, ... devices, as far as the batch's
+  // micro-batches go round (a copy runs whole micro-batches: --subdivisions).
+  for (int P = 2; P <= std::min(D, net.subdivisions); ++P) {
+    ++res.configs;
+    consider(Partition{.rows = 1,
+                       .cols = 1,
+                       .group_starts = parse_groups("all", 0, default_cut),
+                       .cut = default_cut,
+                       .tiles_per_rank = 1,
+                       .ranks_per_device = 1,
+                       .replicas = P});
+  }
   // Stage 2: the grouping search on the most promising configurations.
   std::sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.best < b.best; });
   int searched = 0;

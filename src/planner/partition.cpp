@@ -21,13 +21,15 @@ std::string Partition::str() const {
          std::to_string(ranks_per_device) + " rank(s)/device" + (low_memory ? ", low memory" : "") +
          (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags()) +
          (features == BackwardFeatures::Exchange ? ", backward features exchanged" : "") +
-         (overlap != Overlap::Auto ? std::string(", overlap ") + overlap_name(overlap) : "");
+         (overlap != Overlap::Auto ? std::string(", overlap ") + overlap_name(overlap) : "") +
+         (replicas > 0 ? ", data parallel over " + std::to_string(replicas) + " copies" : "");
 }
 
 std::string Partition::flags() const {
   return std::string(low_memory ? " --low-memory" : "") + split_flags() +
          (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "") +
-         (overlap != Overlap::Auto ? std::string(" --overlap ") + overlap_name(overlap) : "");
+         (overlap != Overlap::Auto ? std::string(" --overlap ") + overlap_name(overlap) : "") +
+         (replicas > 0 ? " --replicas " + std::to_string(replicas) : "");
 }
 
 std::string Partition::split_flags() const {

@@ -20,7 +20,10 @@ struct Partition {
   TileSplit split;  // uneven rows / columns (empty: even)
   BackwardFeatures features = BackwardFeatures::Recompute;
   Overlap overlap = Overlap::Auto;  // as the engine does it (trainer.hpp): across devices
-  int ranks() const { return rows * cols / tiles_per_rank; }
+  // Data parallel (trainer.hpp, TrainOptions::replicas): this many whole copies, one process
+  // each, the grid tiling each copy inside its process; 0: the processes share the tiles.
+  int replicas = 0;
+  int ranks() const { return replicas > 0 ? replicas : rows * cols / tiles_per_rank; }
   std::string groups_str() const;   // "none", or "0,4,8"
   std::string str() const;          // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
   std::string split_flags() const;  // " --row-weights 1,1 --col-weights 2,1", or empty
