@@ -132,8 +132,12 @@ double TileOrderSync::kept_floats() const {
   return kept;
 }
 
-MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad)
-    : comm_(comm), tiled_(tiled), owner_(std::move(owner)), n_(params), grad_(grad) {
+MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad,
+                               bool overlap)
+    : comm_(comm), tiled_(tiled), owner_(std::move(owner)), n_(params), grad_(grad), overlap_(overlap && comm.size() > 1) {
+  if (overlap_ && tiled.tile_grads().size() > 1)
+    fail("--overlap on sends each layer's gradients while backward runs; a copy tiled into several tiles adds "
+         "them up after backward: use --overlap off or one tile per copy");
   const int P = comm.size();
   if (params / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
   for (int r = 0; r < P; ++r) {
@@ -142,7 +146,9 @@ MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owne
   }
   const int me = comm.rank();
   updated_ = {{displs_[size_t(me)], displs_[size_t(me)] + int64_t(counts_[size_t(me)])}};
-  order_ = std::make_unique<TileOrder>(comm, owner_, *std::max_element(counts_.begin(), counts_.end()));
+  // Buckets: the other micro-batches' values of this process's part arrive whole, not in chunks.
+  order_ = std::make_unique<TileOrder>(comm, owner_, overlap_ ? 0 : *std::max_element(counts_.begin(), counts_.end()));
+  if (overlap_) order_->enable_pieces(params, counts_, displs_);
   // The last micro-batch's gradient stays in the working one until the update.
   for (size_t k = 1; k < order_->local().size(); ++k) kept_.emplace_back(size_t(params));
   captured_ = 0;
@@ -178,14 +184,48 @@ void MicroBatchSync::local_sum(std::vector<float>& out) const {
   if (!src.empty()) TileOrder::fold(src, n_, out.data());
 }
 
+std::vector<float*> MicroBatchSync::mine() const {
+  std::vector<float*> v;
+  for (const Buffer& b : kept_) v.push_back(b.data());
+  v.push_back(grad_);
+  return v;
+}
+
+// Reports come during the last micro-batch here (the earlier ones are final), each layer's
+// range once backward is done with it, from the end of the parameters down.
+void MicroBatchSync::ready(int64_t begin, int64_t end) {
+  if (!overlap_) return;
+  if (!posting_) {
+    order_->begin_pieces(mine(), grad_);
+    posting_ = true;
+    lo_ = bucket_end_ = n_;
+  }
+  if (begin >= end) return;
+  if (!in_order_ || end != lo_) {
+    in_order_ = false;
+    return;
+  }
+  lo_ = begin;
+  if (bucket_end_ - lo_ < kBucketFloats) return;
+  order_->post_piece(lo_, bucket_end_);
+  bucket_end_ = lo_;
+}
+
+bool MicroBatchSync::link_free() { return posting_ && order_->release(kBucketFloats); }
+
 void MicroBatchSync::reduce(float* grad) {
   if (grad != grad_) fail("internal: the gradient moved during the step");
   if (captured_ != order_->local().size())
     fail("internal: micro-batch ", order_->local()[captured_], " was not run before the update");
-  std::vector<float*> mine;
-  for (const Buffer& b : kept_) mine.push_back(b.data());
-  mine.push_back(grad_);
-  order_->reduce_scatter(mine, n_, counts_, displs_, grad);
+  if (overlap_ && !posting_) ready(0, 0);  // nothing was reported: all of it now, still as pieces
+  if (posting_) {
+    if (bucket_end_ > 0) order_->post_piece(0, bucket_end_);  // what was not posted yet
+    order_->end_pieces();
+    posting_ = false;
+    in_order_ = true;
+    return;
+  }
+  order_->reduce_scatter(mine(), n_, counts_, displs_, grad);
 }
 
 void MicroBatchSync::zero(float* grad) {

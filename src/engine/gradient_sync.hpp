@@ -102,7 +102,13 @@ class MicroBatchSync final : public GradientSync {
  public:
   // owner[m]: the process that runs micro-batch m; `tiled`: this process's copy of the tiled
   // part, whose tiles' gradients capture() adds up (in tile order) with the rest of `grad`.
-  MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad);
+  // overlap: during each process's last micro-batch, every layer's gradients leave in
+  // buckets as soon as backward has made them final (one tile per copy only: several
+  // are added up after backward).
+  MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad, bool overlap);
+  bool overlaps() const override { return overlap_; }
+  void ready(int64_t begin, int64_t end) override;
+  bool link_free() override;
   // After micro-batch m's backward here: its gradient (the tiles' and the tail's) moves to its
   // own buffer and the working gradient is zeroed for the next one.
   void capture(int m);
@@ -127,6 +133,11 @@ class MicroBatchSync final : public GradientSync {
   std::vector<Buffer> kept_;                   // per micro-batch of this process (order_->local()) but the last
   size_t captured_ = 0;                        // micro-batches of this process captured since the update
   std::vector<const float*> captured() const;  // their gradients, in order
+  std::vector<float*> mine() const;            // every micro-batch's gradient here, in order
+  // Overlap: [lo_, n_) has been reported ready, [lo_, bucket_end_) not posted yet; a report
+  // out of order leaves the rest to reduce().
+  bool overlap_ = false, posting_ = false, in_order_ = true;
+  int64_t lo_ = 0, bucket_end_ = 0;
 };
 
 class ShardedSync final : public GradientSync {

@@ -113,10 +113,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       fail(
           "--low-memory shards one copy's weights over its processes; with --replicas every process holds a "
           "whole copy: use one of them");
-    if (opt.overlap == Overlap::On)
-      fail(
-          "--overlap on sends a tiled run's gradients during backward; with --replicas they are summed after "
-          "the batch's micro-batches (use --overlap auto or off)");
   }
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
@@ -163,7 +159,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     std::vector<int> owner(size_t(net.subdivisions));
     for (int r = 0; r < comm.size(); ++r)
       for (int m = first_micro_batch(r); m < first_micro_batch(r + 1); ++m) owner[size_t(m)] = r;
-    auto sync = std::make_unique<MicroBatchSync>(comm, *tiled_, std::move(owner), params.size(), grad_.data());
+    auto sync = std::make_unique<MicroBatchSync>(comm, *tiled_, std::move(owner), params.size(), grad_.data(),
+                                                 opt.overlap == Overlap::On);
     micro_sync_ = sync.get();
     sync_ = std::move(sync);
     const int own = first_micro_batch(comm.rank() + 1) - first_micro_batch(comm.rank());
@@ -344,7 +341,8 @@ double Trainer::loss_and_backward(const float* truth) {
   TensorView din{first_ > 0 ? prefix_delta_.data() : input_delta_.data(), n_, in.c, 1, full_box(in.h, in.w)};
   // Gradient buckets, in the batch's last micro-batch: each layer's gradients may leave as
   // soon as they are final.
-  const bool buckets = sync_->overlaps() && micro_ + 1 == net_.subdivisions;
+  const int last = opt_.replicas ? first_micro_batch(comm_.rank() + 1) : net_.subdivisions;
+  const bool buckets = sync_->overlaps() && micro_ + 1 == last;
   const int64_t tail_begin = tiled_->tile_grad_end(), n = int64_t(grad_.size());
   tiled_->grad_ready = nullptr;
   if (buckets)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Data parallel (--replicas): fashion-mnist.cfg (batch norm, a connected layer) with its 64-image batch
 # in 4 micro-batches on 1, 2 and 4 copies ends with byte-identical weights and momentum; so
-# does a run of 2 copies stopped after 3 steps and resumed on 4, and copies tiled 2x1 inside
-# each process on 1 and 2 copies. What cannot run is refused naming why, with a non-zero exit.
+# do 4 copies sending their gradients during backward (--overlap on), a run of 2 copies
+# stopped after 3 steps and resumed on 4, and copies tiled 2x1 inside each process on 1 and 2. What cannot run is refused naming why, with a non-zero exit.
 # Usage: replicas.sh TILETRAIN_BINARY SOURCE_DIR
 set -eu
 bin=$1
@@ -22,6 +22,9 @@ for n in 2 4; do
   cmp "$tmp/one.weights" "$tmp/c$n.weights" || fail "$n copies end with other weights than one"
   cmp "$tmp/one/step-00000006/momentum" "$tmp/c$n/step-00000006/momentum" || fail "$n copies: momentum differs"
 done
+# Gradients sent in buckets while the last micro-batch's backward runs: the same bits.
+"${mpi[@]}" -np 4 "$bin" "${args[@]}" --replicas 4 --overlap on --steps 6 --save-weights "$tmp/ov.weights" > "$tmp/ov.log"
+cmp "$tmp/one.weights" "$tmp/ov.weights" || fail "4 copies with --overlap on end with other weights"
 # The losses printed are the same too (summed in micro-batch order on the root).
 [ "$(grep '^step' "$tmp/one.log" | cut -d'(' -f1)" = "$(grep '^step' "$tmp/c4.log" | cut -d'(' -f1)" ] ||
   { paste "$tmp/one.log" "$tmp/c4.log"; fail "the logged losses differ"; }
@@ -48,5 +51,7 @@ refused 3 "--replicas 2 runs one whole copy of the net per process, but 3 proces
   "${short[@]}" --replicas 2
 refused 4 "a batch of 64 in 2 micro-batch(es) leaves some copies without one" "${short[@]}" --subdivisions 2 --replicas 4
 refused 2 "with --replicas every process holds a whole copy" "${short[@]}" --subdivisions 2 --replicas 2 --low-memory
+refused 2 "a copy tiled into several tiles adds them up after backward" "${short[@]}" --subdivisions 2 --replicas 2 \
+  --grid 2x1 --overlap on
 refused 1 "--subdivisions 5: a batch of 64 does not split into that many micro-batches" "${short[@]}" --subdivisions 5
 echo PASS
