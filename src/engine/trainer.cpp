@@ -178,6 +178,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     tiled_->link_free = [this] {
       const double t0 = now_s();
       if (sync_->link_free()) trace_.end("gradient bucket", "weights", Lane::Comm, t0);
+      // Data parallel: the segment runs on this process's comm alone, whose progress is not
+      // the buckets' (Open MPI moves a message only inside its calls).
+      if (opt_.replicas) comm_.progress();
     };
   if (!tile_root()) return;  // the rest of the net lives on the root process
   tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
