@@ -134,10 +134,16 @@ double TileOrderSync::kept_floats() const {
 
 MicroBatchSync::MicroBatchSync(Comm& comm, Segment& tiled, std::vector<int> owner, int64_t params, float* grad,
                                bool overlap)
-    : comm_(comm), tiled_(tiled), owner_(std::move(owner)), n_(params), grad_(grad), overlap_(overlap && comm.size() > 1) {
+    : comm_(comm),
+      tiled_(tiled),
+      owner_(std::move(owner)),
+      n_(params),
+      grad_(grad),
+      overlap_(overlap && comm.size() > 1) {
   if (overlap_ && tiled.tile_grads().size() > 1)
-    fail("--overlap on sends each layer's gradients while backward runs; a copy tiled into several tiles adds "
-         "them up after backward: use --overlap off or one tile per copy");
+    fail(
+        "--overlap on sends each layer's gradients while backward runs; a copy tiled into several tiles adds "
+        "them up after backward: use --overlap off or one tile per copy");
   const int P = comm.size();
   if (params / P >= INT_MAX) fail("the net has too many parameters for one MPI message per process");
   for (int r = 0; r < P; ++r) {

@@ -570,23 +570,9 @@ struct Replay {
     memory();
     const double end = *std::max_element(clock.begin(), clock.end());
     out.step_s = end;
-    for (int r = 0; r < P; ++r) {
-      RankPrediction& a = acc[size_t(r)];
-      a.step_s = clock[size_t(r)];
-      out.fwd_s = std::max(out.fwd_s, a.fwd_s);
-      out.bwd_s = std::max(out.bwd_s, a.bwd_s);
-      out.halo_s = std::max(out.halo_s, a.halo_s);
-      out.weights_s = std::max(out.weights_s, a.weights_s);
-      out.io_s = std::max(out.io_s, a.io_s);
-      out.update_s = std::max(out.update_s, a.update_s);
-      out.peak_rss_mb_max = std::max(out.peak_rss_mb_max, a.peak_rss_mb);
-    }
+    for (int r = 0; r < P; ++r) acc[size_t(r)].step_s = clock[size_t(r)];
     out.ranks = acc;
-    out.memory_short_mb.assign(cm.spec.devices.size(), -1e300);
-    std::vector<double> used(cm.spec.devices.size(), 0);
-    for (int r = 0; r < P; ++r) used[size_t(rank_dev[size_t(r)])] += acc[size_t(r)].peak_rss_mb;
-    for (size_t d = 0; d < used.size(); ++d)
-      if (used[d] > 0) out.memory_short_mb[d] = used[d] - cm.spec.devices[d].memory_mb;
+    out.summarize(cm.spec);
     return out;
   }
 };

@@ -34,6 +34,9 @@ struct Prediction {
   std::vector<RankPrediction> ranks;
   std::vector<double> memory_short_mb;  // per device: how much its ranks exceed its memory (<= 0: fits)
   bool fits() const;
+  // From `ranks`: the parts as the largest over them, and each device's shortfall (its
+  // ranks' peak memory over the device's memory; devices without ranks: -inf).
+  void summarize(const ClusterSpec& spec);
   // Counts behind the prediction (tested against brute force): per sample and step.
   double cells_computed = 0;  // forward cells of every tile and layer (redundant included)
   double halo_bytes = 0;      // forward and backward halo bytes between different ranks (and backward features)

@@ -1,4 +1,5 @@
 // What a Prediction says about itself: whether it fits, and its JSON for plan --json.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "planner/cost_model.hpp"
@@ -9,6 +10,24 @@ bool Prediction::fits() const {
   for (double s : memory_short_mb)
     if (s > 0) return false;
   return true;
+}
+
+void Prediction::summarize(const ClusterSpec& spec) {
+  fwd_s = bwd_s = halo_s = weights_s = io_s = update_s = peak_rss_mb_max = 0;
+  std::vector<double> used(spec.devices.size(), 0);
+  for (const RankPrediction& a : ranks) {
+    fwd_s = std::max(fwd_s, a.fwd_s);
+    bwd_s = std::max(bwd_s, a.bwd_s);
+    halo_s = std::max(halo_s, a.halo_s);
+    weights_s = std::max(weights_s, a.weights_s);
+    io_s = std::max(io_s, a.io_s);
+    update_s = std::max(update_s, a.update_s);
+    peak_rss_mb_max = std::max(peak_rss_mb_max, a.peak_rss_mb);
+    used[size_t(a.device)] += a.peak_rss_mb;
+  }
+  memory_short_mb.assign(spec.devices.size(), -1e300);
+  for (size_t d = 0; d < used.size(); ++d)
+    if (used[d] > 0) memory_short_mb[d] = used[d] - spec.devices[d].memory_mb;
 }
 
 nlohmann::json prediction_to_json(const Prediction& p) {

@@ -104,18 +104,8 @@ Prediction predict_replicas(const NetSpec& net, const Partition& p, const Cluste
     a.weights_s = end - a.step_s + sum + share;  // bench times the wait for the slowest with the sum
     a.update_s = sgd + reload;
     a.step_s = out.step_s;
-    out.fwd_s = std::max(out.fwd_s, a.fwd_s);
-    out.bwd_s = std::max(out.bwd_s, a.bwd_s);
-    out.halo_s = std::max(out.halo_s, a.halo_s);
-    out.weights_s = std::max(out.weights_s, a.weights_s);
-    out.io_s = std::max(out.io_s, a.io_s);
-    out.update_s = std::max(out.update_s, a.update_s);
-    out.peak_rss_mb_max = std::max(out.peak_rss_mb_max, a.peak_rss_mb);
   }
-  out.memory_short_mb.assign(cm.spec.devices.size(), -1e300);
-  for (int r = 0; r < P; ++r)
-    out.memory_short_mb[size_t(rank_dev[size_t(r)])] =
-        out.ranks[size_t(r)].peak_rss_mb - cm.spec.devices[size_t(rank_dev[size_t(r)])].memory_mb;
+  out.summarize(cm.spec);
   return out;
 }
 
