@@ -140,7 +140,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
   std::vector<bool> far;
   if (opt.overlap != Overlap::Off)
-    for (int r : ranks) far.push_back(opt.overlap == Overlap::On || device[size_t(r)] != device[size_t(comm.rank())]);
+    for (int r : ranks)
+      far.push_back(opt.overlap == Overlap::On || device[size_t(r)] != device[size_t(tiles_comm_.rank())]);
   RunningStatsLog* log = opt.replicas ? &stats_log_ : nullptr;
   tiled_ = std::make_unique<Segment>(ctx_, net, params, grad_.data(), std::move(plan), tiles_comm_,
                                      SegmentOptions{.batch = n_,
