@@ -217,7 +217,8 @@ void MicroBatchSync::ready(int64_t begin, int64_t end) {
   bucket_end_ = lo_;
 }
 
-bool MicroBatchSync::link_free() { return posting_ && order_->release(kBucketFloats); }
+// No halos share the link with copies' buckets: every bucket queued goes at once.
+bool MicroBatchSync::link_free() { return posting_ && order_->release(INT64_MAX); }
 
 void MicroBatchSync::reduce(float* grad) {
   if (grad != grad_) fail("internal: the gradient moved during the step");
