@@ -1,7 +1,9 @@
 // A whole training step: the tiled segment (layers before the cut, R x C tiles), then the
 // tail (every layer after the cut, on the root process, see tail.hpp) on the gathered map;
 // loss; backward the same way in reverse; gradient reduction once per batch; Darknet's SGD
-// update.
+// update. Data parallel (TrainOptions::replicas), each process runs all of that as a whole
+// copy of its own on its share of the batch's micro-batches, and only the gradient sum,
+// the running statistics and the update cross processes.
 #pragma once
 #include <functional>
 #include <memory>
