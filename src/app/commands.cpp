@@ -122,12 +122,17 @@ static const RunOptions& checked(const RunOptions& o, Comm& comm, const RunFiles
   return o;
 }
 
-static CheckpointFolder claim_checkpoints(const RunOptions& o, Comm& comm, const RunFiles& f) {
+static CheckpointFolder claim_checkpoints(const RunOptions& o, const NetSpec& net, Comm& comm, const RunFiles& f) {
   if (f.checkpoint_dir.empty() || comm.rank() != 0) return {};
   const auto [rows, cols] = parse_pair(o.grid, "--grid");
-  const RunIdentity id{.cfg = std::filesystem::absolute(o.cfg).lexically_normal().string(),
-                       .seed = o.seed,
-                       .grid = std::to_string(rows) + "x" + std::to_string(cols)};
+  // What decides the bits besides cfg and seed: the grid, the micro-batches (batch-norm's
+  // statistics) and whether copies sum by micro-batch (not how many copies).
+  const RunIdentity id{
+      .cfg = std::filesystem::absolute(o.cfg).lexically_normal().string(),
+      .seed = o.seed,
+      .grid = std::to_string(rows) + "x" + std::to_string(cols) +
+              (net.subdivisions > 1 ? ", " + std::to_string(net.subdivisions) + " micro-batches" : "") +
+              (o.replicas ? ", data parallel" : "")};
   return CheckpointFolder(f.checkpoint_dir, id, f.resume);
 }
 
@@ -135,7 +140,7 @@ TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
     : o(checked(run, comm, f)),
       net(load_run_net(o)),
       start(start_run(net, o, f)),
-      checkpoints(claim_checkpoints(o, comm, f)),
+      checkpoints(claim_checkpoints(o, net, comm, f)),
       params(start.params),
       trainer(net, params, train_options(o), comm) {
   if (!start.momentum.empty()) trainer.restore_momentum(start.momentum);

@@ -173,9 +173,9 @@ int main(int argc, char** argv) {
     c->add_option("--replicas", o.replicas,
                   "under mpirun: data parallel, one whole copy of the net per process (give the process count), "
                   "each running its share of a batch's micro-batches (--subdivisions, at least one per copy); the "
-                  "gradients are summed in micro-batch order, so the result does not depend on the "
-                  "count (--replicas 1 on one process gives the same bits); --grid then tiles each copy inside "
-                  "its process")
+                  "gradients are summed in micro-batch order, so at the same --threads the result does not "
+                  "depend on the count (--replicas 1 on one process gives the same bits); --grid then tiles "
+                  "each copy inside its process")
         ->check(CLI::PositiveNumber);
     c->add_flag("--low-memory", o.low_memory,
                 "shard the convolution weights, gradients and momentum across processes and keep formatted "

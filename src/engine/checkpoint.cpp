@@ -36,7 +36,8 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json", ec)) out.push_back(e.path());
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / "meta.json", ec))
+      out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -80,13 +81,14 @@ CheckpointFolder::CheckpointFolder(const std::string& dir, const RunIdentity& id
                       j.at("grid").get<std::string>()};
       if (!resume)
         fail("--checkpoint: folder '", dir, "' belongs to a run of '", was.cfg, "' (grid ", was.grid, ", seed ",
-             was.seed, ") with checkpoints up to ", held.back().filename().string(), "; continue it with --resume ", dir, ", or give another folder");
+             was.seed, ") with checkpoints up to ", held.back().filename().string(), "; continue it with --resume ",
+             dir, ", or give another folder");
       if (was.cfg != id.cfg || was.seed != id.seed)
         fail("--checkpoint: folder '", dir, "' belongs to a run of '", was.cfg, "' with seed ", was.seed, ", not '",
              id.cfg, "' with seed ", id.seed, "; give another folder");
       if (was.grid != id.grid)
         std::cerr << "tiletrain: note: resuming a run trained on grid " << was.grid << " on grid " << id.grid
-                  << ": it goes on exactly, but no longer bit for bit as the run would have on " << was.grid << "\n";
+                  << ": it goes on, but no longer bit for bit as the run would have on " << was.grid << "\n";
     } catch (const nlohmann::json::exception& e) {
       fail(run_json.string(), ": not a checkpoint folder's run.json (", e.what(), ")");
     }
@@ -105,7 +107,8 @@ CheckpointFolder& CheckpointFolder::operator=(CheckpointFolder&& o) noexcept {
 
 CheckpointFolder::~CheckpointFolder() {
   if (fd_ < 0) return;
-  if (::ftruncate(fd_, 0) != 0) {}  // no holder named once released (best effort)
+  if (::ftruncate(fd_, 0) != 0) {
+  }              // no holder named once released (best effort)
   ::close(fd_);  // releases the flock
 }
 

@@ -25,17 +25,17 @@ struct CheckpointMeta {
 // Which run a checkpoint folder belongs to (DIR/run.json): a folder serves one run, which
 // may stop and resume, and never two.
 struct RunIdentity {
-  std::string cfg;   // absolute path of the cfg
+  std::string cfg;  // absolute path of the cfg
   uint64_t seed = 1;
-  std::string grid;  // "RxC"
+  std::string grid;  // "RxC", then ", K micro-batches" and ", data parallel" where they apply
 };
 
 // Holds a checkpoint folder for this process's run: creates it, locks it (DIR/.lock, an
 // flock held until destruction or the process's end, naming the holder) and records the
 // run in DIR/run.json. Throws, before any training, if another process holds the folder,
 // or if it holds checkpoints (or a run.json) and this run does not resume from this very
-// folder (`resume_dir`, empty when not resuming), or its run.json names another cfg or seed. Resuming on another grid is allowed
-// (noted on stderr): the result is then no longer bit-identical to an uninterrupted run.
+// folder (`resume_dir`, empty when not resuming), or its run.json names another cfg or seed. Resuming on another grid
+// is allowed (noted on stderr): the result is then no longer bit-identical to an uninterrupted run.
 class CheckpointFolder {
  public:
   CheckpointFolder() = default;

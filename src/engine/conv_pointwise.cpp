@@ -12,8 +12,10 @@ namespace tt {
 namespace {
 constexpr double kBnEps = 1e-5;
 
-// Darknet's running averages, one batch's statistics at a time.
-void fold_running(float& mean, float& var, double batch_mean, double batch_var) {
+// Darknet's running averages, one batch's statistics at a time. Not inlined: forward and
+// fold_running_stats run this one copy (a compiler may contract each inlined copy into
+// fused multiply-adds differently), so a logged fold gives the same floats as a direct one.
+[[gnu::noinline]] void fold_running(float& mean, float& var, double batch_mean, double batch_var) {
   mean = float(0.99 * mean + 0.01 * batch_mean);
   var = float(0.99 * var + 0.01 * batch_var);
 }

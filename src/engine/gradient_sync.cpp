@@ -166,8 +166,10 @@ void MicroBatchSync::capture(int m) {
     fail("internal: micro-batch ", m, " captured out of this process's order");
   const std::vector<float*> tiles = tiled_.tile_grads();
   const int64_t E = tiled_.tile_grad_end();
-  if (captured_ + 1 == local.size()) {  // the last: its tiles added up in place
-    TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, grad_);
+  if (captured_ + 1 == local.size()) {
+    // The last stays where it is, its tiles added up in place (with one tile nothing to do:
+    // buckets may be on their way out of it).
+    if (tiles.size() > 1) TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, grad_);
   } else {
     float* to = kept_[captured_].data();
     TileOrder::fold(std::vector<const float*>(tiles.begin(), tiles.end()), E, to);
@@ -207,6 +209,7 @@ void MicroBatchSync::ready(int64_t begin, int64_t end) {
     lo_ = bucket_end_ = n_;
   }
   if (begin >= end) return;
+  if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
   if (!in_order_ || end != lo_) {
     in_order_ = false;
     return;

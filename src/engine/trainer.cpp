@@ -85,7 +85,9 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
          net_.layers[size_t(largest_layer)].out.c, "x", net_.layers[size_t(largest_layer)].out.h, "x",
          net_.layers[size_t(largest_layer)].out.w, " for ", n_, " sample(s), alone ", int64_t(largest),
          " MB) but may use ", int64_t(limit),
-         " MB: use a smaller --size or --batch, more tiles (--grid) or --low-memory");
+         opt_.replicas ? " MB: use a smaller --size or --batch, fewer micro-batches per copy (--subdivisions) or "
+                         "tiles instead of copies (--grid without --replicas)"
+                       : " MB: use a smaller --size or --batch, more tiles (--grid) or --low-memory");
 }
 
 Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm)
@@ -113,6 +115,9 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       fail(
           "--low-memory shards one copy's weights over its processes; with --replicas every process holds a "
           "whole copy: use one of them");
+    if (opt.tiles_per_rank != 1 && opt.tiles_per_rank != opt.rows * opt.cols)
+      fail("--tiles-per-rank ", opt.tiles_per_rank, ": with --replicas each copy runs all its ", opt.rows * opt.cols,
+           " tile(s) in its own process");
   }
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
