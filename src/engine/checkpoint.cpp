@@ -107,8 +107,8 @@ CheckpointFolder& CheckpointFolder::operator=(CheckpointFolder&& o) noexcept {
 
 CheckpointFolder::~CheckpointFolder() {
   if (fd_ < 0) return;
-  if (::ftruncate(fd_, 0) != 0) {
-  }              // no holder named once released (best effort)
+  if (::ftruncate(fd_, 0) != 0) {  // no holder named once released (best effort)
+  }
   ::close(fd_);  // releases the flock
 }
 
