@@ -7,12 +7,21 @@
 
 namespace tt {
 
-namespace {
-// Overlap: a bucket goes once this many floats are ready (as PyTorch DDP's bucket_cap_mb):
-// large enough that a link's latency is paid a few times per step, small enough that the
-// first bucket leaves early in backward.
-constexpr int64_t kBucketFloats = int64_t(1) << 18;
-}  // namespace
+// A bucket goes once this many floats are ready: large enough that a link's latency is paid
+// a few times per step, small enough that the first bucket leaves early in backward.
+std::pair<int64_t, int64_t> Buckets::report(int64_t begin, int64_t end) {
+  if (begin >= end) return {0, 0};
+  if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
+  if (!in_order_ || end != lo_) {
+    in_order_ = false;
+    return {0, 0};
+  }
+  lo_ = begin;
+  if (bucket_end_ - lo_ < kBucketFloats) return {0, 0};
+  const std::pair<int64_t, int64_t> r{lo_, bucket_end_};
+  bucket_end_ = lo_;
+  return r;
+}
 
 TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>& tile_rank, int64_t params,
                              bool overlap, float* grad, const std::vector<int>& device)
@@ -41,25 +50,16 @@ TileOrderSync::TileOrderSync(Comm& comm, Segment& tiled, const std::vector<int>&
   if (chain) chain_ = std::make_unique<DeviceChain>(comm, tile_rank, device, counts_, displs_, E);
 }
 
-bool TileOrderSync::link_free() { return posting_ && order_->release(kBucketFloats); }
+bool TileOrderSync::link_free() { return buckets_.open() && order_->release(Buckets::kBucketFloats); }
 
 void TileOrderSync::ready(int64_t begin, int64_t end) {
   if (!overlap_) return;
-  if (!posting_) {
+  if (!buckets_.open()) {
     order_->begin_pieces(tiled_.tile_grads(), grad_);
-    posting_ = true;
-    lo_ = bucket_end_ = n_;
+    buckets_.start(n_);
   }
-  if (begin >= end) return;
-  if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
-  if (!in_order_ || end != lo_) {
-    in_order_ = false;
-    return;
-  }
-  lo_ = begin;
-  if (bucket_end_ - lo_ < kBucketFloats) return;
-  post(lo_, bucket_end_);
-  bucket_end_ = lo_;
+  const auto [b, e] = buckets_.report(begin, end);
+  if (b < e) post(b, e);
 }
 
 // The tiled layers' part of [begin, end) tile by tile; the rest (after the cut: the root's
@@ -82,13 +82,11 @@ void TileOrderSync::post(int64_t begin, int64_t end) {
 // the root's are not zero, so any order gives the same bits) round a ring.
 void TileOrderSync::reduce(float* grad) {
   const int64_t E = tiled_.tile_grad_end();
-  if (overlap_ && !posting_) ready(0, 0);  // nothing was reported: all of it now, still as pieces
-  if (posting_) {
+  if (overlap_ && !buckets_.open()) ready(0, 0);  // nothing was reported: all of it now, still as pieces
+  if (buckets_.open()) {
     if (grad != grad_) fail("internal: the gradient moved during the step");
-    if (bucket_end_ > 0) post(0, bucket_end_);  // what was not posted yet: [bucket_end_, n) was
+    if (const int64_t rest = buckets_.finish(); rest > 0) post(0, rest);  // what was not posted yet
     order_->end_pieces();
-    posting_ = false;
-    in_order_ = true;
     return;
   }
   if (comm_.size() == 1 && tiled_.tile_grads().size() == 1) return;  // the tiles added into grad in tile order
@@ -203,36 +201,25 @@ std::vector<float*> MicroBatchSync::mine() const {
 // range once backward is done with it, from the end of the parameters down.
 void MicroBatchSync::ready(int64_t begin, int64_t end) {
   if (!overlap_) return;
-  if (!posting_) {
+  if (!buckets_.open()) {
     order_->begin_pieces(mine(), grad_);
-    posting_ = true;
-    lo_ = bucket_end_ = n_;
+    buckets_.start(n_);
   }
-  if (begin >= end) return;
-  if (end > bucket_end_) fail("internal: gradients [", begin, ", ", end, ") reported final after they were sent");
-  if (!in_order_ || end != lo_) {
-    in_order_ = false;
-    return;
-  }
-  lo_ = begin;
-  if (bucket_end_ - lo_ < kBucketFloats) return;
-  order_->post_piece(lo_, bucket_end_);
-  bucket_end_ = lo_;
+  const auto [b, e] = buckets_.report(begin, end);
+  if (b < e) order_->post_piece(b, e);
 }
 
 // No halos share the link with copies' buckets: every bucket queued goes at once.
-bool MicroBatchSync::link_free() { return posting_ && order_->release(INT64_MAX); }
+bool MicroBatchSync::link_free() { return buckets_.open() && order_->release(INT64_MAX); }
 
 void MicroBatchSync::reduce(float* grad) {
   if (grad != grad_) fail("internal: the gradient moved during the step");
   if (captured_ != order_->local().size())
     fail("internal: micro-batch ", order_->local()[captured_], " was not run before the update");
-  if (overlap_ && !posting_) ready(0, 0);  // nothing was reported: all of it now, still as pieces
-  if (posting_) {
-    if (bucket_end_ > 0) order_->post_piece(0, bucket_end_);  // what was not posted yet
+  if (overlap_ && !buckets_.open()) ready(0, 0);  // nothing was reported: all of it now, still as pieces
+  if (buckets_.open()) {
+    if (const int64_t rest = buckets_.finish(); rest > 0) order_->post_piece(0, rest);  // not posted yet
     order_->end_pieces();
-    posting_ = false;
-    in_order_ = true;
     return;
   }
   order_->reduce_scatter(mine(), n_, counts_, displs_, grad);

@@ -60,6 +60,30 @@ class GradientSync {
   virtual double kept_floats() const = 0;
 };
 
+// The bookkeeping of gradient buckets (--overlap on): backward reports ranges of the
+// parameters final from their end down; a bucket is posted once kBucketFloats of them are
+// ready; a report out of that order leaves the rest to the end of the batch.
+class Buckets {
+ public:
+  static constexpr int64_t kBucketFloats = int64_t(1) << 18;  // as PyTorch DDP's bucket_cap_mb
+  bool open() const { return open_; }
+  void start(int64_t n) {
+    open_ = in_order_ = true;
+    lo_ = bucket_end_ = n;
+  }
+  // [begin, end) is final: the range to post now ([0, 0): none).
+  std::pair<int64_t, int64_t> report(int64_t begin, int64_t end);
+  // The batch's end: what was not posted yet is [0, the result); closes.
+  int64_t finish() {
+    open_ = false;
+    return bucket_end_;
+  }
+
+ private:
+  bool open_ = false, in_order_ = true;
+  int64_t lo_ = 0, bucket_end_ = 0;  // [lo_, n) reported final, [lo_, bucket_end_) not posted yet
+};
+
 // The tiles' gradients live where `tiled` keeps them (tile_grads()); `params` is the flat
 // vector (its size and, sharded, the pages to release when need_input_delta is false).
 class TileOrderSync final : public GradientSync {
@@ -90,11 +114,9 @@ class TileOrderSync final : public GradientSync {
   Buffer ring_tmp_;  // the tail's ring reduce-scatter: its largest part
   std::unique_ptr<TileOrder> order_;
   std::unique_ptr<DeviceChain> chain_;  // several processes on a device: the sum and the share
-  // Overlap: [lo_, n_) has been reported ready this batch, [lo_, bucket_end_) not posted
-  // yet; a report out of order leaves the rest to reduce().
   void post(int64_t begin, int64_t end);
-  bool overlap_ = false, posting_ = false, in_order_ = true;
-  int64_t lo_ = 0, bucket_end_ = 0;
+  bool overlap_ = false;
+  Buckets buckets_;
   float* grad_ = nullptr;
 };
 
@@ -134,10 +156,8 @@ class MicroBatchSync final : public GradientSync {
   size_t captured_ = 0;                        // micro-batches of this process captured since the update
   std::vector<const float*> captured() const;  // their gradients, in order
   std::vector<float*> mine() const;            // every micro-batch's gradient here, in order
-  // Overlap: [lo_, n_) has been reported ready, [lo_, bucket_end_) not posted yet; a report
-  // out of order leaves the rest to reduce().
-  bool overlap_ = false, posting_ = false, in_order_ = true;
-  int64_t lo_ = 0, bucket_end_ = 0;
+  bool overlap_ = false;
+  Buckets buckets_;
 };
 
 class ShardedSync final : public GradientSync {
