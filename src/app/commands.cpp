@@ -76,6 +76,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.tiles_per_rank = o.tiles_per_rank;
   t.ranks_per_device = o.ranks_per_device;
   t.replicas = o.replicas;
+  t.tail = parse_tail_mode(o.tail);
   t.low_memory = o.low_memory;
   t.kernels = parse_kernel_path(o.kernels);
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
@@ -132,7 +133,7 @@ static CheckpointFolder claim_checkpoints(const RunOptions& o, const NetSpec& ne
       .seed = o.seed,
       .grid = std::to_string(rows) + "x" + std::to_string(cols) +
               (net.subdivisions > 1 ? ", " + std::to_string(net.subdivisions) + " micro-batches" : "") +
-              (o.replicas ? ", data parallel" : "")};
+              (o.replicas ? ", data parallel" : "") + (o.tail == "filters" ? ", filter blocks after the cut" : "")};
   return CheckpointFolder(f.checkpoint_dir, id, f.resume);
 }
 

@@ -28,8 +28,9 @@ struct RunOptions {
   uint64_t seed = 1;
   bool json = false;
   int tiles_per_rank = 1;
-  int ranks_per_device = 0;  // 0: by host name
-  int replicas = 0;          // data parallel copies (engine/trainer.hpp); 0: tiles across the processes
+  int ranks_per_device = 0;   // 0: by host name
+  int replicas = 0;           // data parallel copies (engine/trainer.hpp); 0: tiles across the processes
+  std::string tail = "root";  // root | filters: where the layers after the cut run (engine/trainer.hpp)
   bool low_memory = false;
   std::string kernels = "auto";                 // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;         // uneven split: a weight per grid row / column

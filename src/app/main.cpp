@@ -177,6 +177,13 @@ int main(int argc, char** argv) {
                   "depend on the count (--replicas 1 on one process gives the same bits); --grid then tiles "
                   "each copy inside its process")
         ->check(CLI::PositiveNumber);
+    c->add_option("--tail", o.tail,
+                  "where the layers after the cut run: root (whole, on the root process, while the others wait) "
+                  "or filters (on every process: each convolution's filters split into as many blocks as the grid "
+                  "has tiles, block b where tile b runs; those weights are updated where they run and never cross "
+                  "a link; the result depends on the grid, not on the process count)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"root", "filters"}));
     c->add_flag("--low-memory", o.low_memory,
                 "shard the convolution weights, gradients and momentum across processes and keep formatted "
                 "weights for the running layer only (less memory per process, more weight traffic)");

@@ -94,7 +94,7 @@ void TileOrderSync::reduce(float* grad) {
     chain_->reduce(tiled_.tile_grads(), grad);
   else
     order_->reduce_scatter(tiled_.tile_grads(), E, counts_, displs_, grad);
-  if (comm_.size() == 1) return;
+  if (comm_.size() == 1 || E >= n_) return;  // (--tail filters: the tail is not this object's)
   std::vector<int> counts(counts_.size()), displs(counts_.size());
   for (size_t r = 0; r < counts.size(); ++r) {
     const int64_t b = std::max<int64_t>(displs_[r], E), e = displs_[r] + int64_t(counts_[r]);
@@ -269,5 +269,86 @@ void ShardedSync::gather(float* v) {
 }
 
 double ShardedSync::kept_floats() const { return 3. * double(ShardPlan::total(updated_)); }
+
+FilterBlocksSync::FilterBlocksSync(Comm& comm, std::unique_ptr<GradientSync> head, int64_t tail_begin, int64_t n,
+                                   std::vector<std::vector<Range>> blocks)
+    : comm_(comm), head_(std::move(head)), tail_begin_(tail_begin), n_(n), owned_(std::move(blocks)) {
+  // The root's: what no block holds.
+  std::vector<Range> taken;
+  for (const auto& rs : owned_) taken.insert(taken.end(), rs.begin(), rs.end());
+  std::sort(taken.begin(), taken.end());
+  int64_t at = tail_begin;
+  for (const Range& r : taken) {
+    if (r.first < at) fail("internal: filter blocks overlap");
+    if (r.first > at) rest_.push_back({at, r.first});
+    at = r.second;
+  }
+  if (at < n) rest_.push_back({at, n});
+  owned_[kRoot].insert(owned_[kRoot].end(), rest_.begin(), rest_.end());
+  for (auto& rs : owned_) std::sort(rs.begin(), rs.end());
+  updated_ = head_->updated();
+  updated_.insert(updated_.end(), owned_[size_t(comm.rank())].begin(), owned_[size_t(comm.rank())].end());
+  std::sort(updated_.begin(), updated_.end());
+}
+
+void FilterBlocksSync::ready(int64_t begin, int64_t end) {
+  end = std::min(end, tail_begin_);
+  if (begin < end) head_->ready(begin, end);
+}
+
+void FilterBlocksSync::zero(float* grad) {
+  head_->zero(grad);
+  std::fill(grad + tail_begin_, grad + n_, 0.f);
+}
+
+// After the update: the root's part of the tail to every process (they all run those
+// layers); the blocks stay where they run.
+void FilterBlocksSync::share_weights(float* weights) {
+  head_->share_weights(weights);
+  std::vector<std::vector<Range>> root_only(owned_.size());
+  root_only[kRoot] = rest_;
+  gather_owned(weights, root_only);
+}
+
+void FilterBlocksSync::gather(float* v) {
+  head_->gather(v);
+  gather_owned(v, owned_);
+}
+
+void FilterBlocksSync::gather_weights(float* weights) {
+  head_->gather_weights(weights);
+  gather_owned(weights, owned_);
+}
+
+void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Range>>& owned) {
+  if (comm_.size() == 1) return;
+  std::vector<int> counts, displs;
+  int64_t total = 0;
+  for (const auto& rs : owned) {
+    displs.push_back(int(total));
+    total += ShardPlan::total(rs);
+    if (total > INT_MAX) fail("the net has too many parameters after the cut for one message per process");
+    counts.push_back(int(total - displs.back()));
+  }
+  std::vector<float> packed(static_cast<size_t>(total));
+  for (size_t p = 0; p < owned.size(); ++p) {
+    int64_t at = displs[p];
+    for (const auto& [b, e] : owned[p]) {
+      if (int(p) == comm_.rank()) std::copy(v + b, v + e, packed.begin() + at);
+      at += e - b;
+    }
+  }
+  comm_.all_gather_v(packed.data(), counts, displs);
+  for (size_t p = 0; p < owned.size(); ++p) {
+    int64_t at = displs[p];
+    for (const auto& [b, e] : owned[p]) {
+      std::copy(packed.begin() + at, packed.begin() + at + (e - b), v + b);
+      at += e - b;
+    }
+  }
+}
+
+// The head's, and the tail's weights, gradient and momentum whole on every process.
+double FilterBlocksSync::kept_floats() const { return head_->kept_floats() + 3. * double(n_ - tail_begin_); }
 
 }  // namespace tt

@@ -14,6 +14,11 @@
 //                  sum is a left fold over the batch's micro-batches in their order, whichever
 //                  process ran which (tile_order.hpp, with micro-batches for tiles), so it is
 //                  the same on any number of processes. The optimizer is split as above.
+//   FilterBlocksSync (--tail filters): the layers before the cut as TileOrderSync does; after
+//                  it, each filter block's whole gradient is on the process that runs the
+//                  block (tail.hpp), which alone updates and keeps its weights: no traffic.
+//                  The tail's other parameters (layers every process runs) are the root's
+//                  to update, and go to the others after the update.
 //   ShardedSync    (--low-memory): the tiled convolutions' weights, gradients and momentum
 //                  are sharded (shards.hpp); their gradients were reduce-scattered during
 //                  backward, the rest (replicated) is all-reduced here.
@@ -175,6 +180,34 @@ class ShardedSync final : public GradientSync {
   const ShardPlan& shards_;
   std::vector<Range> updated_;
   std::vector<float> packed_;  // the replicated gradients, packed for one all-reduce
+};
+
+class FilterBlocksSync final : public GradientSync {
+ public:
+  // `head`: the sync of parameters [0, tail_begin); blocks[r]: the ranges of [tail_begin, n)
+  // that process r's filter blocks hold (Tail::block_ranges()).
+  FilterBlocksSync(Comm& comm, std::unique_ptr<GradientSync> head, int64_t tail_begin, int64_t n,
+                   std::vector<std::vector<Range>> blocks);
+  bool overlaps() const override { return head_->overlaps(); }
+  void ready(int64_t begin, int64_t end) override;
+  bool link_free() override { return head_->link_free(); }
+  void reduce(float* grad) override { head_->reduce(grad); }
+  const std::vector<Range>& updated() const override { return updated_; }
+  void zero(float* grad) override;
+  void share_weights(float* weights) override;
+  void gather(float* v) override;
+  void gather_weights(float* weights) override;
+  double kept_floats() const override;
+
+ private:
+  Comm& comm_;
+  std::unique_ptr<GradientSync> head_;
+  int64_t tail_begin_, n_;
+  std::vector<std::vector<Range>> owned_;  // per process: what it alone updates after the cut
+  std::vector<Range> rest_;                // the part of the root's that every process runs with
+  std::vector<Range> updated_;
+  // Gathers the ranges owned[r] of v from each process r to every process.
+  void gather_owned(float* v, const std::vector<std::vector<Range>>& owned);
 };
 
 }  // namespace tt

@@ -1,6 +1,7 @@
 #include "engine/tail.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "model/op_kind.hpp"
@@ -14,7 +15,19 @@ struct Tail::Run {
   std::unique_ptr<Segment> seg;
 };
 
-TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
+// A convolution split into filter blocks; the staging buffers hold the blocks in block
+// order, so each process's blocks (consecutive) are one part of an all-gather.
+struct Tail::Blocks {
+  std::vector<std::pair<int, int>> bounds;       // per block: its output channels
+  std::vector<std::unique_ptr<BlockConv>> mine;  // per block: this process's, else null
+  std::vector<int64_t> out_at, in_at;            // per block: where it is in out_stage, in_stage (-1: empty)
+  std::vector<int> out_counts, out_displs;       // per process: its blocks' outputs in out_stage
+  std::vector<int> in_counts, in_displs;         // ... and their parts of the input delta in in_stage
+  std::vector<int> stat_counts, stat_displs;     // ... and their channels (running statistics)
+  std::vector<float> out_stage, in_stage, dout;  // dout: one block's output delta
+};
+
+TailLayout plan_tail(const NetSpec& net, int cut, int batch, bool filters) {
   const int L = int(net.layers.size());
   TailLayout t;
   t.out.assign(size_t(L - cut + 1), 0);
@@ -22,7 +35,9 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
   t.out[0] = batch * net.layers[size_t(cut - 1)].out.size();
   // A run: spatial layers that read the one before, up to one whose output a later one
   // reads (a shortcut or a route runs as an op here).
-  auto chained = [](const LayerSpec& x) { return x.spatial() && x.inputs.size() <= 1; };
+  auto chained = [&](const LayerSpec& x) {
+    return x.spatial() && x.inputs.size() <= 1 && !(filters && splits_into_filter_blocks(x));
+  };
   for (int l = cut; l < L;) {
     const LayerSpec& s = net.layers[size_t(l)];
     if (chained(s)) {
@@ -34,8 +49,12 @@ TailLayout plan_tail(const NetSpec& net, int cut, int batch) {
       l = e;
       continue;
     }
-    const std::unique_ptr<Op> op = make_op(net, s);
     t.out[size_t(l - cut + 1)] = batch * s.out.size();
+    if (filters && splits_into_filter_blocks(s)) {
+      ++l;
+      continue;
+    }
+    const std::unique_ptr<Op> op = make_op(net, s);
     t.saved[size_t(l - cut + 1)] = batch * op->saved_floats();
     t.scratch = std::max(t.scratch, batch * op->scratch_floats());
     ++l;
@@ -63,7 +82,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
       if (net.layers[size_t(r)].box_loss())
         fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [", net.layers[size_t(r)].type_name(),
              "] layer ", r, ", which is a loss");
-  const TailLayout t = plan_tail(net, cut, opt.batch);
+  const TailLayout t = plan_tail(net, cut, opt.batch, opt.blocks != nullptr);
+  if (opt.blocks && opt.grad_scales) fail("internal: gradient scales are not measured with filter blocks");
   run_of_.assign(size_t(L - cut), -1);
   for (auto [first, last] : t.runs) {
     auto run = std::make_unique<Run>();
@@ -87,8 +107,14 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
     runs_.push_back(std::move(run));
   }
   ops_.resize(size_t(L - cut));
-  for (int l = cut; l < L; ++l)
-    if (run_of_[size_t(l - cut)] < 0) ops_[size_t(l - cut)] = make_op(net, net.layers[size_t(l)]);
+  blocks_.resize(size_t(L - cut));
+  for (int l = cut; l < L; ++l) {
+    if (run_of_[size_t(l - cut)] >= 0) continue;
+    if (opt.blocks && splits_into_filter_blocks(net.layers[size_t(l)]))
+      blocks_[size_t(l - cut)] = make_blocks(l);
+    else
+      ops_[size_t(l - cut)] = make_op(net, net.layers[size_t(l)]);
+  }
   for (size_t i = 0; i < t.out.size(); ++i) {
     out_.emplace_back(size_t(t.out[i]), 0.f);
     delta_.emplace_back(size_t(t.out[i]), 0.f);
@@ -100,45 +126,140 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
 
 Tail::~Tail() = default;
 
+std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
+  const LayerSpec& s = net_.layers[size_t(l)];
+  const int P = opt_.blocks->size(), me = opt_.blocks->rank(), n = opt_.batch;
+  const std::vector<int>& owner = opt_.block_rank;
+  if (!std::is_sorted(owner.begin(), owner.end()) || owner.back() >= P)
+    fail("internal: filter blocks must go to the processes in order");
+  auto B = std::make_unique<Blocks>();
+  B->bounds = filter_blocks(s.out.c, int(owner.size()));
+  B->mine.resize(B->bounds.size());
+  for (auto* v : {&B->out_counts, &B->out_displs, &B->in_counts, &B->in_displs, &B->stat_counts, &B->stat_displs})
+    v->assign(size_t(P), 0);
+  const int64_t cells = int64_t(s.out.h) * s.out.w, in_floats = n * s.in.size();
+  int64_t out_end = 0, in_end = 0, stat_end = 0, widest = 0;
+  for (size_t b = 0; b < B->bounds.size(); ++b) {
+    const auto [o0, o1] = B->bounds[b];
+    const int r = owner[b];
+    if (o0 == o1) {
+      B->out_at.push_back(-1);
+      B->in_at.push_back(-1);
+      continue;
+    }
+    if (r == me) B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace);
+    B->out_at.push_back(out_end);
+    B->in_at.push_back(in_end);
+    const int64_t out_floats = n * (o1 - o0) * cells;
+    if (out_end + out_floats > INT_MAX || in_end + in_floats > INT_MAX)
+      fail("layer ", l, ": the tail's maps are too large for one message per process (a smaller --size or batch)");
+    B->out_counts[size_t(r)] += int(out_floats);
+    B->in_counts[size_t(r)] += int(in_floats);
+    B->stat_counts[size_t(r)] += o1 - o0;
+    out_end += out_floats;
+    in_end += in_floats;
+    stat_end += o1 - o0;
+    widest = std::max(widest, out_floats);
+  }
+  for (int r = 1; r < P; ++r) {
+    B->out_displs[size_t(r)] = B->out_displs[size_t(r - 1)] + B->out_counts[size_t(r - 1)];
+    B->in_displs[size_t(r)] = B->in_displs[size_t(r - 1)] + B->in_counts[size_t(r - 1)];
+    B->stat_displs[size_t(r)] = B->stat_displs[size_t(r - 1)] + B->stat_counts[size_t(r - 1)];
+  }
+  B->out_stage.assign(size_t(out_end), 0.f);
+  B->in_stage.assign(size_t(in_end), 0.f);
+  B->dout.assign(size_t(widest), 0.f);
+  return B;
+}
+
 void Tail::refresh_weights() {
   for (auto& r : runs_) r->seg->refresh_weights();
+  for (auto& B : blocks_)
+    if (B)
+      for (auto& c : B->mine)
+        if (c) c->load(params_);
+}
+
+void Tail::gather_running_stats() {
+  if (!opt_.blocks) return;
+  for (int l = cut_; l < int(net_.layers.size()); ++l) {
+    const Blocks* B = blocks_[size_t(l - cut_)].get();
+    if (!B || !net_.layers[size_t(l)].batch_normalize()) continue;
+    for (auto* stats : {&params_.rolling_mean[size_t(l)], &params_.rolling_var[size_t(l)]}) {
+      std::vector<float> all;  // the blocks' channels in block order: the layer's own order
+      for (size_t b = 0; b < B->bounds.size(); ++b)
+        all.insert(all.end(), stats->begin() + B->bounds[b].first, stats->begin() + B->bounds[b].second);
+      opt_.blocks->all_gather_v(all.data(), B->stat_counts, B->stat_displs);
+      std::copy(all.begin(), all.end(), stats->begin());
+    }
+  }
+}
+
+std::vector<std::vector<std::pair<int64_t, int64_t>>> Tail::block_ranges() const {
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> r(size_t(opt_.blocks ? opt_.blocks->size() : 1));
+  for (int l = cut_; l < int(net_.layers.size()); ++l)
+    if (const Blocks* B = blocks_[size_t(l - cut_)].get())
+      for (size_t b = 0; b < B->bounds.size(); ++b)
+        for (const auto& range :
+             filter_block_ranges(params_, net_.layers[size_t(l)], B->bounds[b].first, B->bounds[b].second))
+          if (range.first < range.second) r[size_t(opt_.block_rank[b])].push_back(range);
+  return r;
+}
+
+template <class F>
+void Tail::each_segment(F f) const {
+  for (const auto& r : runs_) f(*r->seg, r->first);
+  for (const auto& B : blocks_)
+    if (B)
+      for (const auto& c : B->mine)
+        if (c) f(c->segment(), c->layer());
 }
 
 std::vector<KernelUse> Tail::kernel_uses() const {
   std::vector<KernelUse> uses;
-  for (const auto& r : runs_)
-    for (KernelUse& u : r->seg->kernel_uses()) uses.push_back(std::move(u));
+  each_segment([&](Segment& seg, int) {
+    for (KernelUse& u : seg.kernel_uses()) uses.push_back(std::move(u));
+  });
   return uses;
 }
 
 SegmentTimes Tail::total_times() const {
   SegmentTimes t = times;
-  for (const auto& r : runs_) t += r->seg->times;
+  each_segment([&](Segment& seg, int) { t += seg.times; });
   return t;
 }
 
 void Tail::collect_layer_times(std::vector<LayerTimes>& v) const {
   for (size_t i = 0; i < layer_times.size(); ++i) v[size_t(cut_) + i] = layer_times[i];
-  for (const auto& r : runs_) std::copy(r->seg->layer_times.begin(), r->seg->layer_times.end(), v.begin() + r->first);
+  each_segment([&](Segment& seg, int first) {
+    for (size_t i = 0; i < seg.layer_times.size(); ++i) v[size_t(first) + i] += seg.layer_times[i];
+  });
 }
 
 void Tail::reset_times() {
   times = {};
   std::fill(layer_times.begin(), layer_times.end(), LayerTimes{});
-  for (auto& r : runs_) {
-    r->seg->times = {};
-    std::fill(r->seg->layer_times.begin(), r->seg->layer_times.end(), LayerTimes{});
-  }
+  each_segment([&](Segment& seg, int) {
+    seg.times = {};
+    std::fill(seg.layer_times.begin(), seg.layer_times.end(), LayerTimes{});
+  });
 }
 
 Segment::MemoryUse Tail::memory_use() const {
   Segment::MemoryUse m;
-  for (const auto& r : runs_) {
-    const Segment::MemoryUse u = r->seg->memory_use();
+  each_segment([&](Segment& seg, int) {
+    const Segment::MemoryUse u = seg.memory_use();
     m.maps += u.maps;
     m.deltas += u.deltas;
     m.weight_copies += u.weight_copies;
-  }
+  });
+  for (const auto& B : blocks_)
+    if (B) {
+      m.maps += B->out_stage.size() * 4;
+      m.deltas += (B->in_stage.size() + B->dout.size()) * 4;
+      for (const auto& c : B->mine)
+        if (c) m.weight_copies += c->param_bytes();
+    }
   for (size_t i = 0; i < out_.size(); ++i) {
     m.maps += (out_[i].size() + saved_[i].size()) * 4;
     m.deltas += delta_[i].size() * 4;
@@ -179,16 +300,25 @@ OpTensors Tail::tensors(int l) {
 void Tail::forward(const TensorView& cut_map, bool training, int64_t step) {
   const double t0 = now_s();
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
-  ctx_.device.copy_region(cut_map, plain_view(out_[0], opt_.batch, at_cut), cut_map.box);
+  if (cut_map.data) ctx_.device.copy_region(cut_map, plain_view(out_[0], opt_.batch, at_cut), cut_map.box);
   const double t1 = now_s();
   times.io += t1 - t0;
   if (opt_.trace) opt_.trace->add("copy of the cut map", "io", Lane::Compute, t0, t1);
+  if (opt_.blocks && opt_.blocks->size() > 1) {  // every process runs the tail: the root's map to all
+    std::vector<int> counts(size_t(opt_.blocks->size()), 0), displs(counts.size(), 0);
+    counts[kRoot] = int(out_[0].size());
+    opt_.blocks->all_gather_v(out_[0].data(), counts, displs);
+    const double t2 = now_s();
+    times.halo += t2 - t1;
+    if (opt_.trace) opt_.trace->add("broadcast of the cut map", "halo", Lane::Comm, t1, t2);
+  }
   for (int l = cut_; l < int(net_.layers.size()); ++l) forward_layer(l, training, step);
 }
 
 void Tail::forward_layer(int l, bool training, int64_t step) {
   const LayerSpec& s = net_.layers[size_t(l)];
   const int n = opt_.batch;
+  if (blocks_[size_t(l - cut_)]) return forward_blocks(l, training);
   const int run = run_of_[size_t(l - cut_)];
   if (run >= 0) {  // the whole run at its first layer
     Run& r = *runs_[size_t(run)];
@@ -225,7 +355,8 @@ double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, c
   if (opt_.trace) opt_.trace->add("loss", "backward", Lane::Compute, t0, t1);
   for (int l = L - 1; l >= cut_; --l) backward_layer(l, step);
   const double c0 = now_s();
-  ctx_.device.copy_region(plain_view(delta_[0], n, net_.layers[size_t(cut_ - 1)].out), cut_delta, cut_delta.box);
+  if (cut_delta.data)
+    ctx_.device.copy_region(plain_view(delta_[0], n, net_.layers[size_t(cut_ - 1)].out), cut_delta, cut_delta.box);
   const double c1 = now_s();
   times.io += c1 - c0;
   if (opt_.trace) opt_.trace->add("copy of the cut delta", "io", Lane::Compute, c0, c1);
@@ -235,6 +366,7 @@ double Tail::loss_and_backward(const float* truth, int64_t step, int64_t seen, c
 void Tail::backward_layer(int l, int64_t step) {
   const LayerSpec& s = net_.layers[size_t(l)];
   const int n = opt_.batch;
+  if (blocks_[size_t(l - cut_)]) return backward_blocks(l);
   const int run = run_of_[size_t(l - cut_)];
   if (run >= 0) {  // the whole run at its last layer; its input delta is added to the input's
     Run& r = *runs_[size_t(run)];
@@ -262,6 +394,68 @@ void Tail::backward_layer(int l, int64_t step) {
   layer_times[size_t(l - cut_)].bwd_data += dt;
   times.bwd += dt;
   if (opt_.trace && opt_.trace->on()) opt_.trace->add(s.type_name(), "backward", Lane::Compute, t0, t1, l);
+}
+
+// Each block of this process on the whole input, then every block's output to every process.
+void Tail::forward_blocks(int l, bool training) {
+  const LayerSpec& s = net_.layers[size_t(l)];
+  Blocks& B = *blocks_[size_t(l - cut_)];
+  const int n = opt_.batch;
+  const int64_t cells = int64_t(s.out.h) * s.out.w;
+  const TensorView in = plain_view(out_[slot(l - 1)], n, s.in);
+  for (size_t b = 0; b < B.mine.size(); ++b)
+    if (B.mine[b]) B.mine[b]->forward(in, training, B.out_stage.data() + B.out_at[b], params_);
+  const double t0 = now_s();
+  opt_.blocks->all_gather_v(B.out_stage.data(), B.out_counts, B.out_displs);
+  const double t1 = now_s();
+  float* out = out_[slot(l)].data();
+  for (size_t b = 0; b < B.bounds.size(); ++b) {
+    const auto [o0, o1] = B.bounds[b];
+    for (int i = 0; i < n && o0 < o1; ++i)
+      std::copy_n(B.out_stage.data() + B.out_at[b] + int64_t(i) * (o1 - o0) * cells, (o1 - o0) * cells,
+                  out + (int64_t(i) * s.out.c + o0) * cells);
+  }
+  const double t2 = now_s();
+  times.halo += t1 - t0;
+  times.io += t2 - t1;
+  if (opt_.trace && opt_.trace->on()) opt_.trace->add("filter blocks' outputs", "halo", Lane::Comm, t0, t1, l);
+}
+
+// Each block of this process on its channels of the output delta, then every block's part
+// of the input delta to every process, added in block order.
+void Tail::backward_blocks(int l) {
+  const LayerSpec& s = net_.layers[size_t(l)];
+  Blocks& B = *blocks_[size_t(l - cut_)];
+  const int n = opt_.batch;
+  const int64_t cells = int64_t(s.out.h) * s.out.w, in_floats = n * s.in.size();
+  const float* d = delta_[slot(l)].data();
+  for (size_t b = 0; b < B.mine.size(); ++b) {
+    if (!B.mine[b]) continue;
+    const auto [o0, o1] = B.bounds[b];
+    for (int i = 0; i < n; ++i)
+      std::copy_n(d + (int64_t(i) * s.out.c + o0) * cells, (o1 - o0) * cells,
+                  B.dout.data() + int64_t(i) * (o1 - o0) * cells);
+    B.mine[b]->backward(B.dout.data(), B.in_stage.data() + B.in_at[b], grad_);
+  }
+  const double t0 = now_s();
+  opt_.blocks->all_gather_v(B.in_stage.data(), B.in_counts, B.in_displs);
+  const double t1 = now_s();
+  std::vector<const float*> parts;
+  for (int64_t at : B.in_at)
+    if (at >= 0) parts.push_back(B.in_stage.data() + at);
+  float* din = delta_[slot(l - 1)].data();
+  for (int64_t i = 0; i < in_floats; ++i) {
+    float sum = parts[0][i];
+    for (size_t k = 1; k < parts.size(); ++k) sum += parts[k][i];
+    din[i] += sum;
+  }
+  const double t2 = now_s();
+  times.halo += t1 - t0;
+  times.io += t2 - t1;
+  if (opt_.trace && opt_.trace->on()) {
+    opt_.trace->add("filter blocks' input deltas", "halo", Lane::Comm, t0, t1, l);
+    opt_.trace->add("sum of the input deltas", "io", Lane::Compute, t1, t2, l);
+  }
 }
 
 }  // namespace tt

@@ -1,6 +1,8 @@
-// The layers after the cut, on the root process, on whole maps: each run of consecutive
-// convolution/max-pool layers as an untiled Segment (the same kernels as the tiles), every
-// other layer through its op (ops/op.hpp), which this executor runs without knowing its type.
+// The layers after the cut on whole maps: each run of consecutive convolution/max-pool
+// layers as an untiled Segment (the same kernels as the tiles), every other layer through
+// its op (ops/op.hpp), which this executor runs without knowing its type. On the root
+// process alone, or (--tail filters, TailOptions::blocks) on every process, each running
+// its blocks of every convolution's filters (filter_blocks.hpp) and all of the rest.
 // Every layer's output and delta live here as plain NCHW ([batch][c][h][w]) arrays; a
 // delta is the sum over the layers that read that output.
 #pragma once
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/filter_blocks.hpp"
 #include "engine/segment.hpp"
 #include "layers/detector.hpp"
 #include "ops/op.hpp"
@@ -24,7 +27,8 @@ struct TailLayout {
   double maps_bytes() const;
   double deltas_bytes() const;
 };
-TailLayout plan_tail(const NetSpec& net, int cut, int batch);
+// filters: the convolutions that split into filter blocks are layers of their own.
+TailLayout plan_tail(const NetSpec& net, int cut, int batch, bool filters = false);
 
 struct TailOptions {
   int batch = 1;  // samples per micro-batch
@@ -34,6 +38,10 @@ struct TailOptions {
   Trace* trace = nullptr;                         // bench --trace: each layer's forward and backward (null: none)
   std::vector<GradScale>* grad_scales = nullptr;  // verify: see SegmentOptions (and Op::add_grad_scales)
   RunningStatsLog* stats_log = nullptr;           // data parallel: see SegmentOptions
+  // --tail filters: the processes of `blocks` all run the tail; block b of each
+  // convolution's filters runs on process block_rank[b]. Null: the root alone runs it.
+  Comm* blocks = nullptr;
+  std::vector<int> block_rank;
 };
 
 class Tail {
@@ -41,11 +49,13 @@ class Tail {
   Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, int cut, const TailOptions& opt);
   ~Tail();
 
-  // `cut_map`: the whole output of layer cut - 1. `step` numbers dropout masks.
+  // `cut_map`: the whole output of layer cut - 1 (with blocks: on the root only, an empty
+  // view elsewhere). `step` numbers dropout masks.
   void forward(const TensorView& cut_map, bool training, int64_t step);
   // Loss of the last forward against `truth` (per sample net.truth_size() floats: boxes for
   // detectors, else shaped like the output), then backward down to `cut_delta` (written).
   // `seen`: images seen before this micro-batch, as Darknet counts them ([region]'s prior).
+  // With blocks every process computes the same loss and deltas; `cut_delta` may be empty.
   double loss_and_backward(const float* truth, int64_t step, int64_t seen, const TensorView& cut_delta);
 
   const float* output() const { return out_.back().data(); }            // the last layer's, plain
@@ -60,12 +70,23 @@ class Tail {
   void reset_times();
   Segment::MemoryUse memory_use() const;
   void refresh_weights();
+  // With blocks: every process gets the running statistics of every block (before saving).
+  void gather_running_stats();
+  // With blocks: per process, the ranges of the parameter vector its blocks hold.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> block_ranges() const;
 
  private:
   struct Run;                                                // a Segment over [first, last)
+  struct Blocks;                                             // a convolution split into filter blocks
   size_t slot(int l) const { return size_t(l - cut_ + 1); }  // out_/delta_ index; slot 0: the cut map
   void forward_layer(int l, bool training, int64_t step);
   void backward_layer(int l, int64_t step);
+  std::unique_ptr<Blocks> make_blocks(int l);
+  // Calls f(segment, its first net layer) for every segment here: the runs' and the blocks'.
+  template <class F>
+  void each_segment(F f) const;
+  void forward_blocks(int l, bool training);
+  void backward_blocks(int l);
   OpStep op_step(bool training, int64_t step) const;
   OpTensors tensors(int l);  // layer l's op's inputs, output, deltas, parameters
 
@@ -78,6 +99,7 @@ class Tail {
   LocalComm comm_;
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<int> run_of_;                              // per layer from the cut: its run, or -1
+  std::vector<std::unique_ptr<Blocks>> blocks_;          // per layer from the cut, with filter blocks
   std::vector<std::unique_ptr<Op>> ops_;                 // per layer from the cut, null inside runs
   std::vector<std::vector<float>> out_, delta_, saved_;  // per slot
   std::vector<float> scratch_;                           // ops' scratch, a run's input delta before it is added

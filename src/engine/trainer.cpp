@@ -19,6 +19,14 @@ Overlap parse_overlap(const std::string& s) {
   fail("--overlap: '", s, "' is none of auto, on, off");
 }
 
+const char* tail_mode_name(TailMode t) { return t == TailMode::Root ? "root" : "filters"; }
+
+TailMode parse_tail_mode(const std::string& s) {
+  for (TailMode t : {TailMode::Root, TailMode::Filters})
+    if (s == tail_mode_name(t)) return t;
+  fail("--tail: '", s, "' is none of root, filters");
+}
+
 std::vector<int> tile_ranks(int tiles, int tiles_per_rank, int processes) {
   if (tiles_per_rank < 1) fail("--tiles-per-rank must be at least 1");
   std::vector<int> ranks(size_t(tiles), 0);
@@ -73,7 +81,7 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
   int largest_layer = 0;
   for (const LayerSpec& l : net_.layers) {
     const double bytes = double(l.out.size()) * n_ * 4 / mb;
-    if (l.index >= cut_ - 1 && tile_root()) tail += bytes * (l.index == cut_ - 1 ? 2 : 1);
+    if (l.index >= cut_ - 1 && (tile_root() || filters())) tail += bytes * (l.index == cut_ - 1 ? 2 : 1);
     if (bytes > largest) largest = bytes, largest_layer = l.index;
   }
   const double need = maps + weights + tail, limit = memory_limit_mb();
@@ -118,6 +126,14 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       fail("--tiles-per-rank ", opt.tiles_per_rank, ": with --replicas each copy runs all its ", opt.rows * opt.cols,
            " tile(s) in its own process");
   }
+  if (filters() && opt.replicas)
+    fail(
+        "--tail filters splits the layers after the cut over the processes of one copy; with --replicas each "
+        "process runs a whole copy: use one of them");
+  if (filters() && opt.low_memory)
+    fail(
+        "--tail filters with --low-memory is not built yet: the filter blocks already keep the weights after the "
+        "cut where they run; drop one of them");
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
@@ -175,7 +191,14 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     }
   } else if (shards_)
     sync_ = std::make_unique<ShardedSync>(comm, *shards_);
-  else
+  else if (filters()) {
+    make_tail(ranks, log);
+    const int64_t E = tiled_->tile_grad_end();
+    sync_ = std::make_unique<FilterBlocksSync>(
+        comm,
+        std::make_unique<TileOrderSync>(comm, *tiled_, ranks, E, opt.overlap == Overlap::On, grad_.data(), device), E,
+        params.size(), tail_->block_ranges());
+  } else
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
     sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On,
                                             grad_.data(), device);
@@ -188,14 +211,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       if (opt_.replicas) comm_.progress();
     };
   if (!tile_root()) return;  // the rest of the net lives on the root process
-  tail_ = std::make_unique<Tail>(ctx_, net, params, grad_.data(), cut_,
-                                 TailOptions{.batch = n_,
-                                             .in_cb = tiled_->out_cb(),
-                                             .bn = opt.bn,
-                                             .seed = opt.seed,
-                                             .trace = &trace_,
-                                             .grad_scales = grad_scales(),
-                                             .stats_log = log});
+  if (!tail_) make_tail(ranks, log);
   const Shape at_cut = net.layers[size_t(cut_ - 1)].out;
   cut_map_ = Buffer(size_t(tensor_floats(n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w))), ctx_.device);
   cut_delta_ = Buffer(cut_map_.size(), ctx_.device);
@@ -206,6 +222,20 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     prefix_out_.assign(size_t(n_ * pre.out.size()), 0.f);
     if (opt.need_input_delta) prefix_delta_.assign(prefix_out_.size(), 0.f);
   }
+}
+
+void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
+  tail_ = std::make_unique<Tail>(ctx_, net_, params_, grad_.data(), cut_,
+                                 TailOptions{.batch = n_,
+                                             .in_cb = tiled_->out_cb(),
+                                             .bn = opt_.bn,
+                                             .seed = opt_.seed,
+                                             .trace = &trace_,
+                                             .grad_scales = grad_scales(),
+                                             .stats_log = log,
+                                             .blocks = filters() ? &comm_ : nullptr,
+                                             .block_rank = ranks});
+  if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
 }
 
 Trainer::Memory Trainer::memory() const {
@@ -275,7 +305,10 @@ void Trainer::restore_momentum(std::span<const float> whole) {
   for (const auto& [b, e] : sync_->updated()) std::copy(whole.begin() + b, whole.begin() + e, momentum_.data() + b);
 }
 
-void Trainer::gather_weights() { sync_->gather_weights(params_.values.data()); }
+void Trainer::gather_weights() {
+  sync_->gather_weights(params_.values.data());
+  if (filters()) tail_->gather_running_stats();
+}
 
 void Trainer::reload_weights() {
   tiled_->refresh_weights();
@@ -331,9 +364,9 @@ void Trainer::forward(const float* input, bool training) {
   const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
   TensorView cut_map{cut_map_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
   tiled_->gather_output(tile_root() ? &cut_map : nullptr);
-  if (!tile_root()) return;
+  if (!tail_) return;
   const double t0 = trace_.on() ? now_s() : 0;
-  tail_->forward(cut_map, training, step_);
+  tail_->forward(tile_root() ? cut_map : TensorView{}, training, step_);
   trace_.end("tail forward", "tail", Lane::Compute, t0);
   out_ = tail_->output();
 }
@@ -358,18 +391,30 @@ double Trainer::loss_and_backward(const float* truth) {
       const ParamSlice& ps = params_.slices[size_t(l)];
       if (ps.biases >= 0) sync_->ready(ps.biases, ps.weights + ps.n_weights);
     };
-  if (!tile_root()) {  // the root computes the tail and sends each tile its delta
+  // Darknet counts a micro-batch's images before its forward ([region]'s early prior).
+  const int64_t seen = params_.seen + int64_t(micro_ + 1) * n_;
+  double loss = 0;
+  if (filters()) {  // every process runs the tail: the root's truth to all
+    if (tile_root()) std::copy_n(truth, truth_.size(), truth_.data());
+    std::vector<int> counts(size_t(comm_.size()), 0), displs(counts.size(), 0);
+    counts[kRoot] = int(truth_.size());
+    comm_.all_gather_v(truth_.data(), counts, displs);
+    const double t0 = trace_.on() ? now_s() : 0;
+    TensorView none;
+    loss = tail_->loss_and_backward(truth_.data(), step_, seen, tile_root() ? cut_delta_view() : none);
+    trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
+  }
+  if (!tile_root()) {  // the root sends each tile its delta
     if (buckets) sync_->ready(tail_begin, n);
     tiled_->backward(TensorView{}, &din);
     return 0;
   }
-  // Darknet counts a micro-batch's images before its forward ([region]'s early prior).
-  const int64_t seen = params_.seen + int64_t(micro_ + 1) * n_;
-  const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
-  TensorView cut_delta{cut_delta_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
-  const double t0 = trace_.on() ? now_s() : 0;
-  const double loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
-  trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
+  const TensorView cut_delta = cut_delta_view();
+  if (!filters()) {
+    const double t0 = trace_.on() ? now_s() : 0;
+    loss = tail_->loss_and_backward(truth, step_, seen, cut_delta);
+    trace_.end("tail loss and backward", "tail", Lane::Compute, t0);
+  }
   if (buckets) sync_->ready(tail_begin, n);
   if (prefix_ && opt_.need_input_delta) std::fill(prefix_delta_.begin(), prefix_delta_.end(), 0.f);
   tiled_->backward(cut_delta, &din);
@@ -383,6 +428,11 @@ double Trainer::loss_and_backward(const float* truth) {
     prefix_->backward(OpStep{.batch = n_, .training = true, .step = step_, .seed = opt_.seed}, t);
   }
   return loss;
+}
+
+TensorView Trainer::cut_delta_view() {
+  const Shape at_cut = net_.layers[size_t(cut_ - 1)].out;
+  return TensorView{cut_delta_.data(), n_, at_cut.c, tiled_->out_cb(), full_box(at_cut.h, at_cut.w)};
 }
 
 double Trainer::forward_backward(const float* input, const float* truth) {

@@ -25,6 +25,12 @@ enum class Overlap { Auto, On, Off };
 const char* overlap_name(Overlap o);
 Overlap parse_overlap(const std::string& s);  // throws naming the flag
 
+// Where the layers after the cut run: on the root process alone, or on every process with
+// each convolution's filters split into blocks (engine/filter_blocks.hpp).
+enum class TailMode { Root, Filters };
+const char* tail_mode_name(TailMode t);
+TailMode parse_tail_mode(const std::string& s);  // throws naming the flag
+
 struct TrainOptions {
   int rows = 1, cols = 1;
   std::string groups = "none";
@@ -58,6 +64,10 @@ struct TrainOptions {
   // running statistics folded in that order, so the bits do not depend on the number of
   // copies (1 included). The grid then tiles each copy inside its process.
   int replicas = 0;
+  // Filters: every process runs the tail, each convolution there split into as many blocks
+  // of filters as the grid has tiles (block b where tile b runs); the blocks' weights,
+  // gradients and momentum are updated only where they run, so they never cross a link.
+  TailMode tail = TailMode::Root;
   // The device that holds the maps and does their element-wise work and the SGD update
   // (device/device.hpp); nullptr: this host's CPU.
   Device* device = nullptr;
@@ -148,6 +158,8 @@ class Trainer {
   void check_memory(const Plan& plan, const std::vector<int>& ranks) const;
   void forward(const float* input, bool training);
   double loss_and_backward(const float* truth);
+  void make_tail(const std::vector<int>& ranks, RunningStatsLog* log);
+  TensorView cut_delta_view();  // root: the whole delta at the cut
   // Data parallel: the first micro-batch process r runs (r = processes: the batch's end).
   int first_micro_batch(int r) const { return int(int64_t(net_.subdivisions) * r / comm_.size()); }
   double forward_backward_replica(const float* input, const float* truth);
@@ -155,6 +167,7 @@ class Trainer {
   void fold_running_stats_in_order();
   // The tiled part and the tail run on this process's copy: the root of the tiles' comm.
   bool tile_root() const { return tiles_comm_.rank() == kRoot; }
+  bool filters() const { return opt_.tail == TailMode::Filters; }
 
   const NetSpec& net_;
   Params& params_;
@@ -176,7 +189,8 @@ class Trainer {
       replica_out_;                     // data parallel: this process's micro-batches; the root's copy of an output
   DetectorLoss replica_detector_loss_;  // data parallel, root: every copy's, summed in process order
   std::unique_ptr<Segment> tiled_;
-  std::unique_ptr<Tail> tail_;  // root only
+  std::unique_ptr<Tail> tail_;  // root only (every process with TailMode::Filters)
+  std::vector<float> truth_;    // TailMode::Filters: the micro-batch's truth, from the root
   Buffer cut_map_, cut_delta_;  // whole map at the cut and its delta (root only)
   std::vector<float> input_delta_;
   // Root only, with a layer before the tiled part: its op, its output (the tiled part's

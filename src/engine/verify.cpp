@@ -103,6 +103,7 @@ VerifyReport verify_training(const NetSpec& net, const TrainOptions& opt, Comm& 
   // kernels, so they may differ in the last bits); that copies give the same bits whatever
   // their number, tests/mpi/replicas.sh checks.
   ropt.replicas = 0;
+  ropt.tail = TailMode::Root;
   ropt.record_grad_scales = true;
   ropt.adjust_plan = {};  // a test's change to the tiled plan is not the reference's
   std::unique_ptr<Trainer> ref_holder;

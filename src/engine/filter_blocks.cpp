@@ -1,0 +1,122 @@
+#include "engine/filter_blocks.hpp"
+
+#include <algorithm>
+
+#include "model/op_kind.hpp"
+
+namespace tt {
+
+std::vector<std::pair<int, int>> filter_blocks(int channels, int blocks) {
+  constexpr int kAlign = 16;
+  std::vector<std::pair<int, int>> b;
+  int prev = 0;
+  for (int i = 1; i <= blocks; ++i) {
+    const int end = i == blocks ? channels : std::min(channels, int(int64_t(channels) * i / blocks) / kAlign * kAlign);
+    b.push_back({prev, std::max(prev, end)});
+    prev = std::max(prev, end);
+  }
+  return b;
+}
+
+bool splits_into_filter_blocks(const LayerSpec& s) { return s.is(kConvKind) && s.conv().groups == 1; }
+
+std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, const LayerSpec& s, int o0, int o1) {
+  const ParamSlice& ps = p.slices[size_t(s.index)];
+  const int64_t per = ps.n_weights / ps.n_out;
+  std::vector<std::pair<int64_t, int64_t>> r{{ps.biases + o0, ps.biases + o1}};
+  if (ps.scales >= 0) r.push_back({ps.scales + o0, ps.scales + o1});
+  r.push_back({ps.weights + o0 * per, ps.weights + o1 * per});
+  return r;
+}
+
+namespace {
+// The layer as the first and only layer of a net whose input is the layer's input.
+NetSpec one_block_net(const NetSpec& net, int l, int o0, int o1) {
+  NetSpec b;
+  b.path = net.path;
+  b.batch = net.batch;
+  b.subdivisions = net.subdivisions;
+  const LayerSpec& s = net.layers[size_t(l)];
+  b.channels = s.in.c;
+  b.height = s.in.h;
+  b.width = s.in.w;
+  LayerSpec c = s;
+  c.index = 0;
+  c.inputs = {};
+  c.out.c = o1 - o0;
+  c.conv().filters = o1 - o0;
+  b.layers = {c};
+  return b;
+}
+}  // namespace
+
+BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch,
+                     BnMode bn, Trace* trace)
+    : net_(one_block_net(net, layer, o0, o1)),
+      params_(net_),
+      layer_(layer),
+      o0_(o0),
+      o1_(o1),
+      batch_(batch),
+      grad_(params_.values.size(), ctx.device) {
+  std::fill(grad_.data(), grad_.data() + grad_.size(), 0.f);
+  const ParamSlice& ps = p.slices[size_t(layer)];
+  const ParamSlice& bs = params_.slices[0];
+  const int64_t per = ps.n_weights / ps.n_out, n = o1 - o0;
+  pieces_.push_back({ps.biases + o0, bs.biases, n});
+  if (ps.scales >= 0) pieces_.push_back({ps.scales + o0, bs.scales, n});
+  pieces_.push_back({ps.weights + o0 * per, bs.weights, n * per});
+  seg_ = std::make_unique<Segment>(ctx, net_, params_, grad_.data(), make_plan(net_, 1, 1, 0, 1, {0}), comm_,
+                                   SegmentOptions{.batch = batch,
+                                                  .in_cb = ctx.config.block,
+                                                  .bn = bn,
+                                                  .need_input_delta = true,
+                                                  .tile_rank = {0},
+                                                  .shards = nullptr,
+                                                  .recompute = false,
+                                                  .far = {},
+                                                  .tiled = false,
+                                                  .trace = trace});
+  load(p);
+}
+
+BlockConv::~BlockConv() = default;
+
+void BlockConv::load(const Params& p) {
+  for (const Piece& r : pieces_) std::copy_n(p.values.begin() + r.at, r.n, params_.values.begin() + r.mine);
+  if (!params_.rolling_mean[0].empty()) {
+    std::copy_n(p.rolling_mean[size_t(layer_)].begin() + o0_, o1_ - o0_, params_.rolling_mean[0].begin());
+    std::copy_n(p.rolling_var[size_t(layer_)].begin() + o0_, o1_ - o0_, params_.rolling_var[0].begin());
+  }
+  seg_->refresh_weights();
+}
+
+void BlockConv::forward(const TensorView& in, bool training, float* out, Params& p) {
+  seg_->forward(in, training);
+  const Shape& s = net_.layers[0].out;
+  TensorView o{out, batch_, s.c, 1, full_box(s.h, s.w)};
+  seg_->gather_output(&o);
+  if (training && !params_.rolling_mean[0].empty()) {
+    std::copy(params_.rolling_mean[0].begin(), params_.rolling_mean[0].end(),
+              p.rolling_mean[size_t(layer_)].begin() + o0_);
+    std::copy(params_.rolling_var[0].begin(), params_.rolling_var[0].end(),
+              p.rolling_var[size_t(layer_)].begin() + o0_);
+  }
+}
+
+void BlockConv::backward(const float* dout, float* din, float* grad) {
+  const Shape& so = net_.layers[0].out;
+  const Shape in = net_.input();
+  TensorView d{const_cast<float*>(dout), batch_, so.c, 1, full_box(so.h, so.w)};
+  TensorView di{din, batch_, in.c, 1, full_box(in.h, in.w)};
+  seg_->backward(d, &di);
+  // The block's gradient of this micro-batch, added into the net's and cleared.
+  float* g = grad_.data();
+  for (const Piece& r : pieces_)
+    for (int64_t i = 0; i < r.n; ++i) {
+      grad[r.at + i] += g[r.mine + i];
+      g[r.mine + i] = 0.f;
+    }
+}
+
+}  // namespace tt

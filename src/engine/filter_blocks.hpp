@@ -1,0 +1,60 @@
+// --tail filters: the convolutions after the cut split by output channels (model parallel).
+// Each such layer's filters are cut into as many blocks as the grid has tiles, block b run
+// by the process that runs tile b, on the whole (small) input map, which every process
+// holds. Block boundaries depend on the grid only, so the sums do too, not on the number of
+// processes: a block's weight gradient is its own kernel's over the whole map; the input
+// delta is the blocks' partial deltas added in block order.
+#pragma once
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "engine/segment.hpp"
+#include "model/params.hpp"
+
+namespace tt {
+
+// Output channels [first, second) of each of `blocks` blocks of `channels` filters: at
+// multiples of 16 (a whole channel block of every CPU's layout), so some may be empty.
+std::vector<std::pair<int, int>> filter_blocks(int channels, int blocks);
+// Whether layer s runs split into filter blocks (a convolution without groups).
+bool splits_into_filter_blocks(const LayerSpec& s);
+// The ranges of Params::values that hold output channels [o0, o1) of layer l: biases,
+// batch-norm scales, weights (each contiguous in Darknet's layout).
+std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, const LayerSpec& s, int o0, int o1);
+
+// One block of one convolution, as a one-layer net of its own (its parameters copied from
+// and to the net's, so the segment that runs it is the untiled tail's own code).
+class BlockConv {
+ public:
+  BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch, BnMode bn,
+            Trace* trace);
+  ~BlockConv();
+  // The block's weights, biases, scales and running statistics from the net's parameters.
+  void load(const Params& p);
+  // `in`: the layer's whole input (plain); writes the block's output, [batch][o1 - o0][h][w],
+  // to `out`, and in training its running statistics back into `p`.
+  void forward(const TensorView& in, bool training, float* out, Params& p);
+  // `dout`: the delta of the block's output ([batch][o1 - o0][h][w]); writes the block's
+  // part of the input delta (plain, whole map) to `din` and adds its parameter gradients
+  // into the net's gradient `grad`.
+  void backward(const float* dout, float* din, float* grad);
+  Segment& segment() { return *seg_; }
+  int layer() const { return layer_; }
+  size_t param_bytes() const { return params_.values.size() * 8; }  // values and gradient
+
+ private:
+  NetSpec net_;
+  Params params_;
+  int layer_, o0_, o1_, batch_;
+  Buffer grad_;
+  LocalComm comm_;
+  std::unique_ptr<Segment> seg_;
+  struct Piece {
+    int64_t at, mine, n;  // offsets in the net's and the block's parameter vectors, floats
+  };
+  std::vector<Piece> pieces_;  // biases, batch-norm scales, weights
+};
+
+}  // namespace tt
