@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A whole network on an emulated cluster of Pi 4s (cluster/edge.sh, profile pi4: 4 cores,
 # 1 Gbit/s): one device against 4, at batch 1 and 4, tiled (2x2, the layers after the cut on
-# rank 0) and data parallel (--replicas 4, one micro-batch per device; also with the
+# rank 0, or split by filters over the 4: --tail filters) and data parallel (--replicas 4, one micro-batch per device; also with the
 # gradients sent during backward, --overlap on). One process per
 # device with --threads 4. Prints the medians of the step (device seconds: measured / D), the
 # speed-up over one device at the same batch, and the largest rank's peak RSS.
@@ -28,6 +28,8 @@ for ((r = 0; r < rounds; r++)); do
   run one-b4 1 --batch 4
   run tiled-b1 4 --batch 1 --grid 2x2
   run tiled-b4 4 --batch 4 --grid 2x2
+  run filters-b1 4 --batch 1 --grid 2x2 --tail filters
+  run filters-b4 4 --batch 4 --grid 2x2 --tail filters
   run replicas-b4 4 --batch 4 --subdivisions 4 --replicas 4
   run replicas-b4-overlap 4 --batch 4 --subdivisions 4 --replicas 4 --overlap on
 done
@@ -39,6 +41,7 @@ tmp, D = sys.argv[1], float(sys.argv[2])
 def load(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}.jsonl") if l.strip()]
 rows = [("one device", "one-b1", "one-b4"), ("4 devices, tiled 2x2", "tiled-b1", "tiled-b4"),
+        ("4 devices, tiled 2x2, filter blocks after the cut (--tail filters)", "filters-b1", "filters-b4"),
         ("4 devices, data parallel (--replicas 4)", None, "replicas-b4"),
         ("4 devices, data parallel, gradients during backward (--overlap on)", None, "replicas-b4-overlap")]
 base = {b: statistics.median(r["step_s"] for r in load(f"one-b{b}")) / D for b in (1, 4)}
@@ -55,6 +58,7 @@ for label, b1, b4 in rows:
         cells += [f"{step:.2f}", f"{base[b] / step:.2f}x", f"{max(r['peak_rss_mb_max'] for r in runs):.0f}"]
     w = statistics.median(r["weights_s"] for r in load(b4)) / D
     print(f"| {label} | " + " | ".join(cells) + f" | {w:.2f} |")
-for name in ("one-b1", "one-b4", "tiled-b1", "tiled-b4", "replicas-b4", "replicas-b4-overlap"):
+for name in ("one-b1", "one-b4", "tiled-b1", "tiled-b4", "filters-b1", "filters-b4", "replicas-b4",
+             "replicas-b4-overlap"):
     print(f"steps (device s) {name}: " + " ".join(f"{r['step_s'] / D:.2f}" for r in load(name)))
 PY

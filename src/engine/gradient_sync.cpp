@@ -296,9 +296,20 @@ void FilterBlocksSync::ready(int64_t begin, int64_t end) {
   if (begin < end) head_->ready(begin, end);
 }
 
+// Only the pages this process keeps (the others' blocks may have been handed back).
 void FilterBlocksSync::zero(float* grad) {
   head_->zero(grad);
-  std::fill(grad + tail_begin_, grad + n_, 0.f);
+  for (const auto& rs : {owned_[size_t(comm_.rank())], rest_})
+    for (const auto& [b, e] : rs) std::fill(grad + b, grad + e, 0.f);
+}
+
+std::vector<GradientSync::Range> FilterBlocksSync::others_blocks() const {
+  std::vector<Range> r;
+  for (size_t p = 0; p < owned_.size(); ++p)
+    if (int(p) != comm_.rank())
+      for (const Range& x : owned_[p])
+        if (std::find(rest_.begin(), rest_.end(), x) == rest_.end()) r.push_back(x);
+  return r;
 }
 
 // After the update: the root's part of the tail to every process (they all run those
@@ -317,7 +328,36 @@ void FilterBlocksSync::gather(float* v) {
 
 void FilterBlocksSync::gather_weights(float* weights) {
   head_->gather_weights(weights);
-  gather_owned(weights, owned_);
+  gather_owned_to_root(weights);
+}
+
+void FilterBlocksSync::gather_owned_to_root(float* v) {
+  if (comm_.size() == 1) return;
+  const int me = comm_.rank();
+  std::vector<std::vector<float>> packed(owned_.size());
+  for (size_t p = 0; p < owned_.size(); ++p) {
+    if (int(p) == kRoot || (me != kRoot && int(p) != me)) continue;
+    packed[p].resize(size_t(ShardPlan::total(owned_[p])));
+    if (int(p) == me) {
+      int64_t at = 0;
+      for (const auto& [b, e] : owned_[p]) {
+        std::copy(v + b, v + e, packed[p].begin() + at);
+        at += e - b;
+      }
+      comm_.isend_floats(packed[p].data(), packed[p].size(), kRoot, 0);
+    } else {
+      comm_.irecv_floats(packed[p].data(), packed[p].size(), int(p), 0);
+    }
+  }
+  comm_.wait_all();
+  if (me != kRoot) return;
+  for (size_t p = 1; p < owned_.size(); ++p) {
+    int64_t at = 0;
+    for (const auto& [b, e] : owned_[p]) {
+      std::copy(packed[p].begin() + at, packed[p].begin() + at + (e - b), v + b);
+      at += e - b;
+    }
+  }
 }
 
 void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Range>>& owned) {
@@ -348,7 +388,11 @@ void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Rang
   }
 }
 
-// The head's, and the tail's weights, gradient and momentum whole on every process.
-double FilterBlocksSync::kept_floats() const { return head_->kept_floats() + 3. * double(n_ - tail_begin_); }
+// The head's; after the cut, weights, gradient and momentum of this process's blocks and of
+// the layers every process runs.
+double FilterBlocksSync::kept_floats() const {
+  const double rest = comm_.rank() == kRoot ? 0 : double(ShardPlan::total(rest_));
+  return head_->kept_floats() + 3. * (double(ShardPlan::total(owned_[size_t(comm_.rank())])) + rest);
+}
 
 }  // namespace tt

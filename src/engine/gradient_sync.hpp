@@ -196,8 +196,11 @@ class FilterBlocksSync final : public GradientSync {
   void zero(float* grad) override;
   void share_weights(float* weights) override;
   void gather(float* v) override;
+  // The whole weights on the root only: the others keep only their own blocks' pages.
   void gather_weights(float* weights) override;
   double kept_floats() const override;
+  // What this process neither updates nor runs with: the other processes' blocks.
+  std::vector<Range> others_blocks() const;
 
  private:
   Comm& comm_;
@@ -208,6 +211,8 @@ class FilterBlocksSync final : public GradientSync {
   std::vector<Range> updated_;
   // Gathers the ranges owned[r] of v from each process r to every process.
   void gather_owned(float* v, const std::vector<std::vector<Range>>& owned);
+  // ... to the root only.
+  void gather_owned_to_root(float* v);
 };
 
 }  // namespace tt

@@ -76,7 +76,15 @@ void Trainer::check_memory(const Plan& plan, const std::vector<int>& ranks) cons
   const double maps = double(mp.maps_bytes + mp.deltas_bytes) / mb;
   // Data parallel: also one gradient per micro-batch this process runs but the last (MicroBatchSync).
   const int own_micro = opt_.replicas ? first_micro_batch(comm_.rank() + 1) - first_micro_batch(comm_.rank()) : 1;
-  const double weights = double(params_.values.size()) * 4 * (opt_.low_memory ? 1 : 2 + own_micro) / mb;
+  // Filter blocks: about a process's share of the parameters after the cut.
+  double floats = double(params_.values.size());
+  if (filters())
+    for (const LayerSpec& l : net_.layers)
+      if (l.index >= cut_ && l.has_params()) {
+        floats -= double(params_.values.size() - params_.slices[size_t(l.index)].biases) * (1 - 1. / comm_.size());
+        break;
+      }
+  const double weights = floats * 4 * (opt_.low_memory ? 1 : 2 + own_micro) / mb;
   double tail = 0, largest = 0;
   int largest_layer = 0;
   for (const LayerSpec& l : net_.layers) {
@@ -198,6 +206,10 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
         comm,
         std::make_unique<TileOrderSync>(comm, *tiled_, ranks, E, opt.overlap == Overlap::On, grad_.data(), device), E,
         params.size(), tail_->block_ranges());
+    if (!opt.need_input_delta)  // hand back the pages of the other processes' blocks
+      for (const auto& [b, e] : static_cast<FilterBlocksSync&>(*sync_).others_blocks())
+        for (float* v : {params.values.data(), grad_.data(), momentum_.data()})
+          ctx_.device.discard(v + b, size_t(e - b));
   } else
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
     sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On,

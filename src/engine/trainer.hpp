@@ -117,7 +117,8 @@ class Trainer {
   }
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
-  // Sharded: completes Params::values on every process (before saving weights).
+  // Sharded: completes Params::values on every process (before saving weights); with
+  // TailMode::Filters, on the root (the others keep only their own filter blocks).
   void gather_weights();
   // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's
   // state; with several processes, whole only with need_input_delta.
