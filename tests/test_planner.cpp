@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/filter_blocks.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
 #include "model/op_kind.hpp"
@@ -820,6 +821,72 @@ TEST(PlannerOptimizer, DataParallelCopiesAreCandidates) {
   EXPECT_EQ(copies, (std::vector<int>{2, 3, 4}));
   net.subdivisions = 1;  // nothing to share
   for (const Candidate& c : optimize(net, cm, o).best) EXPECT_EQ(c.part.replicas, 0) << c.part.str();
+}
+
+// --tail filters: every rank computes its blocks' share of each convolution after the cut,
+// the blocks' outputs and input-delta parts are all-gathered, and the parameters after the
+// cut are kept and updated where their blocks run, never sent.
+TEST(PlannerCostModel, FilterBlocksShareTheTailAndKeepItsWeights) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96, 1);
+  const int cut = 8;
+  const ClusterModel cm =
+      resolve_cluster(synthetic_spec(net, 4, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
+  Partition root = part(2, 2, "none", cut), filters = root;
+  filters.tail_filters = true;
+  const Prediction a = predict(net, root, cm), b = predict(net, filters, cm);
+  ASSERT_EQ(b.ranks.size(), 4u);
+  double fwd_a = 0, fwd_b = 0, bwd_a = 0, bwd_b = 0;
+  for (int r = 0; r < 4; ++r) {
+    fwd_a += a.ranks[size_t(r)].fwd_s, fwd_b += b.ranks[size_t(r)].fwd_s;
+    bwd_a += a.ranks[size_t(r)].bwd_s, bwd_b += b.ranks[size_t(r)].bwd_s;
+    // The others compute their blocks after the cut, and hold the maps there.
+    if (r > 0) {
+      EXPECT_GT(b.ranks[size_t(r)].fwd_s, a.ranks[size_t(r)].fwd_s + 1e-4) << r;
+      EXPECT_GT(b.ranks[size_t(r)].maps_mb, a.ranks[size_t(r)].maps_mb) << r;
+    }
+    // Each keeps a quarter of the weights, gradient and momentum after the cut.
+    EXPECT_LT(b.ranks[size_t(r)].filters_mb, a.ranks[size_t(r)].filters_mb) << r;
+  }
+  EXPECT_LT(b.ranks[0].fwd_s, a.ranks[0].fwd_s);
+  // The same work after the cut, shared out, but for what every rank runs whole: the other
+  // layers (a max-pool here) and the head (calibrated as one).
+  const DeviceModel& m = cm.models[0];
+  double extra_fwd = 3 * m.head_fwd_per_sample, extra_bwd = 3 * m.head_bwd_per_sample;
+  for (int l = cut; l < net.first_untileable(); ++l) {
+    const LayerSpec& s = net.layers[size_t(l)];
+    if (splits_into_filter_blocks(s)) continue;
+    const LayerModel& lm = m.layers[size_t(l)];
+    const double cells = s.out.h * s.out.w;  // batch 1
+    extra_fwd += 3 * (lm.fwd.at(cells) + lm.fwd_pointwise.at(cells));
+    extra_bwd += 3 * (lm.bwd_pointwise.at(cells) + lm.bwd_data.at(cells) + lm.bwd_weights.at(cells));
+  }
+  EXPECT_GT(extra_fwd, 3 * m.head_fwd_per_sample);  // there is such a layer
+  EXPECT_NEAR(fwd_b, fwd_a + extra_fwd, 1e-9);
+  EXPECT_NEAR(bwd_b, bwd_a + extra_bwd, 1e-9);
+  EXPECT_GT(b.halo_s, a.halo_s);        // the blocks' all-gathers
+  EXPECT_LT(b.weights_s, a.weights_s);  // no weights after the cut cross a link
+  EXPECT_NE(filters.str().find("filter blocks after the cut"), std::string::npos);
+  root.replicas = 2;
+  root.tail_filters = true;
+  EXPECT_THROW(predict(net, root, cm), Error);
+}
+
+TEST(PlannerOptimizer, FilterBlocksAreCandidates) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96, 1);
+  const ClusterModel cm = synthetic_cluster(net, 4, 100);
+  SearchOptions o;
+  o.top = 1 << 20;  // every candidate
+  const SearchResult r = optimize(net, cm, o);
+  int filters = 0;
+  for (const Candidate& c : r.best) {
+    if (!c.part.tail_filters) continue;
+    ++filters;
+    EXPECT_GT(c.part.ranks(), 1) << c.part.str();
+    EXPECT_EQ(c.pred.step_s, predict(net, c.part, cm).step_s) << c.part.str();
+    const std::string cmd = command_line("w.cfg", c, RunContext{"", {"a", "b", "c", "d"}});
+    EXPECT_NE(cmd.find(" --tail filters"), std::string::npos) << cmd;
+  }
+  EXPECT_GT(filters, 0);
 }
 
 TEST(PlannerOptimizer, CommandLinesFitTheCluster) {

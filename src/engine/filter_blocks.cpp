@@ -20,6 +20,20 @@ std::vector<std::pair<int, int>> filter_blocks(int channels, int blocks) {
 
 bool splits_into_filter_blocks(const LayerSpec& s) { return s.is(kConvKind) && s.conv().groups == 1; }
 
+double filter_share(const LayerSpec& s, const std::vector<int>& mine, int blocks) {
+  if (!splits_into_filter_blocks(s)) return 1;
+  const std::vector<std::pair<int, int>> b = filter_blocks(s.out.c, blocks);
+  int n = 0;
+  for (int k : mine) n += b[size_t(k)].second - b[size_t(k)].first;
+  return double(n) / s.out.c;
+}
+
+int filled_filter_blocks(const LayerSpec& s, int blocks) {
+  int n = 0;
+  for (const auto& [o0, o1] : filter_blocks(s.out.c, blocks)) n += o0 < o1;
+  return n;
+}
+
 std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, const LayerSpec& s, int o0, int o1) {
   const ParamSlice& ps = p.slices[size_t(s.index)];
   const int64_t per = ps.n_weights / ps.n_out;

@@ -20,6 +20,11 @@ namespace tt {
 std::vector<std::pair<int, int>> filter_blocks(int channels, int blocks);
 // Whether layer s runs split into filter blocks (a convolution without groups).
 bool splits_into_filter_blocks(const LayerSpec& s);
+// The part of layer s's work that blocks `mine` of `blocks` do: their share of its filters
+// (1 for a layer every process runs whole).
+double filter_share(const LayerSpec& s, const std::vector<int>& mine, int blocks);
+// How many of the blocks of layer s have filters (each sends a part of the input delta).
+int filled_filter_blocks(const LayerSpec& s, int blocks);
 // The ranges of Params::values that hold output channels [o0, o1) of layer l: biases,
 // batch-norm scales, weights (each contiguous in Darknet's layout).
 std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, const LayerSpec& s, int o0, int o1);

@@ -13,7 +13,8 @@ namespace {
 bool shards_weights(const LayerSpec& s) { return s.spatial() && tiled_traits(s).weights; }
 }  // namespace
 
-ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size) {
+ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size, int64_t end) {
+  if (end < 0) end = p.size();
   ShardPlan sp;
   sp.rank = rank;
   sp.layers.resize(net.layers.size());
@@ -47,7 +48,7 @@ ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int la
     if (b > at) sp.replicated.push_back({at, b});
     at = e;
   }
-  if (p.size() > at) sp.replicated.push_back({at, p.size()});
+  if (end > at) sp.replicated.push_back({at, end});
   return sp;
 }
 

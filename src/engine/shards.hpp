@@ -38,7 +38,9 @@ struct ShardPlan {
   }
 };
 
-// Shards the weights of the tiled layers in [first, last) that have weights over `size` processes.
-ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size);
+// Shards the weights of the tiled layers in [first, last) that have weights over `size`
+// processes; `replicated` covers the rest of [0, end) (end < 0: the whole vector).
+ShardPlan make_shard_plan(const NetSpec& net, const Params& p, int first, int last, int rank, int size,
+                          int64_t end = -1);
 
 }  // namespace tt

@@ -138,10 +138,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
     fail(
         "--tail filters splits the layers after the cut over the processes of one copy; with --replicas each "
         "process runs a whole copy: use one of them");
-  if (filters() && opt.low_memory)
-    fail(
-        "--tail filters with --low-memory is not built yet: the filter blocks already keep the weights after the "
-        "cut where they run; drop one of them");
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer
@@ -156,7 +152,8 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   momentum_ = Buffer(params.values.size(), ctx_.device);
   if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
   if (opt.low_memory) {
-    shards_ = std::make_unique<ShardPlan>(make_shard_plan(net, params, first_, cut_, comm.rank(), comm.size()));
+    shards_ = std::make_unique<ShardPlan>(
+        make_shard_plan(net, params, first_, cut_, comm.rank(), comm.size(), filters() ? tail_begin() : -1));
     if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
@@ -197,23 +194,23 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       replica_in_.assign(size_t(own * n_ * net.input().size()), 0.f);
       replica_truth_.assign(size_t(own * n_ * net.truth_size()), 0.f);
     }
-  } else if (shards_)
-    sync_ = std::make_unique<ShardedSync>(comm, *shards_);
-  else if (filters()) {
-    make_tail(ranks, log);
-    const int64_t E = tiled_->tile_grad_end();
-    sync_ = std::make_unique<FilterBlocksSync>(
-        comm,
-        std::make_unique<TileOrderSync>(comm, *tiled_, ranks, E, opt.overlap == Overlap::On, grad_.data(), device), E,
-        params.size(), tail_->block_ranges());
-    if (!opt.need_input_delta)  // hand back the pages of the other processes' blocks
-      for (const auto& [b, e] : static_cast<FilterBlocksSync&>(*sync_).others_blocks())
-        for (float* v : {params.values.data(), grad_.data(), momentum_.data()})
-          ctx_.device.discard(v + b, size_t(e - b));
-  } else
+  } else {
+    // The tiled layers' and (tail on the root) the tail's; filter blocks: the tail apart.
+    const int64_t E = filters() ? tail_begin() : params.size();
     // Gradient buckets during backward: only when asked (docs/tiling.md says why).
-    sync_ = std::make_unique<TileOrderSync>(comm, *tiled_, ranks, params.size(), opt.overlap == Overlap::On,
-                                            grad_.data(), device);
+    sync_ = shards_ ? std::unique_ptr<GradientSync>(std::make_unique<ShardedSync>(comm, *shards_))
+                    : std::make_unique<TileOrderSync>(comm, *tiled_, ranks, E, opt.overlap == Overlap::On, grad_.data(),
+                                                      device);
+    if (filters()) {
+      make_tail(ranks, log);
+      auto blocks = std::make_unique<FilterBlocksSync>(comm, std::move(sync_), E, params.size(), tail_->block_ranges());
+      if (!opt.need_input_delta)  // hand back the pages of the other processes' blocks
+        for (const auto& [b, e] : blocks->others_blocks())
+          for (float* v : {params.values.data(), grad_.data(), momentum_.data()})
+            ctx_.device.discard(v + b, size_t(e - b));
+      sync_ = std::move(blocks);
+    }
+  }
   if (sync_->overlaps())
     tiled_->link_free = [this] {
       const double t0 = now_s();
@@ -440,6 +437,12 @@ double Trainer::loss_and_backward(const float* truth) {
     prefix_->backward(OpStep{.batch = n_, .training = true, .step = step_, .seed = opt_.seed}, t);
   }
   return loss;
+}
+
+int64_t Trainer::tail_begin() const {
+  for (int l = cut_; l < int(net_.layers.size()); ++l)
+    if (net_.layers[size_t(l)].has_params()) return params_.slices[size_t(l)].biases;
+  return params_.size();
 }
 
 TensorView Trainer::cut_delta_view() {

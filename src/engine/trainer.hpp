@@ -161,6 +161,7 @@ class Trainer {
   double loss_and_backward(const float* truth);
   void make_tail(const std::vector<int>& ranks, RunningStatsLog* log);
   TensorView cut_delta_view();  // root: the whole delta at the cut
+  int64_t tail_begin() const;   // where the parameters of the layers after the cut begin
   // Data parallel: the first micro-batch process r runs (r = processes: the batch's end).
   int first_micro_batch(int r) const { return int(int64_t(net_.subdivisions) * r / comm_.size()); }
   double forward_backward_replica(const float* input, const float* truth);

@@ -9,6 +9,10 @@
 
 namespace tt {
 
+// E[max of n independent standard normal draws]: how far behind the slowest of n ranks is,
+// in units of their compute's spread, at a synchronisation.
+double expected_max_normal(int n);
+
 // The update's collectives over ranks on devices rank_dev[r], `bytes` in all, at the
 // cluster's calibrated efficiencies: the ring reduce-scatter (P-1 steps of a part to the
 // next rank) and the linear all-gather (every rank's part to every other rank).

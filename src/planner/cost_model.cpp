@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/filter_blocks.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/schedule.hpp"
 #include "engine/tail.hpp"
@@ -18,15 +19,6 @@ namespace tt {
 namespace {
 
 constexpr double kMB = 1048576.0;
-
-// E[max of n independent standard normal draws] (tabulated to 16, then the asymptotic form).
-double expected_max_normal(int n) {
-  static const double table[] = {0,     0,     0.564, 0.846, 1.029, 1.163, 1.267, 1.352, 1.424,
-                                 1.485, 1.539, 1.586, 1.629, 1.668, 1.703, 1.736, 1.766};
-  if (n < 17) return table[std::max(n, 0)];
-  const double l = std::sqrt(2 * std::log(double(n)));
-  return l - (std::log(std::log(double(n))) + std::log(4 * M_PI)) / (2 * l);
-}
 
 // One training step replayed rank by rank: `clock[r]` is when rank r is done with what it
 // has been given so far; waiting for another rank advances it into the bucket the engine
@@ -400,18 +392,53 @@ struct Replay {
       }
   }
 
+  // Rank r's part of layer l >= cut: all of it on the root, or (filter blocks) its blocks' share.
+  double tail_share(int r, int l) const {
+    return p.tail_filters ? filter_share(net.layers[size_t(l)], local[size_t(r)], T) : r == 0;
+  }
+  // ... of the head (the layers from dense_begin, calibrated as one), by forward FLOPs.
+  double head_share(int r) const {
+    double all = 0, mine = 0;
+    for (int l = dense_begin; l < int(net.layers.size()); ++l) {
+      all += net.layers[size_t(l)].forward_flops();
+      mine += net.layers[size_t(l)].forward_flops() * tail_share(r, l);
+    }
+    return all > 0 ? mine / all : p.tail_filters || r == 0;
+  }
+  // Filter blocks: layer l's outputs (forward) or parts of its input delta (backward) to every rank.
+  void block_exchange(int l, bool backward) {
+    const LayerSpec& s = net.layers[size_t(l)];
+    if (!p.tail_filters || !splits_into_filter_blocks(s)) return;
+    const double bytes = 4. * batch * (backward ? s.in.size() * filled_filter_blocks(s, T) : s.out.size());
+    sync(allgather_cost(bytes), &RankPrediction::halo_s);
+  }
+  // The parameters after the cut that rank r updates and keeps (filter blocks).
+  double tail_params(int r) const {
+    double n = 0;
+    for (int l = cut; l < int(net.layers.size()); ++l) n += net.layers[size_t(l)].param_count() * tail_share(r, l);
+    return n;
+  }
+
   void forward() {
     out.layer_s.assign(size_t(cut), 0.);
     run_steps(schedule.forward);
-    // Gather at the cut.
+    // Gather at the cut (filter blocks: then from the root to every rank).
     scatter_map(cut - 1, true, &TileLayer::own);
-    // The untiled tail and the head, on rank 0.
+    if (p.tail_filters)
+      sync(allgather_cost(4. * batch * net.layers[size_t(cut - 1)].out.size()), &RankPrediction::halo_s);
+    // The untiled tail and the head, on rank 0 (filter blocks: each rank its share).
     for (int l = cut; l < dense_begin; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
       const double cells = double(batch) * s.out.h * s.out.w;
-      run(0, comp(0, l, lm(0, l).fwd, cells) + comp(0, l, lm(0, l).fwd_pointwise, cells), &RankPrediction::fwd_s);
+      for (int r = 0; r < P; ++r)
+        if (const double share = tail_share(r, l); share > 0)
+          run(r, share * (comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells)),
+              &RankPrediction::fwd_s);
+      block_exchange(l, false);
     }
-    run(0, model(0).head_fwd_per_sample * batch * scale(0), &RankPrediction::fwd_s);
+    for (int r = 0; r < P; ++r)
+      run(r, model(r).head_fwd_per_sample * batch * scale(r) * head_share(r), &RankPrediction::fwd_s);
+    for (int l = dense_begin; l < int(net.layers.size()); ++l) block_exchange(l, false);
   }
 
   // Batch-norm/activation: the statistics' sums halfway (a synchronisation): every tile's
@@ -428,13 +455,21 @@ struct Replay {
   }
 
   void backward() {
-    run(0, model(0).head_bwd_per_sample * batch * scale(0), &RankPrediction::bwd_s);
+    for (int r = 0; r < P; ++r)
+      run(r, model(r).head_bwd_per_sample * batch * scale(r) * head_share(r), &RankPrediction::bwd_s);
+    for (int l = int(net.layers.size()) - 1; l >= dense_begin; --l) block_exchange(l, true);
     for (int l = dense_begin - 1; l >= cut; --l) {
       const LayerSpec& s = net.layers[size_t(l)];
-      const LayerModel& m = lm(0, l);
       const double cells = double(batch) * s.out.h * s.out.w;
-      run(0, comp(0, l, m.bwd_pointwise, cells) + comp(0, l, m.bwd_data, cells) + comp(0, l, m.bwd_weights, cells),
-          &RankPrediction::bwd_s);
+      for (int r = 0; r < P; ++r) {
+        const LayerModel& m = lm(r, l);
+        if (const double share = tail_share(r, l); share > 0)
+          run(r,
+              share * (comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells) +
+                       comp(r, l, m.bwd_weights, cells)),
+              &RankPrediction::bwd_s);
+      }
+      block_exchange(l, true);
     }
     // Gradient buckets (engine/gradient_sync.hpp, --overlap on): the first leaves when every
     // rank has begun the tiled backward (the tail's, from the root).
@@ -477,7 +512,8 @@ struct Replay {
   const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
 
   void update() {
-    const double n = double(net_params());
+    // Filter blocks: the parameters after the cut are updated where they run, never sent.
+    const double n = p.tail_filters ? double(tiled_params()) : double(net_params());
     if (P == 1) {
       run(0, (model(0).sgd_per_param * n + model(0).reload_s) * scale(0), &RankPrediction::update_s);
       return;
@@ -497,7 +533,8 @@ struct Replay {
       // In buckets during backward: what of it the backward since the first bucket did not hide.
       const double end = *std::max_element(clock.begin(), clock.end());
       sync(grads_leave < 0 ? sum : std::max(0., grads_leave + sum - end), &RankPrediction::weights_s);
-      for (int r = 0; r < P; ++r) run(r, model(r).sgd_per_param * n / P * scale(r), &RankPrediction::update_s);
+      for (int r = 0; r < P; ++r)
+        run(r, model(r).sgd_per_param * (n / P + tail_params(r)) * scale(r), &RankPrediction::update_s);
       sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
       return;
@@ -505,7 +542,8 @@ struct Replay {
     const double sharded = double(conv_weights());
     sync(small_allreduce(4 * (n - sharded)), &RankPrediction::weights_s);
     for (int r = 0; r < P; ++r)
-      run(r, model(r).sgd_per_param * (n - sharded + sharded / P) * scale(r), &RankPrediction::update_s);
+      run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_params(r)) * scale(r),
+          &RankPrediction::update_s);
   }
   int64_t net_params() const {
     int64_t n = 0;
@@ -530,7 +568,8 @@ struct Replay {
   }
 
   void memory() {
-    const double n = double(net_params()), sharded = double(conv_weights());
+    // Filter blocks: the parameters after the cut are a rank's blocks' (and the whole layers').
+    const double n = p.tail_filters ? double(tiled_params()) : double(net_params()), sharded = double(conv_weights());
     for (int r = 0; r < P; ++r) {
       const SegmentMemoryPlan& mp = rank_layout(r);
       const DeviceModel& m = model(r);
@@ -538,18 +577,23 @@ struct Replay {
       a.maps_mb = mp.maps_bytes / kMB;
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
-      kept += tile_order_floats();
+      kept += tile_order_floats() + (p.tail_filters ? 3 * tail_params(r) : 0);
       a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb);
       double extra = 0;
-      if (r == 0) {  // the input, the whole maps at the cut, the untiled tail and the head
+      // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
+      // blocks: the maps on every rank, with the blocks' staging).
+      if (r == 0) extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
+      if (r == 0 || p.tail_filters) {
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
-        extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
         a.maps_mb +=
             map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
         a.deltas_mb +=
             map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
         // The tail (engine/tail.hpp): its runs' Segments and its plain buffers.
-        const TailLayout t = plan_tail(net, cut, batch);
+        const TailLayout t = plan_tail(net, cut, batch, p.tail_filters);
+        for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
+          if (const LayerSpec& s = net.layers[size_t(l)]; splits_into_filter_blocks(s))
+            a.deltas_mb += 4. * batch * (s.out.size() + s.in.size() * (1 + filled_filter_blocks(s, T))) / kMB;
         for (auto [first, last] : t.runs) {
           const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, first, last, {first}), batch,
                                                           m.channel_block, m.channel_block, false, true, {0});
@@ -580,6 +624,7 @@ struct Replay {
 }  // namespace
 
 Prediction predict(const NetSpec& net, const Partition& p, const ClusterModel& cm) {
+  if (p.replicas > 0 && p.tail_filters) fail("--tail filters splits one copy over its processes: not with --replicas");
   if (p.replicas > 0) return predict_replicas(net, p, cm);
   Replay r(net, p, cm);
   return r.finish();

@@ -108,7 +108,7 @@ bool same(const Partition& a, const Partition& b) {
   return a.rows == b.rows && a.cols == b.cols && a.group_starts == b.group_starts && a.cut == b.cut &&
          a.tiles_per_rank == b.tiles_per_rank && a.ranks_per_device == b.ranks_per_device &&
          a.low_memory == b.low_memory && a.split.rows == b.split.rows && a.split.cols == b.split.cols &&
-         a.features == b.features && a.replicas == b.replicas;
+         a.features == b.features && a.replicas == b.replicas && a.tail_filters == b.tail_filters;
 }
 
 }  // namespace
@@ -206,9 +206,10 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
         for (int stage_end : cuts) {
           if (R * C == 1 && stage_end != default_cut) continue;  // one tile: the cut changes nothing
           const int cut = stage_end == default_cut ? resolve_cut(net, -1, R, C) : stage_end;
-          for (int variant = 0; variant < 8; ++variant) {
-            const bool lm = variant & 1, weighted = variant & 2, exchange = variant & 4;
+          for (int variant = 0; variant < 16; ++variant) {
+            const bool lm = variant & 1, weighted = variant & 2, exchange = variant & 4, filters = variant & 8;
             if (lm && (!o.low_memory || P == 1)) continue;
+            if (filters && P == 1) continue;
             if (weighted && !hetero) continue;
             if (exchange && R * C == 1) continue;
             Partition p{.rows = R,
@@ -219,7 +220,8 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
                         .ranks_per_device = per,
                         .low_memory = lm,
                         .split = {},
-                        .features = exchange ? BackwardFeatures::Exchange : BackwardFeatures::Recompute};
+                        .features = exchange ? BackwardFeatures::Exchange : BackwardFeatures::Recompute,
+                        .tail_filters = filters};
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
@@ -241,13 +243,11 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   // micro-batches go round (a copy runs whole micro-batches: --subdivisions).
   for (int P = 2; P <= std::min(D, net.subdivisions); ++P) {
     ++res.configs;
-    consider(Partition{.rows = 1,
-                       .cols = 1,
-                       .group_starts = parse_groups("all", 0, default_cut),
-                       .cut = default_cut,
-                       .tiles_per_rank = 1,
-                       .ranks_per_device = 1,
-                       .replicas = P});
+    Partition dp;  // 1x1, one tile per copy
+    dp.group_starts = parse_groups("all", 0, default_cut);
+    dp.cut = default_cut;
+    dp.replicas = P;
+    consider(dp);
   }
   // Stage 2: the grouping search on the most promising configurations.
   std::sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.best < b.best; });

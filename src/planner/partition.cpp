@@ -22,14 +22,15 @@ std::string Partition::str() const {
          (split.rows.empty() && split.cols.empty() ? "" : ", split" + split_flags()) +
          (features == BackwardFeatures::Exchange ? ", backward features exchanged" : "") +
          (overlap != Overlap::Auto ? std::string(", overlap ") + overlap_name(overlap) : "") +
-         (replicas > 0 ? ", data parallel over " + std::to_string(replicas) + " copies" : "");
+         (replicas > 0 ? ", data parallel over " + std::to_string(replicas) + " copies" : "") +
+         (tail_filters ? ", filter blocks after the cut" : "");
 }
 
 std::string Partition::flags() const {
   return std::string(low_memory ? " --low-memory" : "") + split_flags() +
          (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "") +
          (overlap != Overlap::Auto ? std::string(" --overlap ") + overlap_name(overlap) : "") +
-         (replicas > 0 ? " --replicas " + std::to_string(replicas) : "");
+         (replicas > 0 ? " --replicas " + std::to_string(replicas) : "") + (tail_filters ? " --tail filters" : "");
 }
 
 std::string Partition::split_flags() const {

@@ -23,6 +23,9 @@ struct Partition {
   // Data parallel (trainer.hpp, TrainOptions::replicas): this many whole copies, one process
   // each, the grid tiling each copy inside its process; 0: the processes share the tiles.
   int replicas = 0;
+  // --tail filters (trainer.hpp, TailMode::Filters): every rank runs the layers after the
+  // cut, each convolution's filters split into a block per tile.
+  bool tail_filters = false;
   int ranks() const { return replicas > 0 ? replicas : rows * cols / tiles_per_rank; }
   std::string groups_str() const;   // "none", or "0,4,8"
   std::string str() const;          // "grid 2x2, groups 0,4,8, cut 16, 1 tile/rank, ..."
