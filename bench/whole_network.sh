@@ -30,6 +30,8 @@ for ((r = 0; r < rounds; r++)); do
   run tiled-b4 4 --batch 4 --grid 2x2
   run filters-b1 4 --batch 1 --grid 2x2 --tail filters
   run filters-b4 4 --batch 4 --grid 2x2 --tail filters
+  run filters-lm-b1 4 --batch 1 --grid 2x2 --tail filters --low-memory
+  run filters-lm-b4 4 --batch 4 --grid 2x2 --tail filters --low-memory
   run replicas-b4 4 --batch 4 --subdivisions 4 --replicas 4
   run replicas-b4-overlap 4 --batch 4 --subdivisions 4 --replicas 4 --overlap on
 done
@@ -42,6 +44,7 @@ def load(name):
     return [json.loads(l) for l in open(f"{tmp}/{name}.jsonl") if l.strip()]
 rows = [("one device", "one-b1", "one-b4"), ("4 devices, tiled 2x2", "tiled-b1", "tiled-b4"),
         ("4 devices, tiled 2x2, filter blocks after the cut (--tail filters)", "filters-b1", "filters-b4"),
+        ("4 devices, the same with --low-memory", "filters-lm-b1", "filters-lm-b4"),
         ("4 devices, data parallel (--replicas 4)", None, "replicas-b4"),
         ("4 devices, data parallel, gradients during backward (--overlap on)", None, "replicas-b4-overlap")]
 base = {b: statistics.median(r["step_s"] for r in load(f"one-b{b}")) / D for b in (1, 4)}
@@ -58,7 +61,7 @@ for label, b1, b4 in rows:
         cells += [f"{step:.2f}", f"{base[b] / step:.2f}x", f"{max(r['peak_rss_mb_max'] for r in runs):.0f}"]
     w = statistics.median(r["weights_s"] for r in load(b4)) / D
     print(f"| {label} | " + " | ".join(cells) + f" | {w:.2f} |")
-for name in ("one-b1", "one-b4", "tiled-b1", "tiled-b4", "filters-b1", "filters-b4", "replicas-b4",
-             "replicas-b4-overlap"):
+for name in ("one-b1", "one-b4", "tiled-b1", "tiled-b4", "filters-b1", "filters-b4", "filters-lm-b1", "filters-lm-b4",
+             "replicas-b4", "replicas-b4-overlap"):
     print(f"steps (device s) {name}: " + " ".join(f"{r['step_s'] / D:.2f}" for r in load(name)))
 PY

@@ -208,30 +208,33 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> Tail::block_ranges() const
 
 template <class F>
 void Tail::each_segment(F f) const {
-  for (const auto& r : runs_) f(*r->seg, r->first);
+  for (const auto& r : runs_) f(*r->seg, r->first, 0);
   for (const auto& B : blocks_)
     if (B)
       for (const auto& c : B->mine)
-        if (c) f(c->segment(), c->layer());
+        if (c) f(c->segment(), c->layer(), c->layer());
 }
 
 std::vector<KernelUse> Tail::kernel_uses() const {
   std::vector<KernelUse> uses;
-  each_segment([&](Segment& seg, int) {
-    for (KernelUse& u : seg.kernel_uses()) uses.push_back(std::move(u));
+  each_segment([&](Segment& seg, int, int offset) {
+    for (KernelUse& u : seg.kernel_uses()) {
+      u.layer += offset;
+      uses.push_back(std::move(u));
+    }
   });
   return uses;
 }
 
 SegmentTimes Tail::total_times() const {
   SegmentTimes t = times;
-  each_segment([&](Segment& seg, int) { t += seg.times; });
+  each_segment([&](Segment& seg, int, int) { t += seg.times; });
   return t;
 }
 
 void Tail::collect_layer_times(std::vector<LayerTimes>& v) const {
   for (size_t i = 0; i < layer_times.size(); ++i) v[size_t(cut_) + i] = layer_times[i];
-  each_segment([&](Segment& seg, int first) {
+  each_segment([&](Segment& seg, int first, int) {
     for (size_t i = 0; i < seg.layer_times.size(); ++i) v[size_t(first) + i] += seg.layer_times[i];
   });
 }
@@ -239,7 +242,7 @@ void Tail::collect_layer_times(std::vector<LayerTimes>& v) const {
 void Tail::reset_times() {
   times = {};
   std::fill(layer_times.begin(), layer_times.end(), LayerTimes{});
-  each_segment([&](Segment& seg, int) {
+  each_segment([&](Segment& seg, int, int) {
     seg.times = {};
     std::fill(seg.layer_times.begin(), seg.layer_times.end(), LayerTimes{});
   });
@@ -247,7 +250,7 @@ void Tail::reset_times() {
 
 Segment::MemoryUse Tail::memory_use() const {
   Segment::MemoryUse m;
-  each_segment([&](Segment& seg, int) {
+  each_segment([&](Segment& seg, int, int) {
     const Segment::MemoryUse u = seg.memory_use();
     m.maps += u.maps;
     m.deltas += u.deltas;

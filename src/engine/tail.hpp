@@ -82,7 +82,8 @@ class Tail {
   void forward_layer(int l, bool training, int64_t step);
   void backward_layer(int l, int64_t step);
   std::unique_ptr<Blocks> make_blocks(int l);
-  // Calls f(segment, its first net layer) for every segment here: the runs' and the blocks'.
+  // Calls f(segment, its first net layer, what to add to the segment's layer numbers) for
+  // every segment here: the runs' (numbered as the net) and the blocks' (one-layer nets).
   template <class F>
   void each_segment(F f) const;
   void forward_blocks(int l, bool training);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/net_spec.hpp"
+#include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
 
 namespace tt {
@@ -197,6 +199,37 @@ double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& r
                                  const std::vector<double>& floats) {
   const std::vector<double> t = chunk_ring_finish(c, rank_dev, {floats}, std::vector<double>(rank_dev.size(), 0.));
   return *std::max_element(t.begin(), t.end());
+}
+
+double small_allreduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes) {
+  double worst = 0;
+  for (size_t r = 1; r < rank_dev.size(); ++r) {
+    const LinkSpec l = c.link(rank_dev[0], rank_dev[r]);
+    worst = std::max(worst, l.latency_s() + bytes / l.bytes_per_s());
+  }
+  return std::ceil(std::log2(double(rank_dev.size()))) * worst;
+}
+
+std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut, int l, int channel_block, int P) {
+  int64_t total = 0, v = 0;
+  for (int k = 0; k < cut; ++k)
+    if (tiled_traits(net.layers[size_t(k)]).weights) {
+      if (k < l) v += net.layers[size_t(k)].weight_count();
+      total += net.layers[size_t(k)].weight_count();
+    }
+  const LayerSpec& s = net.layers[size_t(l)];
+  const int64_t n = s.weight_count(), oc = s.out.c, row = n / oc, cb = channel_block;
+  const int64_t step = oc % cb ? oc : std::clamp<int64_t>((int64_t(1) << 18) / row / cb * cb, cb, oc);
+  std::vector<std::vector<double>> parts;
+  for (int64_t o0 = 0; o0 < oc; o0 += step) {
+    const int64_t begin = v + o0 * row, end = v + std::min(oc, o0 + step) * row;
+    std::vector<double> mine(static_cast<size_t>(P), 0.);
+    for (int r = 0; r < P; ++r)
+      mine[size_t(r)] =
+          double(std::max<int64_t>(0, std::min(end, total * (r + 1) / P) - std::max(begin, total * r / P)));
+    parts.push_back(std::move(mine));
+  }
+  return parts;
 }
 
 }  // namespace tt

@@ -32,6 +32,14 @@ double device_share_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
 // `reduce_scatter_s`, of `bytes` each: the two formulas above solved for the rate, averaged.
 double shared_memory_collective_rate(int P, double bytes, double latency_s, double all_gather_s,
                                      double reduce_scatter_s);
+// A small all-reduce (the gradients --low-memory does not shard) over ranks on devices
+// rank_dev[r]: recursive doubling, log2(P) rounds of the slowest link from rank 0.
+double small_allreduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// --low-memory moves tiled layer l's weights (layers before `cut`) in chunks of whole output
+// channels, about 1 MB each (Segment::plan_chunks), each chunk split among the ranks that
+// own parts of it (shards are contiguous runs of all the tiled convolutions' weights,
+// make_shard_plan). Per chunk: the floats each of P ranks owns.
+std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut, int l, int channel_block, int P);
 // One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
 // link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
 // r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs.

@@ -126,13 +126,6 @@ struct Replay {
     if (bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s) since_sync[size_t(r)] += secs;
     acc[size_t(r)].*bucket += secs;
   }
-  // A small all-reduce (the gradients --low-memory does not shard): recursive doubling,
-  // log2(P) rounds.
-  double small_allreduce(double bytes) const {
-    double worst = 0;
-    for (int r = 1; r < P; ++r) worst = std::max(worst, msg(0, r, bytes));
-    return std::ceil(std::log2(double(P))) * worst;
-  }
   // Messages `pieces` (cells of a map with c channels in layout cb) between ranks; each
   // rank waits for its senders, then for its own traffic: the bytes over its device's link
   // (both ways at once), one latency (the messages are posted together).
@@ -221,36 +214,12 @@ struct Replay {
       if (tiled_traits(net.layers[size_t(l)]).weights) n += net.layers[size_t(l)].weight_count();
     return n;
   }
-  // --low-memory moves layer l's weights in chunks of whole output channels, about 1 MB
-  // each (Segment::plan_chunks), each chunk split among the ranks that own parts of it
-  // (shards are contiguous runs of all the tiled convolutions' weights, make_shard_plan).
-  // Per chunk: the floats each rank owns.
-  std::vector<std::vector<double>> chunk_parts(int l) const {
-    int64_t total = 0, v = 0;
-    for (int k = 0; k < cut; ++k)
-      if (tiled_traits(net.layers[size_t(k)]).weights) {
-        if (k < l) v += net.layers[size_t(k)].weight_count();
-        total += net.layers[size_t(k)].weight_count();
-      }
-    const LayerSpec& s = net.layers[size_t(l)];
-    const int64_t n = s.weight_count(), oc = s.out.c, row = n / oc, cb = model(0).channel_block;
-    const int64_t step = oc % cb ? oc : std::clamp<int64_t>((int64_t(1) << 18) / row / cb * cb, cb, oc);
-    std::vector<std::vector<double>> parts;
-    for (int64_t o0 = 0; o0 < oc; o0 += step) {
-      const int64_t begin = v + o0 * row, end = v + std::min(oc, o0 + step) * row;
-      std::vector<double> mine(static_cast<size_t>(P), 0.);
-      for (int r = 0; r < P; ++r)
-        mine[size_t(r)] =
-            double(std::max<int64_t>(0, std::min(end, total * (r + 1) / P) - std::max(begin, total * r / P)));
-      parts.push_back(std::move(mine));
-    }
-    return parts;
-  }
   // The chunks of layer l's weights (--low-memory): gathered before each use, their
   // gradients reduce-scattered once.
   double chunked_gather_cost(int l) const {
     double t = 0;
-    for (const auto& parts : chunk_parts(l)) t += chunk_gather_time(cm.spec, rank_dev, parts);
+    for (const auto& parts : weight_chunk_parts(net, cut, l, model(0).channel_block, P))
+      t += chunk_gather_time(cm.spec, rank_dev, parts);
     return t;
   }
   // Layer l's gradient chunks round the ring one after another, overlapping on different
@@ -258,7 +227,8 @@ struct Replay {
   // of one owner's chunks costs about two hops a chunk, not three; priced a chunk at a time
   // they come out too slow. bench/planner/chunk_ring.sh times the same calls.
   void reduce_scatter_chunks(int l) {
-    const std::vector<double> t = chunk_ring_finish(cm.spec, rank_dev, chunk_parts(l), clock);
+    const std::vector<double> t =
+        chunk_ring_finish(cm.spec, rank_dev, weight_chunk_parts(net, cut, l, model(0).channel_block, P), clock);
     for (int r = 0; r < P; ++r) {
       acc[size_t(r)].weights_s += t[size_t(r)] - clock[size_t(r)];
       clock[size_t(r)] = t[size_t(r)];
@@ -408,9 +378,8 @@ struct Replay {
   // Filter blocks: layer l's outputs (forward) or parts of its input delta (backward) to every rank.
   void block_exchange(int l, bool backward) {
     const LayerSpec& s = net.layers[size_t(l)];
-    if (!p.tail_filters || !splits_into_filter_blocks(s)) return;
     const double bytes = 4. * batch * (backward ? s.in.size() * filled_filter_blocks(s, T) : s.out.size());
-    sync(allgather_cost(bytes), &RankPrediction::halo_s);
+    if (p.tail_filters && splits_into_filter_blocks(s)) sync(allgather_cost(bytes), &RankPrediction::halo_s);
   }
   // The parameters after the cut that rank r updates and keeps (filter blocks).
   double tail_params(int r) const {
@@ -430,10 +399,10 @@ struct Replay {
     for (int l = cut; l < dense_begin; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
       const double cells = double(batch) * s.out.h * s.out.w;
-      for (int r = 0; r < P; ++r)
-        if (const double share = tail_share(r, l); share > 0)
-          run(r, share * (comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells)),
-              &RankPrediction::fwd_s);
+      for (int r = 0; r < P; ++r) {
+        const double all = comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells);
+        run(r, tail_share(r, l) * all, &RankPrediction::fwd_s);
+      }
       block_exchange(l, false);
     }
     for (int r = 0; r < P; ++r)
@@ -463,11 +432,8 @@ struct Replay {
       const double cells = double(batch) * s.out.h * s.out.w;
       for (int r = 0; r < P; ++r) {
         const LayerModel& m = lm(r, l);
-        if (const double share = tail_share(r, l); share > 0)
-          run(r,
-              share * (comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells) +
-                       comp(r, l, m.bwd_weights, cells)),
-              &RankPrediction::bwd_s);
+        const double all = comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells);
+        run(r, tail_share(r, l) * (all + comp(r, l, m.bwd_weights, cells)), &RankPrediction::bwd_s);
       }
       block_exchange(l, true);
     }
@@ -540,7 +506,7 @@ struct Replay {
       return;
     }
     const double sharded = double(conv_weights());
-    sync(small_allreduce(4 * (n - sharded)), &RankPrediction::weights_s);
+    sync(small_allreduce_time(cm.spec, rank_dev, 4 * (n - sharded)), &RankPrediction::weights_s);
     for (int r = 0; r < P; ++r)
       run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_params(r)) * scale(r),
           &RankPrediction::update_s);
