@@ -81,16 +81,7 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int 
   if (ps.scales >= 0) pieces_.push_back({ps.scales + o0, bs.scales, n});
   pieces_.push_back({ps.weights + o0 * per, bs.weights, n * per});
   seg_ = std::make_unique<Segment>(ctx, net_, params_, grad_.data(), make_plan(net_, 1, 1, 0, 1, {0}), comm_,
-                                   SegmentOptions{.batch = batch,
-                                                  .in_cb = ctx.config.block,
-                                                  .bn = bn,
-                                                  .need_input_delta = true,
-                                                  .tile_rank = {0},
-                                                  .shards = nullptr,
-                                                  .recompute = false,
-                                                  .far = {},
-                                                  .tiled = false,
-                                                  .trace = trace});
+                                   whole_map_options(batch, ctx.config.block, bn, trace));
   load(p);
 }
 

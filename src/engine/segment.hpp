@@ -98,6 +98,21 @@ struct SegmentOptions {
   RunningStatsLog* stats_log = nullptr;
 };
 
+// One tile in one process on whole maps (the tail's runs, filter blocks): the input in the
+// context's channel block, its delta wanted, any kernel.
+inline SegmentOptions whole_map_options(int batch, int block, BnMode bn, Trace* trace) {
+  return SegmentOptions{.batch = batch,
+                        .in_cb = block,
+                        .bn = bn,
+                        .need_input_delta = true,
+                        .tile_rank = {0},
+                        .shards = nullptr,
+                        .recompute = false,
+                        .far = {},
+                        .tiled = false,
+                        .trace = trace};
+}
+
 class Segment {
  public:
   Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, Plan plan, Comm& comm, SegmentOptions opt);

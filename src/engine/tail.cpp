@@ -15,16 +15,19 @@ struct Tail::Run {
   std::unique_ptr<Segment> seg;
 };
 
-// A convolution split into filter blocks; the staging buffers hold the blocks in block
-// order, so each process's blocks (consecutive) are one part of an all-gather.
+// A convolution split into filter blocks. out_stage holds the blocks' outputs in block
+// order, so each process's blocks (consecutive) are one part of an all-gather. In backward
+// each process sums one slice of the input delta over all blocks, in block order, from the
+// blocks' parts of that slice (parts: this process's blocks' whole parts; slices: every
+// filled block's part of this process's slice), and the sums are all-gathered (folded).
 struct Tail::Blocks {
-  std::vector<std::pair<int, int>> bounds;       // per block: its output channels
-  std::vector<std::unique_ptr<BlockConv>> mine;  // per block: this process's, else null
-  std::vector<int64_t> out_at, in_at;            // per block: where it is in out_stage, in_stage (-1: empty)
-  std::vector<int> out_counts, out_displs;       // per process: its blocks' outputs in out_stage
-  std::vector<int> in_counts, in_displs;         // ... and their parts of the input delta in in_stage
-  std::vector<int> stat_counts, stat_displs;     // ... and their channels (running statistics)
-  std::vector<float> out_stage, in_stage, dout;  // dout: one block's output delta
+  std::vector<std::pair<int, int>> bounds;                    // per block: its output channels
+  std::vector<std::unique_ptr<BlockConv>> mine;               // per block: this process's, else null
+  std::vector<int64_t> out_at, part_at;                       // per block: where it is in out_stage, parts (-1: none)
+  std::vector<int> out_counts, out_displs;                    // per process: its blocks' outputs in out_stage
+  std::vector<int> slice_counts, slice_displs;                // ... its slice of the input delta
+  std::vector<int> stat_counts, stat_displs;                  // ... its blocks' channels (running statistics)
+  std::vector<float> out_stage, parts, slices, folded, dout;  // dout: one block's output delta
 };
 
 TailLayout plan_tail(const NetSpec& net, int cut, int batch, bool filters) {
@@ -89,19 +92,10 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
     auto run = std::make_unique<Run>();
     run->first = first;
     run->last = last;
-    run->seg = std::make_unique<Segment>(ctx, net, params, grad, make_plan(net, 1, 1, first, last, {first}), comm_,
-                                         SegmentOptions{.batch = opt.batch,
-                                                        .in_cb = ctx.config.block,
-                                                        .bn = opt.bn,
-                                                        .need_input_delta = true,
-                                                        .tile_rank = {0},
-                                                        .shards = nullptr,
-                                                        .recompute = false,
-                                                        .far = {},
-                                                        .tiled = false,
-                                                        .trace = opt.trace,
-                                                        .grad_scales = opt.grad_scales,
-                                                        .stats_log = opt.stats_log});
+    SegmentOptions so = whole_map_options(opt.batch, ctx.config.block, opt.bn, opt.trace);
+    so.grad_scales = opt.grad_scales;
+    so.stats_log = opt.stats_log;
+    run->seg = std::make_unique<Segment>(ctx, net, params, grad, make_plan(net, 1, 1, first, last, {first}), comm_, so);
     run->seg->measure_pointwise_scales();
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
     runs_.push_back(std::move(run));
@@ -135,39 +129,41 @@ std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
   auto B = std::make_unique<Blocks>();
   B->bounds = filter_blocks(s.out.c, int(owner.size()));
   B->mine.resize(B->bounds.size());
-  for (auto* v : {&B->out_counts, &B->out_displs, &B->in_counts, &B->in_displs, &B->stat_counts, &B->stat_displs})
+  for (auto* v : {&B->out_counts, &B->out_displs, &B->slice_counts, &B->slice_displs, &B->stat_counts, &B->stat_displs})
     v->assign(size_t(P), 0);
   const int64_t cells = int64_t(s.out.h) * s.out.w, in_floats = n * s.in.size();
-  int64_t out_end = 0, in_end = 0, stat_end = 0, widest = 0;
+  if (in_floats > INT_MAX) fail("layer ", l, ": the map is too large for one message (a smaller --size or batch)");
+  int64_t out_end = 0, parts_end = 0, widest = 0, filled = 0;
   for (size_t b = 0; b < B->bounds.size(); ++b) {
     const auto [o0, o1] = B->bounds[b];
     const int r = owner[b];
-    if (o0 == o1) {
-      B->out_at.push_back(-1);
-      B->in_at.push_back(-1);
-      continue;
+    B->out_at.push_back(o0 < o1 ? out_end : -1);
+    B->part_at.push_back(o0 < o1 && r == me ? parts_end : -1);
+    if (o0 == o1) continue;
+    if (r == me) {
+      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace);
+      parts_end += in_floats;
     }
-    if (r == me) B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace);
-    B->out_at.push_back(out_end);
-    B->in_at.push_back(in_end);
     const int64_t out_floats = n * (o1 - o0) * cells;
-    if (out_end + out_floats > INT_MAX || in_end + in_floats > INT_MAX)
+    if (out_end + out_floats > INT_MAX)
       fail("layer ", l, ": the tail's maps are too large for one message per process (a smaller --size or batch)");
     B->out_counts[size_t(r)] += int(out_floats);
-    B->in_counts[size_t(r)] += int(in_floats);
     B->stat_counts[size_t(r)] += o1 - o0;
     out_end += out_floats;
-    in_end += in_floats;
-    stat_end += o1 - o0;
     widest = std::max(widest, out_floats);
+    ++filled;
   }
-  for (int r = 1; r < P; ++r) {
+  for (int r = 0; r < P; ++r) {
+    B->slice_displs[size_t(r)] = int(in_floats * r / P);
+    B->slice_counts[size_t(r)] = int(in_floats * (r + 1) / P) - B->slice_displs[size_t(r)];
+    if (r == 0) continue;
     B->out_displs[size_t(r)] = B->out_displs[size_t(r - 1)] + B->out_counts[size_t(r - 1)];
-    B->in_displs[size_t(r)] = B->in_displs[size_t(r - 1)] + B->in_counts[size_t(r - 1)];
     B->stat_displs[size_t(r)] = B->stat_displs[size_t(r - 1)] + B->stat_counts[size_t(r - 1)];
   }
   B->out_stage.assign(size_t(out_end), 0.f);
-  B->in_stage.assign(size_t(in_end), 0.f);
+  B->parts.assign(size_t(parts_end), 0.f);
+  B->slices.assign(size_t(filled * B->slice_counts[size_t(me)]), 0.f);
+  B->folded.assign(size_t(in_floats), 0.f);
   B->dout.assign(size_t(widest), 0.f);
   return B;
 }
@@ -259,7 +255,7 @@ Segment::MemoryUse Tail::memory_use() const {
   for (const auto& B : blocks_)
     if (B) {
       m.maps += B->out_stage.size() * 4;
-      m.deltas += (B->in_stage.size() + B->dout.size()) * 4;
+      m.deltas += (B->parts.size() + B->slices.size() + B->folded.size() + B->dout.size()) * 4;
       for (const auto& c : B->mine)
         if (c) m.weight_copies += c->param_bytes();
     }
@@ -424,13 +420,15 @@ void Tail::forward_blocks(int l, bool training) {
   if (opt_.trace && opt_.trace->on()) opt_.trace->add("filter blocks' outputs", "halo", Lane::Comm, t0, t1, l);
 }
 
-// Each block of this process on its channels of the output delta, then every block's part
-// of the input delta to every process, added in block order.
+// Each block of this process on its channels of the output delta; then each process adds
+// up its slice of the input delta over every block in block order (the parts it lacks
+// come from the blocks' processes), and the slices go to every process.
 void Tail::backward_blocks(int l) {
   const LayerSpec& s = net_.layers[size_t(l)];
   Blocks& B = *blocks_[size_t(l - cut_)];
-  const int n = opt_.batch;
-  const int64_t cells = int64_t(s.out.h) * s.out.w, in_floats = n * s.in.size();
+  Comm& comm = *opt_.blocks;
+  const int n = opt_.batch, me = comm.rank();
+  const int64_t cells = int64_t(s.out.h) * s.out.w;
   const float* d = delta_[slot(l)].data();
   for (size_t b = 0; b < B.mine.size(); ++b) {
     if (!B.mine[b]) continue;
@@ -438,26 +436,44 @@ void Tail::backward_blocks(int l) {
     for (int i = 0; i < n; ++i)
       std::copy_n(d + (int64_t(i) * s.out.c + o0) * cells, (o1 - o0) * cells,
                   B.dout.data() + int64_t(i) * (o1 - o0) * cells);
-    B.mine[b]->backward(B.dout.data(), B.in_stage.data() + B.in_at[b], grad_);
+    B.mine[b]->backward(B.dout.data(), B.parts.data() + B.part_at[b], grad_);
   }
   const double t0 = now_s();
-  opt_.blocks->all_gather_v(B.in_stage.data(), B.in_counts, B.in_displs);
-  const double t1 = now_s();
+  const int64_t s0 = B.slice_displs[size_t(me)], sn = B.slice_counts[size_t(me)];
+  // Messages between two processes pair up in block order (MPI keeps the order of one tag).
   std::vector<const float*> parts;
-  for (int64_t at : B.in_at)
-    if (at >= 0) parts.push_back(B.in_stage.data() + at);
-  float* din = delta_[slot(l - 1)].data();
-  for (int64_t i = 0; i < in_floats; ++i) {
+  for (size_t b = 0; b < B.bounds.size(); ++b) {
+    if (B.out_at[b] < 0) continue;
+    float* dst = B.slices.data() + int64_t(parts.size()) * sn;
+    if (B.mine[b]) {
+      parts.push_back(B.parts.data() + B.part_at[b] + s0);
+      for (int q = 0; q < comm.size(); ++q)
+        if (q != me && B.slice_counts[size_t(q)] > 0)
+          comm.isend_floats(B.parts.data() + B.part_at[b] + B.slice_displs[size_t(q)],
+                            size_t(B.slice_counts[size_t(q)]), q, 0);
+    } else {
+      parts.push_back(dst);
+      if (sn > 0) comm.irecv_floats(dst, size_t(sn), opt_.block_rank[b], 0);
+    }
+  }
+  comm.wait_all();
+  const double t1 = now_s();
+  for (int64_t i = 0; i < sn; ++i) {
     float sum = parts[0][i];
     for (size_t k = 1; k < parts.size(); ++k) sum += parts[k][i];
-    din[i] += sum;
+    B.folded[size_t(s0 + i)] = sum;
   }
   const double t2 = now_s();
-  times.halo += t1 - t0;
-  times.io += t2 - t1;
+  comm.all_gather_v(B.folded.data(), B.slice_counts, B.slice_displs);
+  const double t3 = now_s();
+  float* din = delta_[slot(l - 1)].data();
+  for (size_t i = 0; i < B.folded.size(); ++i) din[i] += B.folded[i];
+  const double t4 = now_s();
+  times.halo += (t1 - t0) + (t3 - t2);
+  times.io += (t2 - t1) + (t4 - t3);
   if (opt_.trace && opt_.trace->on()) {
-    opt_.trace->add("filter blocks' input deltas", "halo", Lane::Comm, t0, t1, l);
-    opt_.trace->add("sum of the input deltas", "io", Lane::Compute, t1, t2, l);
+    opt_.trace->add("filter blocks' input-delta parts", "halo", Lane::Comm, t0, t1, l);
+    opt_.trace->add("input-delta sums", "halo", Lane::Comm, t2, t3, l);
   }
 }
 

@@ -366,20 +366,21 @@ struct Replay {
   double tail_share(int r, int l) const {
     return p.tail_filters ? filter_share(net.layers[size_t(l)], local[size_t(r)], T) : r == 0;
   }
-  // ... of the head (the layers from dense_begin, calibrated as one), by forward FLOPs.
+  // ... of the head (the layers from dense_begin, calibrated as one) by FLOPs.
   double head_share(int r) const {
     double all = 0, mine = 0;
-    for (int l = dense_begin; l < int(net.layers.size()); ++l) {
-      all += net.layers[size_t(l)].forward_flops();
-      mine += net.layers[size_t(l)].forward_flops() * tail_share(r, l);
-    }
+    for (int l = dense_begin; l < int(net.layers.size()); ++l)
+      all += net.layers[size_t(l)].forward_flops(), mine += net.layers[size_t(l)].forward_flops() * tail_share(r, l);
     return all > 0 ? mine / all : p.tail_filters || r == 0;
   }
-  // Filter blocks: layer l's outputs (forward) or parts of its input delta (backward) to every rank.
+  // Filter blocks: layer l's outputs to every rank; in backward, each rank gets every block's
+  // part of its slice of the input delta, then the slices' sums go round.
   void block_exchange(int l, bool backward) {
     const LayerSpec& s = net.layers[size_t(l)];
-    const double bytes = 4. * batch * (backward ? s.in.size() * filled_filter_blocks(s, T) : s.out.size());
-    if (p.tail_filters && splits_into_filter_blocks(s)) sync(allgather_cost(bytes), &RankPrediction::halo_s);
+    if (!p.tail_filters || !splits_into_filter_blocks(s)) return;
+    const double bytes = 4. * batch * (backward ? s.in.size() : s.out.size());
+    if (backward) sync(allgather_cost(bytes * filled_filter_blocks(s, T) / P), &RankPrediction::halo_s);
+    sync(allgather_cost(bytes), &RankPrediction::halo_s);
   }
   // The parameters after the cut that rank r updates and keeps (filter blocks).
   double tail_params(int r) const {
@@ -393,8 +394,7 @@ struct Replay {
     run_steps(schedule.forward);
     // Gather at the cut (filter blocks: then from the root to every rank).
     scatter_map(cut - 1, true, &TileLayer::own);
-    if (p.tail_filters)
-      sync(allgather_cost(4. * batch * net.layers[size_t(cut - 1)].out.size()), &RankPrediction::halo_s);
+    if (p.tail_filters) sync(allgather_cost(4. * batch * net.layers[cut - 1].out.size()), &RankPrediction::halo_s);
     // The untiled tail and the head, on rank 0 (filter blocks: each rank its share).
     for (int l = cut; l < dense_begin; ++l) {
       const LayerSpec& s = net.layers[size_t(l)];
@@ -559,7 +559,7 @@ struct Replay {
         const TailLayout t = plan_tail(net, cut, batch, p.tail_filters);
         for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
           if (const LayerSpec& s = net.layers[size_t(l)]; splits_into_filter_blocks(s))
-            a.deltas_mb += 4. * batch * (s.out.size() + s.in.size() * (1 + filled_filter_blocks(s, T))) / kMB;
+            a.deltas_mb += 4. * batch * (s.out.size() + s.in.size() * (1 + 2. * filled_filter_blocks(s, T) / P)) / kMB;
         for (auto [first, last] : t.runs) {
           const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, first, last, {first}), batch,
                                                           m.channel_block, m.channel_block, false, true, {0});
