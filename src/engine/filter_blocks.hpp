@@ -3,7 +3,7 @@
 // by the process that runs tile b, on the whole (small) input map, which every process
 // holds. Block boundaries depend on the grid only, so the sums do too, not on the number of
 // processes: a block's weight gradient is its own kernel's over the whole map; the input
-// delta is the blocks' partial deltas added in block order.
+// delta is the blocks' partial deltas added in block order (engine/tail.cpp).
 #pragma once
 #include <memory>
 #include <utility>
