@@ -59,13 +59,14 @@ NetSpec one_block_net(const NetSpec& net, int l, int o0, int o1) {
   c.inputs = {};
   c.out.c = o1 - o0;
   c.conv().filters = o1 - o0;
+  c.conv().kernel_filters = s.out.c;
   b.layers = {c};
   return b;
 }
 }  // namespace
 
 BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch,
-                     BnMode bn, Trace* trace)
+                     BnMode bn, Trace* trace, bool measure_scales)
     : net_(one_block_net(net, layer, o0, o1)),
       params_(net_),
       layer_(layer),
@@ -80,12 +81,24 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int 
   pieces_.push_back({ps.biases + o0, bs.biases, n});
   if (ps.scales >= 0) pieces_.push_back({ps.scales + o0, bs.scales, n});
   pieces_.push_back({ps.weights + o0 * per, bs.weights, n * per});
-  seg_ = std::make_unique<Segment>(ctx, net_, params_, grad_.data(), make_plan(net_, 1, 1, 0, 1, {0}), comm_,
-                                   whole_map_options(batch, ctx.config.block, bn, trace));
+  SegmentOptions so = whole_map_options(batch, ctx.config.block, bn, trace);
+  if (measure_scales) {
+    scales_.assign(1, GradScale{});
+    so.grad_scales = &scales_;
+  }
+  seg_ = std::make_unique<Segment>(ctx, net_, params_, grad_.data(), make_plan(net_, 1, 1, 0, 1, {0}), comm_, so);
+  if (measure_scales) seg_->measure_pointwise_scales();
   load(p);
 }
 
 BlockConv::~BlockConv() = default;
+
+GradScale BlockConv::take_scale() {
+  if (scales_.empty()) return {};
+  const GradScale g = scales_[0];
+  scales_[0] = {};
+  return g;
+}
 
 void BlockConv::load(const Params& p) {
   for (const Piece& r : pieces_) std::copy_n(p.values.begin() + r.at, r.n, params_.values.begin() + r.mine);

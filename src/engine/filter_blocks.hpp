@@ -33,8 +33,9 @@ std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, co
 // and to the net's, so the segment that runs it is the untiled tail's own code).
 class BlockConv {
  public:
+  // measure_scales: verify's reference measures its gradients' scales (take_scale).
   BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch, BnMode bn,
-            Trace* trace);
+            Trace* trace, bool measure_scales = false);
   ~BlockConv();
   // The block's weights, biases, scales and running statistics from the net's parameters.
   void load(const Params& p);
@@ -45,6 +46,8 @@ class BlockConv {
   // part of the input delta (plain, whole map) to `din` and adds its parameter gradients
   // into the net's gradient `grad`.
   void backward(const float* dout, float* din, float* grad);
+  // The scales of the block's parameter gradients since the last call (grad_scale.hpp).
+  GradScale take_scale();
   Segment& segment() { return *seg_; }
   int layer() const { return layer_; }
   size_t param_bytes() const { return params_.values.size() * 8; }  // values and gradient
@@ -54,6 +57,7 @@ class BlockConv {
   Params params_;
   int layer_, o0_, o1_, batch_;
   Buffer grad_;
+  std::vector<GradScale> scales_;  // [0]: the block's, when measured
   LocalComm comm_;
   std::unique_ptr<Segment> seg_;
   struct Piece {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #include "model/op_kind.hpp"
@@ -86,7 +87,8 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
         fail(net.path, ":", s.line, ": layer ", s.index, " reads the output of [", net.layers[size_t(r)].type_name(),
              "] layer ", r, ", which is a loss");
   const TailLayout t = plan_tail(net, cut, opt.batch, opt.blocks != nullptr);
-  if (opt.blocks && opt.grad_scales) fail("internal: gradient scales are not measured with filter blocks");
+  if (opt.blocks && opt.grad_scales && opt.blocks->size() > 1)
+    fail("internal: filter blocks' gradient scales are measured on one process only");
   run_of_.assign(size_t(L - cut), -1);
   for (auto [first, last] : t.runs) {
     auto run = std::make_unique<Run>();
@@ -141,7 +143,8 @@ std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
     B->part_at.push_back(o0 < o1 && r == me ? parts_end : -1);
     if (o0 == o1) continue;
     if (r == me) {
-      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace);
+      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace,
+                                               opt_.grad_scales != nullptr);
       parts_end += in_floats;
     }
     const int64_t out_floats = n * (o1 - o0) * cells;
@@ -437,6 +440,14 @@ void Tail::backward_blocks(int l) {
       std::copy_n(d + (int64_t(i) * s.out.c + o0) * cells, (o1 - o0) * cells,
                   B.dout.data() + int64_t(i) * (o1 - o0) * cells);
     B.mine[b]->backward(B.dout.data(), B.parts.data() + B.part_at[b], grad_);
+  }
+  if (opt_.grad_scales) {  // a 2-norm over the entries: the blocks' (disjoint channels) in squares
+    GradScale sq, &to = (*opt_.grad_scales)[size_t(l)];
+    for (auto& c : B.mine) {
+      const GradScale g = c ? c->take_scale() : GradScale{};
+      sq.weights += g.weights * g.weights, sq.biases += g.biases * g.biases, sq.scales += g.scales * g.scales;
+    }
+    to.weights += std::sqrt(sq.weights), to.biases += std::sqrt(sq.biases), to.scales += std::sqrt(sq.scales);
   }
   const double t0 = now_s();
   const int64_t s0 = B.slice_displs[size_t(me)], sn = B.slice_counts[size_t(me)];

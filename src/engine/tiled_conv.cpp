@@ -23,8 +23,10 @@ class TiledConv final : public TiledOp {
     // One kernel per distinct geometry, with the union of the passes it serves.
     std::vector<std::pair<ConvGeom, int>> want;
     auto geom = [&](const Box& out, const Box& in) {
-      return conv_geom_on(env.batch, s_.in.c, s_.out.c, s_.window(), out, in, out_cb, in_cb, !s_.batch_normalize(),
-                          s_.conv().groups);
+      ConvGeom g = conv_geom_on(env.batch, s_.in.c, s_.out.c, s_.window(), out, in, out_cb, in_cb,
+                                !s_.batch_normalize(), s_.conv().groups);
+      g.choose_oc = s_.conv().kernel_filters;
+      return g;
     };
     auto whole = [&](const Box& out) { return window_in(out, s_.window(), s_.in.h, s_.in.w); };
     auto request = [&](const Box& out, int kind, const Box& in) {

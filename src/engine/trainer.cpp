@@ -243,8 +243,14 @@ void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
                                              .grad_scales = grad_scales(),
                                              .stats_log = log,
                                              .blocks = filters() ? &comm_ : nullptr,
-                                             .block_rank = ranks});
+                                             .block_rank = block_ranks(ranks)});
   if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
+}
+
+std::vector<int> Trainer::block_ranks(const std::vector<int>& tile_rank) const {
+  if (opt_.filter_blocks <= 0 || size_t(opt_.filter_blocks) == tile_rank.size()) return tile_rank;
+  if (comm_.size() != 1) fail("internal: filter blocks other than the tiles on several processes");
+  return std::vector<int>(size_t(opt_.filter_blocks), 0);
 }
 
 Trainer::Memory Trainer::memory() const {

@@ -68,6 +68,9 @@ struct TrainOptions {
   // of filters as the grid has tiles (block b where tile b runs); the blocks' weights,
   // gradients and momentum are updated only where they run, so they never cross a link.
   TailMode tail = TailMode::Root;
+  // Filters: blocks per convolution; 0: the grid's tiles. One process only (verify's
+  // reference runs the tested grid's blocks on its one tile).
+  int filter_blocks = 0;
   // The device that holds the maps and does their element-wise work and the SGD update
   // (device/device.hpp); nullptr: this host's CPU.
   Device* device = nullptr;
@@ -160,8 +163,9 @@ class Trainer {
   void forward(const float* input, bool training);
   double loss_and_backward(const float* truth);
   void make_tail(const std::vector<int>& ranks, RunningStatsLog* log);
-  TensorView cut_delta_view();  // root: the whole delta at the cut
-  int64_t tail_begin() const;   // where the parameters of the layers after the cut begin
+  std::vector<int> block_ranks(const std::vector<int>& tile_rank) const;  // per filter block: its process
+  TensorView cut_delta_view();                                            // root: the whole delta at the cut
+  int64_t tail_begin() const;  // where the parameters of the layers after the cut begin
   // Data parallel: the first micro-batch process r runs (r = processes: the batch's end).
   int first_micro_batch(int r) const { return int(int64_t(net_.subdivisions) * r / comm_.size()); }
   double forward_backward_replica(const float* input, const float* truth);

@@ -389,6 +389,13 @@ constexpr long kGemmMaxPixels = 200;
 // per CPU).
 
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
+  if (g.choose_oc > 0 && g.choose_oc != g.oc) {  // a filter block: the whole layer's backend
+    ConvGeom whole = g;
+    whole.oc = g.choose_oc;
+    whole.choose_oc = 0;
+    const ConvChoice c = choose_conv(ctx, whole, pass, tiled);
+    return c.backend == ConvChoice::Dnnl ? ConvChoice{ConvChoice::Dnnl, dnnl_impl(ctx, g, pass)} : c;
+  }
   if (g.groups > 1) return choose_grouped_conv(ctx, g, pass);
   const std::string own = "own:" + own_conv_target();
   const bool forward = pass == ConvPass::Forward;

@@ -22,6 +22,7 @@ struct ConvGeom {
   int in_cb = 8;      // layout of src / diff_src: 1 = plain nchw, or cb
   bool bias = false;  // conv bias (layers without batch-norm)
   int groups = 1;     // grouped convolution (Darknet's groups=; depthwise when = ic = oc)
+  int choose_oc = 0;  // the backend is chosen as for this many output channels (a filter block); 0: oc
   bool operator==(const ConvGeom& o) const = default;
 };
 

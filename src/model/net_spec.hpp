@@ -70,6 +70,10 @@ struct ConvParams {  // [convolutional]
   Window win;
   int pad_total = 0;  // padding over both sides of an axis (2*pad)
   int groups = 1;     // input and output channels split into this many independent convolutions
+  // A filter block of a wider convolution (engine/filter_blocks.hpp): its kernels are the
+  // ones the whole layer of this many filters would run, so its outputs are the whole
+  // layer's (0: this one's own).
+  int kernel_filters = 0;
 };
 struct MaxPoolParams {  // [maxpool]
   Window win;
