@@ -4,16 +4,10 @@
 # do 4 copies sending their gradients during backward (--overlap on), a run of 2 copies
 # stopped after 3 steps and resumed on 4, and copies tiled 2x1 inside each process on 1 and 2. What cannot run is refused naming why, with a non-zero exit.
 # Usage: replicas.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 # --threads 1: some kernels sum over their threads (docs/status.md, known limits)
 args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --subdivisions 4 --threads 1 --log-every 3)
-fail() { echo "FAIL: $*"; exit 1; }
 "$bin" "${args[@]}" --replicas 1 --steps 6 --checkpoint "$tmp/one" --checkpoint-every 6 \
   --save-weights "$tmp/one.weights" > "$tmp/one.log"
 for n in 2 3 4; do  # 3: micro-batches 0, 1 and 2-3
@@ -46,12 +40,6 @@ cmp "$tmp/one/step-00000006/momentum" "$tmp/r/step-00000006/momentum" || fail "r
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --replicas 2 --grid 2x1 --steps 2 --save-weights "$tmp/t2.weights" > "$tmp/t2.log"
 cmp "$tmp/t1.weights" "$tmp/t2.weights" || fail "tiled copies: 1 and 2 differ"
 # Refusals: exit status 2 and the reason, on the root's stderr.
-refused() {  # refused NP EXPECTED ARGS...
-  local np=$1 want=$2
-  shift 2
-  if "${mpi[@]}" -np "$np" "$bin" "$@" > "$tmp/x.log" 2> "$tmp/x.err"; then fail "ran: $*"; fi
-  grep -qF -- "$want" "$tmp/x.err" || { cat "$tmp/x.err"; fail "no '$want' for: $*"; }
-}
 short=(train --cfg "$src/cfgs/fashion-mnist.cfg" --steps 1 --threads 1)
 refused 3 "--replicas 2 runs one whole copy of the net per process, but 3 process(es) were started" \
   "${short[@]}" --replicas 2

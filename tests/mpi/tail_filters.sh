@@ -7,14 +7,8 @@
 # upsample, two [yolo]) on 1 and 3. A folder trained with the tail on the root is told the
 # bits change; what cannot run is refused naming why, with a non-zero exit.
 # Usage: tail_filters.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 # --threads 1: some kernels sum over their threads (docs/status.md, known limits)
 args=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 96x96 --batch 2 --subdivisions 2 --grid 2x2
   --tail filters --threads 1 --log-every 1)
@@ -51,12 +45,6 @@ y3=(train --cfg /usr/share/darknet/cfg/yolov3-tiny.cfg --size 96x96 --batch 2 --
 "${mpi[@]}" -np 3 "$bin" "${y3[@]}" --save-weights "$tmp/y3.weights" > "$tmp/y3.log"
 cmp "$tmp/y1.weights" "$tmp/y3.weights" || fail "yolov3-tiny: 1 and 3 processes end with other weights"
 # Refusals: exit status 2 and the reason, on the root's stderr.
-refused() {  # refused NP EXPECTED ARGS...
-  local np=$1 want=$2
-  shift 2
-  if "${mpi[@]}" -np "$np" "$bin" "$@" > "$tmp/x.log" 2> "$tmp/x.err"; then fail "ran: $*"; fi
-  grep -qF -- "$want" "$tmp/x.err" || { cat "$tmp/x.err"; fail "no '$want' for: $*"; }
-}
 short=(train --cfg "$src/cfgs/fashion-mnist.cfg" --steps 1 --threads 1 --tail filters)
 refused 2 "with --replicas each process runs a whole copy: use one of them" "${short[@]}" --subdivisions 2 --replicas 2
 refused 1 "--tail: tiles not in {root,filters}" "${short[@]/filters/tiles}"
