@@ -115,6 +115,10 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       ctx_(opt.kernels, opt.channel_block, opt.device ? *opt.device : cpu_device()) {
   if (!net.layers.back().loss())
     fail(net.path, ": the net has no loss: end it with [cost], [softmax], [region] or [yolo]");
+  if (filters() && opt.replicas)
+    fail(
+        "--tail filters splits the layers after the cut over the processes of one copy; with --replicas each "
+        "process runs a whole copy: use one of them");
   if (opt.replicas) {
     if (opt.replicas != comm.size())
       fail("--replicas ", opt.replicas, " runs one whole copy of the net per process, but ", comm.size(),
@@ -134,10 +138,6 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       fail("--tiles-per-rank ", opt.tiles_per_rank, ": with --replicas each copy runs all its ", opt.rows * opt.cols,
            " tile(s) in its own process");
   }
-  if (filters() && opt.replicas)
-    fail(
-        "--tail filters splits the layers after the cut over the processes of one copy; with --replicas each "
-        "process runs a whole copy: use one of them");
   cut_ = resolve_cut(net, opt.cut, opt.rows, opt.cols);
   first_ = net.first_tiled();
   // Kernels follow what the FMA units do, timed per process; the ranks take rank 0's answer

@@ -46,6 +46,6 @@ y3=(train --cfg /usr/share/darknet/cfg/yolov3-tiny.cfg --size 96x96 --batch 2 --
 cmp "$tmp/y1.weights" "$tmp/y3.weights" || fail "yolov3-tiny: 1 and 3 processes end with other weights"
 # Refusals: exit status 2 and the reason, on the root's stderr.
 short=(train --cfg "$src/cfgs/fashion-mnist.cfg" --steps 1 --threads 1 --tail filters)
-refused 2 "with --replicas each process runs a whole copy: use one of them" "${short[@]}" --subdivisions 2 --replicas 2
+refused 2 "with --replicas each process runs a whole copy: use one of them" "${short[@]}" --replicas 2
 refused 1 "--tail: tiles not in {root,filters}" "${short[@]/filters/tiles}"
 echo PASS
