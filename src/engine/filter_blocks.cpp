@@ -75,12 +75,10 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int 
       batch_(batch),
       grad_(params_.values.size(), ctx.device) {
   std::fill(grad_.data(), grad_.data() + grad_.size(), 0.f);
-  const ParamSlice& ps = p.slices[size_t(layer)];
-  const ParamSlice& bs = params_.slices[0];
-  const int64_t per = ps.n_weights / ps.n_out, n = o1 - o0;
-  pieces_.push_back({ps.biases + o0, bs.biases, n});
-  if (ps.scales >= 0) pieces_.push_back({ps.scales + o0, bs.scales, n});
-  pieces_.push_back({ps.weights + o0 * per, bs.weights, n * per});
+  // The same arrays in the same order in both vectors: biases, scales, weights.
+  const auto at = filter_block_ranges(p, net.layers[size_t(layer)], o0, o1);
+  const auto mine = filter_block_ranges(params_, net_.layers[0], 0, o1 - o0);
+  for (size_t k = 0; k < at.size(); ++k) pieces_.push_back({at[k].first, mine[k].first, at[k].second - at[k].first});
   SegmentOptions so = whole_map_options(batch, ctx.config.block, bn, trace);
   if (measure_scales) {
     scales_.assign(1, GradScale{});
