@@ -4,10 +4,9 @@
 # tests/cluster/verify_2_devices.sh). Read from bench --json: what the ranks worked out once
 # they knew their host's ranks and their thread count.
 # Usage: busy_poll.sh TILETRAIN_BINARY SOURCE_DIR
-set -u
-bin=$1
-src=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+set +e  # only -u: each run's status is checked by hand
 # A CPU quota anywhere on this process's cgroup path, v1 (cpu.cfs_quota_us) or v2 (cpu.max).
 under_quota() {
   [ "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || echo -1)" -gt 0 ] 2>/dev/null && return 0
@@ -23,12 +22,12 @@ under_quota() {
 if under_quota; then echo "skipped: this process runs under a CPU quota"; exit 77; fi
 for run in "1 1x1" "2 1x2" "4 2x2"; do
   set -- $run
-  got=$(timeout 120 mpirun -np "$1" --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" bench \
+  got=$(timeout 120 "${mpi[@]}" -np "$1" "$bin" bench \
           --cfg "$src/tests/fixtures/bn_stride/net.cfg" --grid "$2" --steps 1 --warmup 0 --json 2>/dev/null |
         python3 -c 'import json, sys; print(json.loads([l for l in sys.stdin if l.startswith("{")][-1])["busy_poll_s_by_rank"])') ||
-    { echo "FAIL: bench on $1 rank(s)"; exit 1; }
+    fail "bench on $1 rank(s)"
   want=$(python3 -c "print([0.002] * $1)")
-  [ "$got" = "$want" ] || { echo "FAIL: $1 rank(s) on $(nproc) cores poll $got s, want $want"; exit 1; }
+  [ "$got" = "$want" ] || fail "$1 rank(s) on $(nproc) cores poll $got s, want $want"
   echo "ok: $1 rank(s) on $(nproc) cores poll 2 ms"
 done
 echo PASS

@@ -3,15 +3,11 @@
 # host as its one device, the ranks' shared-memory link measured, loadable as it is by
 # plan --cluster and plan --optimize.
 # Usage: calibrate.sh TILETRAIN_BINARY SOURCE_DIR
-set -euo pipefail
-bin=$1
-src=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+set -o pipefail
 cfg=$src/tests/fixtures/pool_mix/net.cfg
-timeout 300 mpirun -np 3 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo \
-  "$bin" calibrate --cfg "$cfg" --steps 3 --out "$tmp/c.json"
+timeout 300 "${mpi[@]}" -np 3 "$bin" calibrate --cfg "$cfg" --steps 3 --out "$tmp/c.json"
 "$bin" plan --cfg "$cfg" --grid 3x1 --cluster "$tmp/c.json" --json >"$tmp/plan.json"
 "$bin" plan --cfg "$cfg" --cluster "$tmp/c.json" --optimize >"$tmp/opt.txt"
 python3 - "$tmp/c.json" "$tmp/plan.json" <<'PY'

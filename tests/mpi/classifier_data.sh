@@ -5,14 +5,12 @@
 # augments the pictures; the sums go in tile order), and each run reports its held-out
 # top-1 and top-2 accuracy.
 # Usage: classifier_data.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$(realpath "$1")
-src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+# absolute: the runs below work in $tmp
+bin=$(realpath "$bin")
+src=$(realpath "$src")
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
 cd "$tmp"
 /usr/bin/python3 "$src/scripts/fashion_pictures.py" pictures --train 512 --valid 64 > /dev/null
 # One thread per process everywhere: oneDNN sums some backward-weights over its threads, so
@@ -22,8 +20,8 @@ args=(train --cfg "$src/cfgs/fashion-resnet.cfg" --data pictures/fashion.data --
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --tiles-per-rank 2 --save-weights b.weights > b.log
 "$bin" "${args[@]}" --save-weights c.weights > c.log
 grep -q "held-out accuracy after 4 steps: top-1 .*top-2 .*(64 pictures)" a.log || { echo "FAIL: no accuracy"; cat a.log; exit 1; }
-cmp a.weights b.weights || { echo "FAIL: 4 ranks and 2 ranks of two tiles differ"; exit 1; }
-cmp a.weights c.weights || { echo "FAIL: 4 ranks and one process differ"; exit 1; }
+cmp a.weights b.weights || fail "4 ranks and 2 ranks of two tiles differ"
+cmp a.weights c.weights || fail "4 ranks and one process differ"
 # the same accuracy line on every rank count
 [ "$(grep held-out a.log)" = "$(grep held-out c.log)" ] || { echo "FAIL: accuracy differs"; grep held-out a.log c.log; exit 1; }
 echo PASS

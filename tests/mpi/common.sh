@@ -1,6 +1,7 @@
 # Sourced by the MPI test scripts that take TILETRAIN_BINARY SOURCE_DIR: $bin, $src, a
 # scratch folder $tmp (removed at exit), mpirun as root on this host (${mpi[@]}), fail, and
 # refused NP EXPECTED ARGS... (the run must fail, naming EXPECTED on its stderr).
+# shellcheck shell=bash disable=SC2034,SC2054  # set for the scripts that source it; mpirun's commas
 set -eu
 bin=$1
 src=$2

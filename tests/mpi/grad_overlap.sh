@@ -3,14 +3,11 @@
 # the trace shows, on every rank, releases of buckets before the step's gradient sum began.
 # That the result keeps one process's bits is one_process_bits.sh's to check.
 # Usage: grad_overlap.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 command -v mpirun > /dev/null || { echo "skipped: no mpirun"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo -np 3 "$bin" bench \
+export OMP_NUM_THREADS=1
+"${mpi[@]}" -np 3 "$bin" bench \
   --cfg "$src/cfgs/yolov2-16.cfg" --size 96x96 --threads 1 --grid 1x3 --steps 2 --warmup 1 --overlap on \
   --trace "$tmp/run.json" > "$tmp/bench.log" || { echo "FAIL: bench --trace:"; cat "$tmp/bench.log"; exit 1; }
 /usr/bin/python3 - "$tmp/run.json" <<'PY'

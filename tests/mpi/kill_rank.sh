@@ -2,13 +2,10 @@
 # A rank killed mid-run: every rank must end within 10 s with a non-zero status and no
 # weights file (not even a partial one) may appear.
 # Usage: kill_rank.sh TILETRAIN_BINARY SOURCE_DIR
-set -u
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun -np 4 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" train \
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+set +e  # the exit statuses below are checked one by one (wait, kill -0)
+"${mpi[@]}" -np 4 "$bin" train \
   --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 2x2 --epochs 50 --log-every 1000 \
   --save-weights "$tmp/out.weights" > "$tmp/log" 2>&1 &
 launcher=$!
@@ -41,7 +38,7 @@ alive() { local n=0 p; for p in $pids; do ps -o stat= -p "$p" 2>/dev/null | grep
 for _ in $(seq 100); do [ "$(alive)" -eq 0 ] && break; sleep 0.1; done
 left=$(alive)
 echo "mpirun exited with $rc, ${took}s after the kill; $left rank(s) left"
-[ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after a rank died"; exit 1; }
+[ "$rc" -ne 0 ] || fail "exit status 0 after a rank died"
 [ "$left" -eq 0 ] || { echo "FAIL: ranks still running"; kill -9 $pids 2>/dev/null; exit 1; }
 if ls "$tmp"/out.weights* >/dev/null 2>&1; then echo "FAIL: a weights file was written"; ls -la "$tmp"; exit 1; fi
 grep -qiE "killed|signal|exited|terminated|aborted" "$tmp/log" || { echo "FAIL: no message about the dead rank"; cat "$tmp/log"; exit 1; }

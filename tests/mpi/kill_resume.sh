@@ -4,10 +4,9 @@
 # there, and the run resumed from the newest checkpoint on 2 ranks (two tiles each) ends
 # byte-identical to a run of the same length that nobody disturbed.
 # Usage: kill_resume.sh TILETRAIN_BINARY SOURCE_DIR
-set -u
-bin=$1
-src=$2
-tmp=$(mktemp -d)
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+set +e  # the exit statuses below are checked one by one (wait, kill -0)
 # On any exit, end only what this script started: the checkpointing mpirun (if it is still
 # running) and the ranks it started (its children), by their PIDs.
 launcher=
@@ -18,9 +17,7 @@ cleanup() {
   fi
   rm -rf "$tmp"
 }
-trap cleanup EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+trap cleanup EXIT  # in place of common.sh's: also removes $tmp
 args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 2x2 --log-every 1000 --steps 40)
 "${mpi[@]}" -np 4 "$bin" "${args[@]}" --save-weights "$tmp/ref.weights" > "$tmp/ref.log" 2>&1 ||
   { echo "FAIL: reference run"; cat "$tmp/ref.log"; exit 1; }
@@ -40,14 +37,14 @@ pids=$(pgrep -P "$launcher" || true)
   { echo "FAIL: mpirun does not run 4 ranks (its children: $(echo $pids))"; cat "$tmp/a.log"; exit 1; }
 victim=$(echo "$pids" | sort -n | tail -n 1)
 kill -9 "$victim"
-wait "$launcher" && { echo "FAIL: the run with a dead rank exited 0"; exit 1; }
+wait "$launcher" && fail "the run with a dead rank exited 0"
 launcher=  # ended and reaped: nothing left to end on exit
 newest=$(ls "$tmp/ck" | grep '^step-' | sort | tail -n 1)
 echo "killed a rank; checkpoints: $(ls -A "$tmp/ck" | tr '\n' ' ')"
-[ -n "$newest" ] && [ "$newest" != step-00000040 ] || { echo "FAIL: newest checkpoint '$newest'"; exit 1; }
+[ -n "$newest" ] && [ "$newest" != step-00000040 ] || fail "newest checkpoint '$newest'"
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --tiles-per-rank 2 --resume "$tmp/ck" --save-weights "$tmp/b.weights" \
   > "$tmp/b.log" 2>&1 || { echo "FAIL: resumed run"; cat "$tmp/b.log"; exit 1; }
 grep -q "resumed at step $((10#${newest#step-}))" "$tmp/b.log" || { echo "FAIL: no resume line"; cat "$tmp/b.log"; exit 1; }
-cmp "$tmp/ref.weights" "$tmp/b.weights" || { echo "FAIL: resumed weights differ from the undisturbed run's"; exit 1; }
+cmp "$tmp/ref.weights" "$tmp/b.weights" || fail "resumed weights differ from the undisturbed run's"
 echo "resumed at $newest on 2 ranks: weights byte-identical to the undisturbed run"
 echo PASS

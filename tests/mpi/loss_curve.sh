@@ -3,15 +3,11 @@
 # on a 2x2 grid and 1 untiled process give the same loss curve (within 1e-3 relative at
 # every step) and the same test accuracy (within 0.3 points).
 # Usage: loss_curve.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 args=(train --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --steps 100 --log-every 50)
 "$bin" "${args[@]}" --loss-log "$tmp/one.txt" > "$tmp/one.log"
-mpirun -np 4 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" "${args[@]}" --grid 2x2 \
+"${mpi[@]}" -np 4 "$bin" "${args[@]}" --grid 2x2 \
   --loss-log "$tmp/four.txt" > "$tmp/four.log"
 python3 - "$tmp/one.txt" "$tmp/four.txt" <<'PY'
 import sys

@@ -7,18 +7,14 @@
 # largest value). Burn-in is removed from the cfg so the 5 steps really move the weights
 # (a rank part left ungathered would differ from the trained values).
 # Usage: low_memory_weights.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 sed '/^burn_in/d' "$src/cfgs/small-classifier.cfg" > "$tmp/net.cfg"
 args=(train --cfg "$tmp/net.cfg" --steps 5 --grid 2x2 --seed 3)
 run() {  # name, extra arguments
   local name=$1
   shift
-  if ! timeout 120 mpirun -np 4 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" "${args[@]}" \
+  if ! timeout 120 "${mpi[@]}" -np 4 "$bin" "${args[@]}" \
     "$@" --save-weights "$tmp/$name.weights" > "$tmp/$name.log" 2>&1; then
     echo "FAIL: the $name run failed"
     cat "$tmp/$name.log"

@@ -14,13 +14,9 @@
 #    devices and the weights cross each device once (engine/device_chain.hpp); devices of
 #    unequal process counts, several tiles per process, a tail, a residual net.
 # Usage: one_process_bits.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+export OMP_NUM_THREADS=1
 
 # same_bits LABEL RANKS "RANK-ONLY OPTIONS" TRAIN-ARGS...: 3 steps on RANKS ranks and on one process
 same_bits() {
@@ -33,9 +29,9 @@ same_bits() {
     --save-weights "$tmp/ranks.weights" > "$tmp/ranks.log" || { echo "FAIL: $label on $np ranks:"; cat "$tmp/ranks.log"; exit 1; }
   "$bin" "${args[@]}" --checkpoint "$tmp/one" --checkpoint-every 3 --save-weights "$tmp/one.weights" > "$tmp/one.log"
   cmp "$tmp/ranks.weights" "$tmp/one.weights" ||
-    { echo "FAIL: $label: one process and $np ranks end with different weights"; exit 1; }
+    fail "$label: one process and $np ranks end with different weights"
   cmp "$tmp/ranks/step-00000003/momentum" "$tmp/one/step-00000003/momentum" ||
-    { echo "FAIL: $label: one process and $np ranks end with different momentum"; exit 1; }
+    fail "$label: one process and $np ranks end with different momentum"
   echo "same bits: $label"
 }
 
@@ -47,7 +43,7 @@ for kernels in own onednn; do
 done
 
 sed 's/^subdivisions=1$/subdivisions=2/' "$src/cfgs/fashion-mnist.cfg" > "$tmp/two-micro.cfg"
-grep -q '^subdivisions=2$' "$tmp/two-micro.cfg" || { echo "FAIL: could not make a cfg of two micro-batches"; exit 1; }
+grep -q '^subdivisions=2$' "$tmp/two-micro.cfg" || fail "could not make a cfg of two micro-batches"
 buckets="--tiles-per-rank 2 --overlap on"
 same_bits "buckets, yolov2-tiny-voc" 3 "$buckets" --cfg /usr/share/darknet/cfg/yolov2-tiny-voc.cfg --size 96x96 \
   --batch 2 --grid 2x3 --groups 0,4

@@ -3,13 +3,10 @@
 # others must notice within --peer-timeout, end the job with a non-zero status naming the
 # silent rank, and write no weights file.
 # Usage: stopped_rank.sh TILETRAIN_BINARY SOURCE_DIR
-set -u
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun -np 2 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" train \
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
+set +e  # the exit statuses below are checked one by one (wait, kill -0)
+"${mpi[@]}" -np 2 "$bin" train \
   --cfg "$src/cfgs/fashion-mnist.cfg" --data fashion-mnist --grid 1x2 --epochs 50 --log-every 5 --peer-timeout 3 \
   --save-weights "$tmp/out.weights" >"$tmp/log" 2>&1 &
 launcher=$!
@@ -25,7 +22,7 @@ wait "$launcher"
 rc=$?
 kill -9 "$victim" 2>/dev/null
 cat "$tmp/log"
-[ "$rc" -ne 0 ] || { echo "FAIL: exit status 0"; exit 1; }
-grep -q "lost rank 1 on host" "$tmp/log" || { echo "FAIL: no message naming the silent rank 1"; exit 1; }
-if ls "$tmp"/out.weights* >/dev/null 2>&1; then echo "FAIL: a weights file was written"; exit 1; fi
+[ "$rc" -ne 0 ] || fail "exit status 0"
+grep -q "lost rank 1 on host" "$tmp/log" || fail "no message naming the silent rank 1"
+if ls "$tmp"/out.weights* >/dev/null 2>&1; then fail "a weights file was written"; fi
 echo "PASS"

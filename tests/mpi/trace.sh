@@ -5,14 +5,10 @@
 # the cut on rank 0 only; spans of one lane nested or disjoint. Prints the spans per rank
 # and category.
 # Usage: trace.sh TILETRAIN_BINARY SOURCE_DIR
-set -eu
-bin=$1
-src=$2
+# shellcheck source=tests/mpi/common.sh
+. "$(dirname "$0")/common.sh"
 command -v mpirun > /dev/null || { echo "skipped: no mpirun"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun -np 2 --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo "$bin" bench \
+"${mpi[@]}" -np 2 "$bin" bench \
   --cfg "$src/cfgs/small-classifier.cfg" --threads 1 --batch 4 --grid 1x2 --steps 2 --warmup 1 \
   --trace "$tmp/run.json" > "$tmp/out.log"
 grep "wrote .*run.json: .* on 2 rank(s)" "$tmp/out.log" || { echo "FAIL: no 'wrote' line:"; cat "$tmp/out.log"; exit 1; }
