@@ -154,14 +154,16 @@ void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const Ru
                        int64_t done, bool last) {
   if (f.checkpoint_dir.empty() || (done % f.checkpoint_every != 0 && !last)) return;
   tr.gather_weights();
-  const std::vector<float> m = tr.gather_momentum();
-  if (!tr.root()) return;
-  const double t0 = now_s();
-  save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
-                  CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
-  std::printf("checkpoint of step %lld written into %s (%.2f s)\n", (long long)done, f.checkpoint_dir.c_str(),
-              now_s() - t0);
-  std::fflush(stdout);
+  const std::span<const float> m = tr.gather_momentum();
+  if (tr.root()) {
+    const double t0 = now_s();
+    save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
+                    CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
+    std::printf("checkpoint of step %lld written into %s (%.2f s)\n", (long long)done, f.checkpoint_dir.c_str(),
+                now_s() - t0);
+    std::fflush(stdout);
+  }
+  tr.hand_back_gathered();
 }
 
 namespace {

@@ -54,8 +54,8 @@ void ConvPointwise::forward(const std::vector<PointwiseTile>& tiles, Params& par
   if (!s_.batch_normalize()) return;
   const int C = s_.out.c;
   const ParamSlice& ps = params.slices[size_t(s_.index)];
-  const float* gamma = params.values.data() + ps.scales;
-  const float* beta = params.values.data() + ps.biases;
+  const float* gamma = params.data() + ps.scales;
+  const float* beta = params.data() + ps.biases;
   std::vector<float>& rm = params.rolling_mean[size_t(s_.index)];
   std::vector<float>& rv = params.rolling_var[size_t(s_.index)];
   if (batch_stats) {
@@ -155,7 +155,7 @@ void ConvPointwise::backward(const std::vector<PointwiseTile>& tiles,
   }
   if (!s_.batch_normalize()) return;
   const ParamSlice& ps = params.slices[size_t(s_.index)];
-  const float* gamma = params.values.data() + ps.scales;
+  const float* gamma = params.data() + ps.scales;
   for (const PointwiseTile& pt : tiles) {
     // A tile's sums are its share of dβ and dγ; the batch reduction adds them up.
     const double* slot = slots_.data() + size_t(pt.tile) * 2 * C;

@@ -19,7 +19,7 @@ class Replicated final : public ConvWeights {
   Replicated(Params& params, std::vector<ConvWeightsLayer> layers) : params_(params), layers_(std::move(layers)) {}
   void refresh() override {
     for (const ConvWeightsLayer& c : layers_)
-      c.cache->refresh(params_.values.data() + params_.slices[size_t(c.layer)].weights);
+      c.cache->refresh(params_.data() + params_.slices[size_t(c.layer)].weights);
   }
   void before_use(int, int) override {}
   void begin_grad(int) override {}
@@ -135,7 +135,7 @@ void Sharded::before_use(int l, int uses) {
   float* w = layer_buf_.data();
   const int me = comm_.rank();
   for (const Chunk& c : chunks_[k]) {
-    const float* mine = params_.values.data() + sh.offset + c.begin + c.displs[size_t(me)];
+    const float* mine = params_.data() + sh.offset + c.begin + c.displs[size_t(me)];
     std::copy(mine, mine + c.counts[size_t(me)], w + c.displs[size_t(me)]);
     const double w0 = now_s();
     comm_.all_gather_v(w, c.counts, c.displs);

@@ -65,26 +65,24 @@ NetSpec one_block_net(const NetSpec& net, int l, int o0, int o1) {
 }
 }  // namespace
 
-BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch,
+BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1, int batch,
                      BnMode bn, Trace* trace, bool measure_scales)
-    : net_(one_block_net(net, layer, o0, o1)),
-      params_(net_),
-      layer_(layer),
-      o0_(o0),
-      o1_(o1),
-      batch_(batch),
-      grad_(params_.values.size(), ctx.device) {
-  std::fill(grad_.data(), grad_.data() + grad_.size(), 0.f);
-  // The same arrays in the same order in both vectors: biases, scales, weights.
+    : net_(one_block_net(net, layer, o0, o1)), params_(net_), layer_(layer), o0_(o0), o1_(o1), batch_(batch) {
+  // The block's biases, scales and weights where they are in the net's vectors (each
+  // contiguous there), so the segment reads and adds to them in place.
   const auto at = filter_block_ranges(p, net.layers[size_t(layer)], o0, o1);
-  const auto mine = filter_block_ranges(params_, net_.layers[0], 0, o1 - o0);
-  for (size_t k = 0; k < at.size(); ++k) pieces_.push_back({at[k].first, mine[k].first, at[k].second - at[k].first});
+  ParamSlice& ps = params_.slices[0];
+  ps.biases = at.front().first;
+  if (ps.scales >= 0) ps.scales = at[1].first;
+  ps.weights = at.back().first;
+  std::vector<float>().swap(params_.values);
+  params_.held_by = p.data();
   SegmentOptions so = whole_map_options(batch, ctx.config.block, bn, trace);
   if (measure_scales) {
     scales_.assign(1, GradScale{});
     so.grad_scales = &scales_;
   }
-  seg_ = std::make_unique<Segment>(ctx, net_, params_, grad_.data(), make_plan(net_, 1, 1, 0, 1, {0}), comm_, so);
+  seg_ = std::make_unique<Segment>(ctx, net_, params_, grad, make_plan(net_, 1, 1, 0, 1, {0}), comm_, so);
   if (measure_scales) seg_->measure_pointwise_scales();
   load(p);
 }
@@ -99,7 +97,6 @@ GradScale BlockConv::take_scale() {
 }
 
 void BlockConv::load(const Params& p) {
-  for (const Piece& r : pieces_) std::copy_n(p.values.begin() + r.at, r.n, params_.values.begin() + r.mine);
   if (!params_.rolling_mean[0].empty()) {
     std::copy_n(p.rolling_mean[size_t(layer_)].begin() + o0_, o1_ - o0_, params_.rolling_mean[0].begin());
     std::copy_n(p.rolling_var[size_t(layer_)].begin() + o0_, o1_ - o0_, params_.rolling_var[0].begin());
@@ -120,19 +117,12 @@ void BlockConv::forward(const TensorView& in, bool training, float* out, Params&
   }
 }
 
-void BlockConv::backward(const float* dout, float* din, float* grad) {
+void BlockConv::backward(const float* dout, float* din) {
   const Shape& so = net_.layers[0].out;
   const Shape in = net_.input();
   TensorView d{const_cast<float*>(dout), batch_, so.c, 1, full_box(so.h, so.w)};
   TensorView di{din, batch_, in.c, 1, full_box(in.h, in.w)};
   seg_->backward(d, &di);
-  // The block's gradient of this micro-batch, added into the net's and cleared.
-  float* g = grad_.data();
-  for (const Piece& r : pieces_)
-    for (int64_t i = 0; i < r.n; ++i) {
-      grad[r.at + i] += g[r.mine + i];
-      g[r.mine + i] = 0.f;
-    }
 }
 
 }  // namespace tt

@@ -29,41 +29,39 @@ int filled_filter_blocks(const LayerSpec& s, int blocks);
 // batch-norm scales, weights (each contiguous in Darknet's layout).
 std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, const LayerSpec& s, int o0, int o1);
 
-// One block of one convolution, as a one-layer net of its own (its parameters copied from
-// and to the net's, so the segment that runs it is the untiled tail's own code).
+// One block of one convolution, as a one-layer net of its own run by the untiled tail's own
+// segment code. Its weights, biases and scales are read in place from the net's parameters
+// and its gradients added in place into the net's gradient (no second copy); only its
+// running statistics are its own, copied from and to the net's.
 class BlockConv {
  public:
+  // `p`, `grad`: the net's parameters and gradient (kept by reference).
   // measure_scales: verify's reference measures its gradients' scales (take_scale).
-  BlockConv(DnnlContext& ctx, const NetSpec& net, const Params& p, int layer, int o0, int o1, int batch, BnMode bn,
-            Trace* trace, bool measure_scales = false);
+  BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1, int batch,
+            BnMode bn, Trace* trace, bool measure_scales = false);
   ~BlockConv();
-  // The block's weights, biases, scales and running statistics from the net's parameters.
+  // After the net's parameters changed: the block's running statistics from them, and its
+  // kernels' copy of the weights.
   void load(const Params& p);
   // `in`: the layer's whole input (plain); writes the block's output, [batch][o1 - o0][h][w],
   // to `out`, and in training its running statistics back into `p`.
   void forward(const TensorView& in, bool training, float* out, Params& p);
   // `dout`: the delta of the block's output ([batch][o1 - o0][h][w]); writes the block's
   // part of the input delta (plain, whole map) to `din` and adds its parameter gradients
-  // into the net's gradient `grad`.
-  void backward(const float* dout, float* din, float* grad);
+  // into the net's gradient.
+  void backward(const float* dout, float* din);
   // The scales of the block's parameter gradients since the last call (grad_scale.hpp).
   GradScale take_scale();
   Segment& segment() { return *seg_; }
   int layer() const { return layer_; }
-  size_t param_bytes() const { return params_.values.size() * 8; }  // values and gradient
 
  private:
   NetSpec net_;
-  Params params_;
+  Params params_;  // held by the net's: slices into its values, running statistics of its own
   int layer_, o0_, o1_, batch_;
-  Buffer grad_;
   std::vector<GradScale> scales_;  // [0]: the block's, when measured
   LocalComm comm_;
   std::unique_ptr<Segment> seg_;
-  struct Piece {
-    int64_t at, mine, n;  // offsets in the net's and the block's parameter vectors, floats
-  };
-  std::vector<Piece> pieces_;  // biases, batch-norm scales, weights
 };
 
 }  // namespace tt

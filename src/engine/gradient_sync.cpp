@@ -326,6 +326,11 @@ void FilterBlocksSync::gather(float* v) {
   gather_owned(v, owned_);
 }
 
+void FilterBlocksSync::gather_to_root(float* v) {
+  head_->gather_to_root(v);
+  gather_owned_to_root(v);
+}
+
 void FilterBlocksSync::gather_weights(float* weights) {
   head_->gather_weights(weights);
   gather_owned_to_root(weights);

@@ -57,7 +57,9 @@ class GradientSync {
   virtual void zero(float* grad) = 0;
   // After SGD: every process gets the weights the others updated.
   virtual void share_weights(float* /*weights*/) {}
-  // A whole gradient or momentum vector from every process's parts, in place.
+  // A whole gradient or momentum vector from every process's parts, in place; gather_to_root:
+  // whole on the root at least (for saving).
+  virtual void gather_to_root(float* v) { gather(v); }
   virtual void gather(float* v) = 0;
   // Whole weights on every process (they are whole already unless sharded).
   virtual void gather_weights(float* /*weights*/) {}
@@ -196,6 +198,7 @@ class FilterBlocksSync final : public GradientSync {
   void zero(float* grad) override;
   void share_weights(float* weights) override;
   void gather(float* v) override;
+  void gather_to_root(float* v) override;
   // The whole weights on the root only: the others keep only their own blocks' pages.
   void gather_weights(float* weights) override;
   double kept_floats() const override;

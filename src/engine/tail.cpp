@@ -143,7 +143,7 @@ std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
     B->part_at.push_back(o0 < o1 && r == me ? parts_end : -1);
     if (o0 == o1) continue;
     if (r == me) {
-      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, l, o0, o1, n, opt_.bn, opt_.trace,
+      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, grad_, l, o0, o1, n, opt_.bn, opt_.trace,
                                                opt_.grad_scales != nullptr);
       parts_end += in_floats;
     }
@@ -259,8 +259,6 @@ Segment::MemoryUse Tail::memory_use() const {
     if (B) {
       m.maps += B->out_stage.size() * 4;
       m.deltas += (B->parts.size() + B->slices.size() + B->folded.size() + B->dout.size()) * 4;
-      for (const auto& c : B->mine)
-        if (c) m.weight_copies += c->param_bytes();
     }
   for (size_t i = 0; i < out_.size(); ++i) {
     m.maps += (out_[i].size() + saved_[i].size()) * 4;
@@ -439,7 +437,7 @@ void Tail::backward_blocks(int l) {
     for (int i = 0; i < n; ++i)
       std::copy_n(d + (int64_t(i) * s.out.c + o0) * cells, (o1 - o0) * cells,
                   B.dout.data() + int64_t(i) * (o1 - o0) * cells);
-    B.mine[b]->backward(B.dout.data(), B.parts.data() + B.part_at[b], grad_);
+    B.mine[b]->backward(B.dout.data(), B.parts.data() + B.part_at[b]);
   }
   if (opt_.grad_scales) {  // a 2-norm over the entries: the blocks' (disjoint channels) in squares
     GradScale sq, &to = (*opt_.grad_scales)[size_t(l)];

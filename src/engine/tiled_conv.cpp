@@ -141,7 +141,7 @@ class TiledConv final : public TiledOp {
  private:
   const LayerMemory& layer_memory(int t) const { return env_.mem.tiles[size_t(t)].layers[size_t(i_)]; }
   const float* bias() const {
-    return s_.batch_normalize() ? nullptr : env_.params.values.data() + env_.params.slices[size_t(s_.index)].biases;
+    return s_.batch_normalize() ? nullptr : env_.params.data() + env_.params.slices[size_t(s_.index)].biases;
   }
 
   // verify's scales of the weight and bias gradients from one tile (engine/grad_scale.hpp):

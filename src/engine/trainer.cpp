@@ -158,8 +158,10 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
         const auto [b, e] = shards_->mine(L);
-        ctx_.device.discard(params.values.data() + L.offset, size_t(b - L.offset));
-        ctx_.device.discard(params.values.data() + e, size_t(L.offset + L.n - e));
+        for (const GradientSync::Range r : {GradientSync::Range{L.offset, b}, {e, L.offset + L.n}}) {
+          ctx_.device.discard(params.values.data() + r.first, size_t(r.second - r.first));
+          unused_.push_back(r);
+        }
       }
   }
   const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
@@ -205,9 +207,11 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       make_tail(ranks, log);
       auto blocks = std::make_unique<FilterBlocksSync>(comm, std::move(sync_), E, params.size(), tail_->block_ranges());
       if (!opt.need_input_delta)  // hand back the pages of the other processes' blocks
-        for (const auto& [b, e] : blocks->others_blocks())
+        for (const auto& [b, e] : blocks->others_blocks()) {
           for (float* v : {params.values.data(), grad_.data(), momentum_.data()})
             ctx_.device.discard(v + b, size_t(e - b));
+          unused_.push_back({b, e});
+        }
       sync_ = std::move(blocks);
     }
   }
@@ -308,10 +312,20 @@ void Trainer::set_momentum(std::span<const float> v) {
   std::copy(v.begin(), v.end(), momentum_.data());
 }
 
-std::vector<float> Trainer::gather_momentum() {
-  std::vector<float> m(momentum_.data(), momentum_.data() + momentum_.size());
-  sync_->gather(m.data());
-  return m;
+std::span<const float> Trainer::gather_momentum() {
+  sync_->gather_to_root(momentum_.data());
+  return momentum();
+}
+
+void Trainer::hand_back_gathered() {
+  if (opt_.need_input_delta) return;
+  for (const auto& [b, e] : unused_) ctx_.device.discard(params_.values.data() + b, size_t(e - b));
+  int64_t at = 0;  // momentum: all but what this process updates
+  for (const auto& [b, e] : sync_->updated()) {
+    if (b > at) ctx_.device.discard(momentum_.data() + at, size_t(b - at));
+    at = std::max(at, e);
+  }
+  if (at < int64_t(momentum_.size())) ctx_.device.discard(momentum_.data() + at, momentum_.size() - size_t(at));
 }
 
 // Only this process's parts: the others' pages stay untouched (sharded: unmapped).

@@ -127,10 +127,14 @@ class Trainer {
   // state; with several processes, whole only with need_input_delta.
   std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
   void set_momentum(std::span<const float> v);
-  // Checkpoints: the whole momentum on every process (collective), and a whole momentum
-  // from which each process takes the parts it updates.
-  std::vector<float> gather_momentum();
+  // Checkpoints: the whole momentum on the root (collective; in place, the others get
+  // parts of it), valid until the next step; and a whole momentum from which each process
+  // takes the parts it updates.
+  std::span<const float> gather_momentum();
   void restore_momentum(std::span<const float> whole);
+  // After a checkpoint is written: hands back the pages gather_weights() and
+  // gather_momentum() filled that this process neither updates nor runs with.
+  void hand_back_gathered();
   int64_t step() const { return step_; }  // updates done (numbers dropout masks)
   void set_step(int64_t s) { step_ = s; }
   StepTimes times() const;  // accumulated since reset_times(), all parts
@@ -189,6 +193,9 @@ class Trainer {
   mutable std::vector<float> summed_grad_;  // grad() with several tiles
   std::unique_ptr<ShardPlan> shards_;       // --low-memory
   std::unique_ptr<GradientSync> sync_;      // how the batch's gradients become the update
+  // The parameters this process neither updates nor runs with (the other processes' shards
+  // and filter blocks): their pages are handed back (not with need_input_delta).
+  std::vector<GradientSync::Range> unused_;
   MicroBatchSync* micro_sync_ = nullptr;    // sync_, data parallel
   RunningStatsLog stats_log_;               // data parallel: this batch's micro-batches' statistics
   std::vector<float> replica_in_, replica_truth_,

@@ -2,8 +2,11 @@
 # The layers after the cut split by filters (--tail filters): whole yolov2-voc.cfg (a
 # 96x96 input, 2 micro-batches a step) on a 2x2 grid ends with byte-identical weights and
 # momentum on 1, 2 and 4 processes (the blocks follow the tiles, not the processes), with
-# the layer-before-the-cut gradients in buckets (--overlap on) too, and a run stopped on 2
-# processes and resumed on 4; the losses printed are the same; yolov3-tiny (route,
+# the layer-before-the-cut gradients in buckets (--overlap on) too, with a checkpoint
+# half-way (the root gathers whole weights and momentum, then each process hands back
+# what it does not keep), and a run stopped on 2 processes and resumed on 4; the losses
+# printed are the same; with --low-memory (its sums are its own) a checkpoint every step
+# leaves the weights as none does; yolov3-tiny (route,
 # upsample, two [yolo]) on 1 and 3. A folder trained with the tail on the root is told the
 # bits change; what cannot run is refused naming why, with a non-zero exit.
 # Usage: tail_filters.sh TILETRAIN_BINARY SOURCE_DIR
@@ -16,7 +19,7 @@ args=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 96x96 --batch 2 -
   --save-weights "$tmp/one.weights" > "$tmp/one.log"
 for n in 2 4; do
   "${mpi[@]}" -np $n "$bin" "${args[@]}" --tiles-per-rank $((4 / n)) --steps 4 --checkpoint "$tmp/p$n" \
-    --checkpoint-every 4 --save-weights "$tmp/p$n.weights" > "$tmp/p$n.log"
+    --checkpoint-every 2 --save-weights "$tmp/p$n.weights" > "$tmp/p$n.log"
   cmp "$tmp/one.weights" "$tmp/p$n.weights" || fail "$n processes end with other weights than one"
   cmp "$tmp/one/step-00000004/momentum" "$tmp/p$n/step-00000004/momentum" || fail "$n processes: momentum differs"
 done
@@ -24,6 +27,10 @@ done
   { paste "$tmp/one.log" "$tmp/p4.log"; fail "the logged losses differ"; }
 "${mpi[@]}" -np 4 "$bin" "${args[@]}" --overlap on --steps 4 --save-weights "$tmp/ov.weights" > "$tmp/ov.log"
 cmp "$tmp/one.weights" "$tmp/ov.weights" || fail "4 processes with --overlap on end with other weights"
+"${mpi[@]}" -np 4 "$bin" "${args[@]}" --low-memory --steps 4 --save-weights "$tmp/lm.weights" > "$tmp/lm.log"
+"${mpi[@]}" -np 4 "$bin" "${args[@]}" --low-memory --steps 4 --checkpoint "$tmp/lmc" --checkpoint-every 1 \
+  --save-weights "$tmp/lmc.weights" > "$tmp/lmc.log"
+cmp "$tmp/lm.weights" "$tmp/lmc.weights" || fail "--low-memory: checkpoints every step changed the weights"
 # Stopped after 2 steps on 2 processes, resumed on 4.
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --tiles-per-rank 2 --steps 2 --checkpoint "$tmp/r" --checkpoint-every 2 \
   > "$tmp/r1.log"
