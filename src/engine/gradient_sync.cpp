@@ -303,15 +303,6 @@ void FilterBlocksSync::zero(float* grad) {
     for (const auto& [b, e] : rs) std::fill(grad + b, grad + e, 0.f);
 }
 
-std::vector<GradientSync::Range> FilterBlocksSync::others_blocks() const {
-  std::vector<Range> r;
-  for (size_t p = 0; p < owned_.size(); ++p)
-    if (int(p) != comm_.rank())
-      for (const Range& x : owned_[p])
-        if (std::find(rest_.begin(), rest_.end(), x) == rest_.end()) r.push_back(x);
-  return r;
-}
-
 // After the update: the root's part of the tail to every process (they all run those
 // layers); the blocks stay where they run.
 void FilterBlocksSync::share_weights(float* weights) {

@@ -187,7 +187,7 @@ class ShardedSync final : public GradientSync {
 class FilterBlocksSync final : public GradientSync {
  public:
   // `head`: the sync of parameters [0, tail_begin); blocks[r]: the ranges of [tail_begin, n)
-  // that process r's filter blocks hold (Tail::block_ranges()).
+  // that process r's filter blocks hold (tail_block_ranges()).
   FilterBlocksSync(Comm& comm, std::unique_ptr<GradientSync> head, int64_t tail_begin, int64_t n,
                    std::vector<std::vector<Range>> blocks);
   bool overlaps() const override { return head_->overlaps(); }
@@ -202,8 +202,6 @@ class FilterBlocksSync final : public GradientSync {
   // The whole weights on the root only: the others keep only their own blocks' pages.
   void gather_weights(float* weights) override;
   double kept_floats() const override;
-  // What this process neither updates nor runs with: the other processes' blocks.
-  std::vector<Range> others_blocks() const;
 
  private:
   Comm& comm_;

@@ -194,14 +194,21 @@ void Tail::gather_running_stats() {
   }
 }
 
-std::vector<std::vector<std::pair<int64_t, int64_t>>> Tail::block_ranges() const {
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> r(size_t(opt_.blocks ? opt_.blocks->size() : 1));
-  for (int l = cut_; l < int(net_.layers.size()); ++l)
-    if (const Blocks* B = blocks_[size_t(l - cut_)].get())
-      for (size_t b = 0; b < B->bounds.size(); ++b)
-        for (const auto& range :
-             filter_block_ranges(params_, net_.layers[size_t(l)], B->bounds[b].first, B->bounds[b].second))
-          if (range.first < range.second) r[size_t(opt_.block_rank[b])].push_back(range);
+std::vector<std::vector<std::pair<int64_t, int64_t>>> tail_block_ranges(const NetSpec& net, const Params& p, int cut,
+                                                                        const std::vector<int>& block_rank,
+                                                                        int processes) {
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> r(static_cast<size_t>(processes));
+  std::vector<bool> in_run(net.layers.size());
+  for (const auto& [first, last] : plan_tail(net, cut, 1, true).runs)
+    for (int l = first; l < last; ++l) in_run[size_t(l)] = true;
+  for (int l = cut; l < int(net.layers.size()); ++l) {  // the layers Tail splits (make_blocks)
+    const LayerSpec& s = net.layers[size_t(l)];
+    if (in_run[size_t(l)] || !splits_into_filter_blocks(s)) continue;
+    const auto bounds = filter_blocks(s.out.c, int(block_rank.size()));
+    for (size_t b = 0; b < bounds.size(); ++b)
+      for (const auto& range : filter_block_ranges(p, s, bounds[b].first, bounds[b].second))
+        if (range.first < range.second) r[size_t(block_rank[b])].push_back(range);
+  }
   return r;
 }
 

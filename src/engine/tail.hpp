@@ -29,6 +29,12 @@ struct TailLayout {
 };
 // filters: the convolutions that split into filter blocks are layers of their own.
 TailLayout plan_tail(const NetSpec& net, int cut, int batch, bool filters = false);
+// --tail filters: per process, the ranges of the parameter vector its blocks hold, when
+// block b of each layer after the cut runs on process block_rank[b] (known before the
+// tail is built, so that the others' pages go back first).
+std::vector<std::vector<std::pair<int64_t, int64_t>>> tail_block_ranges(const NetSpec& net, const Params& p, int cut,
+                                                                        const std::vector<int>& block_rank,
+                                                                        int processes);
 
 struct TailOptions {
   int batch = 1;  // samples per micro-batch
@@ -72,8 +78,6 @@ class Tail {
   void refresh_weights();
   // With blocks: every process gets the running statistics of every block (before saving).
   void gather_running_stats();
-  // With blocks: per process, the ranges of the parameter vector its blocks hold.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> block_ranges() const;
 
  private:
   struct Run;                                                // a Segment over [first, last)

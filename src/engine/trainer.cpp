@@ -148,6 +148,19 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, tiles_comm_.size());
   check_memory(plan, ranks);
+  // --tail filters: the other processes' blocks' weights go back before anything else is
+  // built (the caller filled all of them: without this they would add to the peak).
+  std::vector<std::vector<GradientSync::Range>> blocks;
+  if (filters()) {
+    blocks = tail_block_ranges(net, params, cut_, block_ranks(ranks), comm.size());
+    if (!opt.need_input_delta)
+      for (int p = 0; p < comm.size(); ++p)
+        if (p != comm.rank())
+          for (const auto& [b, e] : blocks[size_t(p)]) {
+            ctx_.device.discard(params.values.data() + b, size_t(e - b));
+            unused_.push_back({b, e});
+          }
+  }
   grad_ = Buffer(params.values.size(), ctx_.device);
   momentum_ = Buffer(params.values.size(), ctx_.device);
   if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
@@ -158,7 +171,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
         const auto [b, e] = shards_->mine(L);
-        for (const GradientSync::Range r : {GradientSync::Range{L.offset, b}, {e, L.offset + L.n}}) {
+        for (const GradientSync::Range& r : {GradientSync::Range{L.offset, b}, {e, L.offset + L.n}}) {
           ctx_.device.discard(params.values.data() + r.first, size_t(r.second - r.first));
           unused_.push_back(r);
         }
@@ -205,14 +218,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                       device);
     if (filters()) {
       make_tail(ranks, log);
-      auto blocks = std::make_unique<FilterBlocksSync>(comm, std::move(sync_), E, params.size(), tail_->block_ranges());
-      if (!opt.need_input_delta)  // hand back the pages of the other processes' blocks
-        for (const auto& [b, e] : blocks->others_blocks()) {
-          for (float* v : {params.values.data(), grad_.data(), momentum_.data()})
-            ctx_.device.discard(v + b, size_t(e - b));
-          unused_.push_back({b, e});
-        }
-      sync_ = std::move(blocks);
+      sync_ = std::make_unique<FilterBlocksSync>(comm, std::move(sync_), E, params.size(), std::move(blocks));
     }
   }
   if (sync_->overlaps())
