@@ -871,6 +871,25 @@ TEST(PlannerCostModel, FilterBlocksShareTheTailAndKeepItsWeights) {
   EXPECT_THROW(predict(net, root, cm), Error);
 }
 
+// A layer after the cut that is not split (the [connected] here) runs whole on every rank:
+// the root alone applies SGD to it and sends the result to the others.
+TEST(PlannerCostModel, FilterBlocksLeaveTheWholeLayersToTheRoot) {
+  const NetSpec net = net_at("cfgs/fashion-mnist.cfg", 0, 0, 1);
+  const int cut = 4, fc = 5;
+  ASSERT_TRUE(net.layers[size_t(fc)].is(kConnectedKind));
+  const ClusterModel cm =
+      resolve_cluster(synthetic_spec(net, 2, 100, 4096, {}, {{"many_flows", 1}, {"ring", 1}}), net, nullptr);
+  Partition filters = part(1, 2, "none", cut);
+  filters.tail_filters = true;
+  const Prediction b = predict(net, filters, cm);
+  ASSERT_EQ(b.ranks.size(), 2u);
+  // Both ranks run half of conv 4's filters and all of the connected layer; only the root
+  // updates the latter.
+  const double sgd = cm.models[0].sgd_per_param * double(net.layers[size_t(fc)].param_count());
+  EXPECT_GT(sgd, 0);
+  EXPECT_NEAR(b.ranks[0].update_s - b.ranks[1].update_s, sgd, 1e-6 * sgd);
+}
+
 TEST(PlannerOptimizer, FilterBlocksAreCandidates) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96, 1);
   const ClusterModel cm = synthetic_cluster(net, 4, 100);

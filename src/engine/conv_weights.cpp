@@ -32,6 +32,23 @@ class Replicated final : public ConvWeights {
   std::vector<ConvWeightsLayer> layers_;
 };
 
+class Staged final : public ConvWeights {
+ public:
+  Staged(Params& params, std::vector<ConvWeightsLayer> layers) : params_(params), layers_(std::move(layers)) {}
+  void refresh() override {}
+  void before_use(int l, int uses) override {
+    find_layer(layers_, l).cache->refresh(params_.data() + params_.slices[size_t(l)].weights, uses);
+  }
+  void begin_grad(int) override {}
+  float* grad_target(int l, float* tile_grad) override { return tile_grad + params_.slices[size_t(l)].weights; }
+  void end_grad(int) override {}
+  size_t staging_bytes() const override { return 0; }
+
+ private:
+  Params& params_;
+  std::vector<ConvWeightsLayer> layers_;
+};
+
 class Sharded final : public ConvWeights {
  public:
   Sharded(DnnlContext& ctx, Params& params, float* grad, Comm& comm, const ShardPlan& shards, const NetSpec& net,
@@ -169,6 +186,10 @@ void Sharded::end_grad(int l) {
 
 std::unique_ptr<ConvWeights> replicated_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers) {
   return std::make_unique<Replicated>(params, std::move(layers));
+}
+
+std::unique_ptr<ConvWeights> staged_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers) {
+  return std::make_unique<Staged>(params, std::move(layers));
 }
 
 std::unique_ptr<ConvWeights> sharded_conv_weights(DnnlContext& ctx, Params& params, float* grad, Comm& comm,

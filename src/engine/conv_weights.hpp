@@ -6,6 +6,8 @@
 //   Sharded     --low-memory (engine/shards.hpp): a layer's weights are all-gathered and
 //               formatted just before each use, and its gradient reduce-scattered right after
 //               its backward, in chunks of output channels so no layer is held whole
+//   Staged      every weight of the segment is here, formatted just before each use into
+//               the context's shared staging buffers (SegmentOptions::staged_weights)
 // The segment calls the same four hooks either way and never asks which mode runs.
 #pragma once
 #include <memory>
@@ -21,9 +23,9 @@ namespace tt {
 
 // A convolution of the segment, as the weight modes see it.
 struct ConvWeightsLayer {
-  int layer = 0;                               // net layer index
-  WeightCache* cache = nullptr;                // the kernels' formatted weights
-  ConvKernel* single_bwd_weights = nullptr;    // the backward-weights kernel when one local tile runs it, else null
+  int layer = 0;                             // net layer index
+  WeightCache* cache = nullptr;              // the kernels' formatted weights
+  ConvKernel* single_bwd_weights = nullptr;  // the backward-weights kernel when one local tile runs it, else null
 };
 
 class ConvWeights {
@@ -43,6 +45,7 @@ class ConvWeights {
 };
 
 std::unique_ptr<ConvWeights> replicated_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers);
+std::unique_ptr<ConvWeights> staged_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers);
 // `wait`: seconds spent in the collectives are added here; `trace`: their spans (may be null).
 std::unique_ptr<ConvWeights> sharded_conv_weights(DnnlContext& ctx, Params& params, float* grad, Comm& comm,
                                                   const ShardPlan& shards, const NetSpec& net,

@@ -65,9 +65,9 @@ NetSpec one_block_net(const NetSpec& net, int l, int o0, int o1) {
 }
 }  // namespace
 
-BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1, int batch,
-                     BnMode bn, Trace* trace, bool measure_scales)
-    : net_(one_block_net(net, layer, o0, o1)), params_(net_), layer_(layer), o0_(o0), o1_(o1), batch_(batch) {
+BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1,
+                     const Options& opt)
+    : net_(one_block_net(net, layer, o0, o1)), params_(net_), layer_(layer), o0_(o0), o1_(o1), batch_(opt.batch) {
   // The block's biases, scales and weights where they are in the net's vectors (each
   // contiguous there), so the segment reads and adds to them in place.
   const auto at = filter_block_ranges(p, net.layers[size_t(layer)], o0, o1);
@@ -77,13 +77,14 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* gra
   ps.weights = at.back().first;
   std::vector<float>().swap(params_.values);
   params_.held_by = p.data();
-  SegmentOptions so = whole_map_options(batch, ctx.config.block, bn, trace);
-  if (measure_scales) {
+  SegmentOptions so = whole_map_options(opt.batch, ctx.config.block, opt.bn, opt.trace);
+  so.staged_weights = opt.staged_weights;
+  if (opt.measure_scales) {
     scales_.assign(1, GradScale{});
     so.grad_scales = &scales_;
   }
   seg_ = std::make_unique<Segment>(ctx, net_, params_, grad, make_plan(net_, 1, 1, 0, 1, {0}), comm_, so);
-  if (measure_scales) seg_->measure_pointwise_scales();
+  if (opt.measure_scales) seg_->measure_pointwise_scales();
   load(p);
 }
 

@@ -35,10 +35,16 @@ std::vector<std::pair<int64_t, int64_t>> filter_block_ranges(const Params& p, co
 // running statistics are its own, copied from and to the net's.
 class BlockConv {
  public:
+  struct Options {
+    int batch = 1;
+    BnMode bn = BnMode::Sync;
+    Trace* trace = nullptr;
+    bool staged_weights = false;  // --low-memory: formatted weights only while the block runs
+    bool measure_scales = false;  // verify's reference measures its gradients' scales (take_scale)
+  };
   // `p`, `grad`: the net's parameters and gradient (kept by reference).
-  // measure_scales: verify's reference measures its gradients' scales (take_scale).
-  BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1, int batch,
-            BnMode bn, Trace* trace, bool measure_scales = false);
+  BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* grad, int layer, int o0, int o1,
+            const Options& opt);
   ~BlockConv();
   // After the net's parameters changed: the block's running statistics from them, and its
   // kernels' copy of the weights.

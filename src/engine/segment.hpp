@@ -79,6 +79,10 @@ struct SegmentOptions {
   // `tile_rank[t]`: the process that runs tile t; this process runs those equal to comm.rank().
   std::vector<int> tile_rank;
   const ShardPlan* shards = nullptr;  // the convolution weights are sharded (shards.hpp); null: replicated
+  // Not sharded, but formatted for the kernels just before each use, into the context's
+  // staging buffers that every segment shares, instead of kept formatted (--low-memory's
+  // filter blocks: a layer's formatted weights exist only while it runs).
+  bool staged_weights = false;
   // Convolutions whose activated output is not kept (e.g. before a max-pool) do not keep
   // their output either; backward recomputes it (one more convolution).
   bool recompute = false;
@@ -107,6 +111,7 @@ inline SegmentOptions whole_map_options(int batch, int block, BnMode bn, Trace* 
                         .need_input_delta = true,
                         .tile_rank = {0},
                         .shards = nullptr,
+                        .staged_weights = false,
                         .recompute = false,
                         .far = {},
                         .tiled = false,

@@ -64,8 +64,9 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     const TiledTraits& traits = tiled_traits(s);
     st->pointwise = has_pointwise(s);
     if (traits.weights)
-      st->weights = std::make_unique<WeightCache>(
-          ctx, plain_conv_weights_desc(s.out.c, s.in.c, s.window().size, s.conv().groups), shards != nullptr);
+      st->weights =
+          std::make_unique<WeightCache>(ctx, plain_conv_weights_desc(s.out.c, s.in.c, s.window().size, s.conv().groups),
+                                        shards != nullptr || opt.staged_weights);
     if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device, opt.stats_log);
     layers_.push_back(std::move(st));
   }
@@ -188,10 +189,13 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
   }
   weights_ = shards ? sharded_conv_weights(ctx, params, grad, comm, *shards, net, std::move(convs), int(local_.size()),
                                            &weights_wait_, trace_)
-                    : replicated_conv_weights(params, std::move(convs));
+             : opt.staged_weights ? staged_conv_weights(params, std::move(convs))
+                                  : replicated_conv_weights(params, std::move(convs));
   weights_->refresh();
-  schedule_ = compile_schedule(
-      net, plan_, {.sharded = shards != nullptr, .recompute = opt.recompute, .need_input_delta = need_input_delta});
+  schedule_ = compile_schedule(net, plan_,
+                               {.sharded = shards != nullptr || opt.staged_weights,
+                                .recompute = opt.recompute,
+                                .need_input_delta = need_input_delta});
 }
 
 Segment::~Segment() = default;

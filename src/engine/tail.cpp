@@ -143,8 +143,12 @@ std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
     B->part_at.push_back(o0 < o1 && r == me ? parts_end : -1);
     if (o0 == o1) continue;
     if (r == me) {
-      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, grad_, l, o0, o1, n, opt_.bn, opt_.trace,
-                                               opt_.grad_scales != nullptr);
+      B->mine[b] = std::make_unique<BlockConv>(ctx_, net_, params_, grad_, l, o0, o1,
+                                               BlockConv::Options{.batch = n,
+                                                                  .bn = opt_.bn,
+                                                                  .trace = opt_.trace,
+                                                                  .staged_weights = opt_.low_memory,
+                                                                  .measure_scales = opt_.grad_scales != nullptr});
       parts_end += in_floats;
     }
     const int64_t out_floats = n * (o1 - o0) * cells;

@@ -253,7 +253,8 @@ void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
                                              .grad_scales = grad_scales(),
                                              .stats_log = log,
                                              .blocks = filters() ? &comm_ : nullptr,
-                                             .block_rank = block_ranks(ranks)});
+                                             .block_rank = block_ranks(ranks),
+                                             .low_memory = opt_.low_memory});
   if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
 }
 

@@ -148,11 +148,12 @@ void WeightCache::refresh_rows(const float* plain_rows, int o0, int rows, int us
   }
 }
 
-void WeightCache::refresh(const float* plain_weights) {
+void WeightCache::refresh(const float* plain_weights, int uses) {
   master_ = plain_weights;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
-    if (e.in_place) continue;
+    // (Only staged entries skip: a kept format may be made from another, e.from.)
+    if (e.in_place || (staged_ && !(e.uses & uses))) continue;
     e.src.set_data_handle(e.from < 0 ? const_cast<float*>(plain_weights) : data(e.from));
     e.dst.set_data_handle(data(int(i)));
     e.to_format.execute(ctx_.strm, e.args);

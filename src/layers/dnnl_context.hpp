@@ -83,7 +83,8 @@ class WeightCache {
   enum Use { kForward = 1, kBackwardData = 2 };
   WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged) : ctx_(ctx), plain_(plain), staged_(staged) {}
   int slot(const memory::desc& d, Use use);
-  void refresh(const float* plain_weights);
+  // The formats serving any of `uses` (all by default) from the plain weights.
+  void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
   // Output channels [o0, o0 + rows) only, from plain rows `plain_rows`, into the slots
   // serving any of `uses`; `prepare_rows(rows)` first, once, for each row count used.
   void prepare_rows(int rows);

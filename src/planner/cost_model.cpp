@@ -382,11 +382,26 @@ struct Replay {
     if (backward) sync(allgather_cost(bytes * filled_filter_blocks(s, T) / P), &RankPrediction::halo_s);
     sync(allgather_cost(bytes), &RankPrediction::halo_s);
   }
-  // The parameters after the cut that rank r updates and keeps (filter blocks).
+  // The parameters after the cut that rank r keeps (filter blocks).
   double tail_params(int r) const {
     double n = 0;
     for (int l = cut; l < int(net.layers.size()); ++l) n += net.layers[size_t(l)].param_count() * tail_share(r, l);
     return n;
+  }
+  // Filter blocks: those of the layers after the cut that every rank runs whole (not split),
+  // which the root alone updates and then sends to the others.
+  double tail_whole_params() const {
+    double n = 0;
+    for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
+      if (!splits_into_filter_blocks(net.layers[size_t(l)])) n += net.layers[size_t(l)].param_count();
+    return n;
+  }
+  // ... and what rank r applies SGD to after the cut.
+  double tail_updated(int r) const { return tail_params(r) - (r == 0 ? 0 : tail_whole_params()); }
+  // The root's update of those to every rank: all_gather_v with the root's part alone, each
+  // of a ring's P - 1 steps carrying all of it.
+  void send_tail_whole_params() {
+    if (tail_whole_params() > 0) sync(allgather_cost(4 * tail_whole_params() * P), &RankPrediction::weights_s);
   }
 
   void forward() {
@@ -500,7 +515,8 @@ struct Replay {
       const double end = *std::max_element(clock.begin(), clock.end());
       sync(grads_leave < 0 ? sum : std::max(0., grads_leave + sum - end), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r)
-        run(r, model(r).sgd_per_param * (n / P + tail_params(r)) * scale(r), &RankPrediction::update_s);
+        run(r, model(r).sgd_per_param * (n / P + tail_updated(r)) * scale(r), &RankPrediction::update_s);
+      send_tail_whole_params();
       sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
       return;
@@ -508,8 +524,9 @@ struct Replay {
     const double sharded = double(conv_weights());
     sync(small_allreduce_time(cm.spec, rank_dev, 4 * (n - sharded)), &RankPrediction::weights_s);
     for (int r = 0; r < P; ++r)
-      run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_params(r)) * scale(r),
+      run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_updated(r)) * scale(r),
           &RankPrediction::update_s);
+    send_tail_whole_params();
   }
   int64_t net_params() const {
     int64_t n = 0;
