@@ -222,7 +222,7 @@ void MpiComm::irecv_floats(float* data, size_t n, int from, int tag) {
 
 void MpiComm::wait_all() {
   if (requests_.empty()) return;
-  complete(requests_.data(), int(requests_.size()), "a halo exchange or a transfer at the cut", request_peers_);
+  complete(requests_.data(), int(requests_.size()), "a halo exchange or a transfer at or after the cut", request_peers_);
   requests_.clear();
   request_peers_.clear();
 }
@@ -269,7 +269,7 @@ void MpiComm::all_gather_v(float* data, const std::vector<int>& counts, const st
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT,
                         MPI_COMM_WORLD, &r),
         "allgatherv");
-  complete(r, "the weight all-gather");
+  complete(r, "an all-gather (the weights, or with --tail filters the maps after the cut)");
 }
 
 void MpiComm::all_gather_v(double* data, const std::vector<int>& counts, const std::vector<int>& displs) {
