@@ -24,10 +24,11 @@ struct Params {
   int64_t seen = 0;  // images trained on (Darknet's counter)
   // Set when these parameters live in another Params' values (a filter block's, see
   // engine/filter_blocks.hpp): `values` is then empty and the slices are offsets there.
-  float* held_by = nullptr;
+  // (The vector, not its data: that moves if the vector is assigned a new size.)
+  std::vector<float>* held_by = nullptr;
 
-  float* data() { return held_by ? held_by : values.data(); }
-  const float* data() const { return held_by ? held_by : values.data(); }
+  float* data() { return held_by ? held_by->data() : values.data(); }
+  const float* data() const { return held_by ? held_by->data() : values.data(); }
 
   explicit Params(const NetSpec& net);
   int64_t size() const { return int64_t(values.size()); }

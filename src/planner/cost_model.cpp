@@ -396,8 +396,9 @@ struct Replay {
       if (!splits_into_filter_blocks(net.layers[size_t(l)])) n += net.layers[size_t(l)].param_count();
     return n;
   }
-  // ... and what rank r applies SGD to after the cut.
-  double tail_updated(int r) const { return tail_params(r) - (r == 0 ? 0 : tail_whole_params()); }
+  // ... and what rank r applies SGD to after the cut, apart from the shared update (filter
+  // blocks; else the tail is in it).
+  double tail_updated(int r) const { return p.tail_filters ? tail_params(r) - (r == 0 ? 0 : tail_whole_params()) : 0; }
   // The root's update of those to every rank: all_gather_v with the root's part alone, each
   // of a ring's P - 1 steps carrying all of it.
   void send_tail_whole_params() {
@@ -496,7 +497,8 @@ struct Replay {
     // Filter blocks: the parameters after the cut are updated where they run, never sent.
     const double n = p.tail_filters ? double(tiled_params()) : double(net_params());
     if (P == 1) {
-      run(0, (model(0).sgd_per_param * n + model(0).reload_s) * scale(0), &RankPrediction::update_s);
+      run(0, (model(0).sgd_per_param * (n + tail_updated(0)) + model(0).reload_s) * scale(0),
+          &RankPrediction::update_s);
       return;
     }
     if (!p.low_memory) {

@@ -5,7 +5,8 @@
 # expected size (header + every parameter and batch-norm statistic of the cfg) whose
 # values agree to 1e-5 (relative, whole file and largest element difference against the
 # largest value). Burn-in is removed from the cfg so the 5 steps really move the weights
-# (a rank part left ungathered would differ from the trained values).
+# (a rank part left ungathered would differ from the trained values). With a checkpoint
+# every step the --low-memory run ends byte-identical to the one without.
 # Usage: low_memory_weights.sh TILETRAIN_BINARY SOURCE_DIR
 # shellcheck source=tests/mpi/common.sh
 . "$(dirname "$0")/common.sh"
@@ -25,6 +26,10 @@ run() {  # name, extra arguments
 }
 run normal
 run low --low-memory
+# A checkpoint every step: each process hands back the weights and momentum it gathered
+# and does not keep; the steps after it must not notice.
+run low_ckpt --low-memory --checkpoint "$tmp/ckpt" --checkpoint-every 1
+cmp "$tmp/low.weights" "$tmp/low_ckpt.weights" || fail "--low-memory: checkpoints every step changed the weights"
 # Expected size: 20-byte header, then every parameter (the info table's total) and, for
 # each batch-normalised convolution, its running mean and variance (2 x filters).
 "$bin" info --cfg "$tmp/net.cfg" > "$tmp/info.txt"
