@@ -14,30 +14,18 @@ const ConvWeightsLayer& find_layer(const std::vector<ConvWeightsLayer>& layers, 
   fail("internal: layer ", l, " is not a convolution of this segment");
 }
 
-class Replicated final : public ConvWeights {
+// Every weight is here: formatted after each update (replicated), or just before each use
+// into the shared staging buffers (staged).
+class Local final : public ConvWeights {
  public:
-  Replicated(Params& params, std::vector<ConvWeightsLayer> layers) : params_(params), layers_(std::move(layers)) {}
+  Local(Params& params, std::vector<ConvWeightsLayer> layers, bool staged)
+      : params_(params), layers_(std::move(layers)), staged_(staged) {}
   void refresh() override {
     for (const ConvWeightsLayer& c : layers_)
-      c.cache->refresh(params_.data() + params_.slices[size_t(c.layer)].weights);
+      if (!staged_) c.cache->refresh(master(c.layer));
   }
-  void before_use(int, int) override {}
-  void begin_grad(int) override {}
-  float* grad_target(int l, float* tile_grad) override { return tile_grad + params_.slices[size_t(l)].weights; }
-  void end_grad(int) override {}
-  size_t staging_bytes() const override { return 0; }
-
- private:
-  Params& params_;
-  std::vector<ConvWeightsLayer> layers_;
-};
-
-class Staged final : public ConvWeights {
- public:
-  Staged(Params& params, std::vector<ConvWeightsLayer> layers) : params_(params), layers_(std::move(layers)) {}
-  void refresh() override {}
   void before_use(int l, int uses) override {
-    find_layer(layers_, l).cache->refresh(params_.data() + params_.slices[size_t(l)].weights, uses);
+    if (staged_) find_layer(layers_, l).cache->refresh(master(l), uses);
   }
   void begin_grad(int) override {}
   float* grad_target(int l, float* tile_grad) override { return tile_grad + params_.slices[size_t(l)].weights; }
@@ -45,8 +33,10 @@ class Staged final : public ConvWeights {
   size_t staging_bytes() const override { return 0; }
 
  private:
+  const float* master(int l) const { return params_.data() + params_.slices[size_t(l)].weights; }
   Params& params_;
   std::vector<ConvWeightsLayer> layers_;
+  bool staged_;
 };
 
 class Sharded final : public ConvWeights {
@@ -185,11 +175,11 @@ void Sharded::end_grad(int l) {
 }  // namespace
 
 std::unique_ptr<ConvWeights> replicated_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers) {
-  return std::make_unique<Replicated>(params, std::move(layers));
+  return std::make_unique<Local>(params, std::move(layers), false);
 }
 
 std::unique_ptr<ConvWeights> staged_conv_weights(Params& params, std::vector<ConvWeightsLayer> layers) {
-  return std::make_unique<Staged>(params, std::move(layers));
+  return std::make_unique<Local>(params, std::move(layers), true);
 }
 
 std::unique_ptr<ConvWeights> sharded_conv_weights(DnnlContext& ctx, Params& params, float* grad, Comm& comm,
