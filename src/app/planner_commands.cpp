@@ -199,8 +199,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     for (const std::string& s : all_pairs)
       for (const auto& p : nlohmann::json::parse(s)) slowest = std::min(slowest, p[3].get<double>());
     coll_floats[0] = (1 << 18) / P * P;
-    int64_t params = 0;
-    for (const LayerSpec& l : net.layers) params += l.param_count();
+    const int64_t params = net.param_count();
     const int64_t three_s = int64_t(3 * slowest * P / (P - 1) / 4);
     coll_floats[1] = std::max<int64_t>(std::min(params, three_s), 1 << 20) / P * P;
     for (int k = 0; k < 2; ++k) {

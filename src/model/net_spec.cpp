@@ -126,6 +126,12 @@ float NetSpec::rate_at(int64_t batch_num) const {
   return learning_rate;
 }
 
+int64_t NetSpec::param_count(int first, int last) const {
+  int64_t n = 0;
+  for (int l = first; l < (last < 0 ? int(layers.size()) : last); ++l) n += layers[size_t(l)].param_count();
+  return n;
+}
+
 int NetSpec::first_tiled() const { return !layers.empty() && layers[0].is(kCropKind) ? 1 : 0; }
 
 int NetSpec::first_untileable() const {

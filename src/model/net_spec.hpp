@@ -223,6 +223,8 @@ struct NetSpec {
   // Layers that run on the whole picture, on the root, before the tiled part: a [crop] at
   // layer 0 (it reads across tiles, at an offset drawn per step). 0 or 1.
   int first_tiled() const;
+  // The parameters of layers [first, last) (last -1: to the end).
+  int64_t param_count(int first = 0, int last = -1) const;
   // Index of the first layer at or after first_tiled() that cannot be tiled (not
   // spatial()); layers.size() if none.
   int first_untileable() const;

@@ -65,19 +65,8 @@ struct Replay {
       ++per_dev[size_t(rank_dev.back())];
     }
     for (int r = 0; r < P; ++r) {
-      // Each rank runs `threads` threads; the fits were measured with the device to itself.
-      // Ranks computing at once slow each other (the slowdown calibrate measured with its
-      // ranks on the device, interpolated); beyond the device's cores they share them.
       const int d = rank_dev[size_t(r)];
-      const DeviceModel& m = cm.models[size_t(d)];
-      const double k = per_dev[size_t(d)], t = m.threads, cap = std::max(1e-3, cm.capacity[size_t(d)]);
-      const double busy = std::min(k, std::max(1., cap / t));
-      // Calibrated with more ranks than cores, the slowdown includes their sharing of the
-      // cores, which is counted apart here: only what is left (caches, memory) interpolates.
-      const double cal_k = m.concurrent_ranks, cal_busy = std::min(cal_k, std::max(1., cap / t));
-      const double cal_pure = m.concurrent_slowdown / std::max(1., cal_k * t / cap);
-      const double shared = cal_busy > 1 ? 1 + (cal_pure - 1) * (busy - 1) / (cal_busy - 1) : 1;
-      crowd.push_back(std::max(1., shared) * std::max(1., k * t / cap) / std::max(1., t / cap));
+      crowd.push_back(crowd_slowdown(cm.models[size_t(d)], per_dev[size_t(d)], cm.capacity[size_t(d)]));
     }
     clock.assign(size_t(P), 0.);
     since_sync.assign(size_t(P), 0.);
@@ -530,16 +519,8 @@ struct Replay {
           &RankPrediction::update_s);
     send_tail_whole_params();
   }
-  int64_t net_params() const {
-    int64_t n = 0;
-    for (const LayerSpec& l : net.layers) n += l.param_count();
-    return n;
-  }
-  int64_t tiled_params() const {
-    int64_t n = 0;
-    for (int l = 0; l < cut; ++l) n += net.layers[size_t(l)].param_count();
-    return n;
-  }
+  int64_t net_params() const { return net.param_count(); }
+  int64_t tiled_params() const { return net.param_count(0, cut); }
   // Not sharded: the gradients of a rank's tiles after the first, and the buffers of the
   // sum in tile order (TileOrder: a piece per other rank's tile, in chunks of at most
   // 4 Mi / T floats; with gradient buckets, --overlap on, the whole part at once instead).

@@ -127,4 +127,9 @@ nlohmann::json device_model_to_json(const DeviceModel& m);
 // `where` names the source in errors (a file, or "file: devices[2].model").
 DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& where);
 
+// How much slower each of `ranks` ranks computing at once on a device of `capacity` cores
+// runs than one alone, each with the model's threads (the fits were measured with the
+// device to itself).
+double crowd_slowdown(const DeviceModel& m, double ranks, double capacity);
+
 }  // namespace tt

@@ -43,11 +43,7 @@ Prediction predict_replicas(const NetSpec& net, const Partition& p, const Cluste
   inside.replicas = 0;
   inside.tiles_per_rank = p.rows * p.cols;
   const int cut = resolve_cut(net, p.cut, p.rows, p.cols);
-  double n = 0, tiled = 0;
-  for (const LayerSpec& l : net.layers) {
-    n += double(l.param_count());
-    if (l.index < cut) tiled += double(l.param_count());
-  }
+  const double n = double(net.param_count()), tiled = double(net.param_count(0, cut));
   auto first = [&](int r) { return int(int64_t(S) * r / P); };
   std::vector<int> rank_dev(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r) rank_dev[size_t(r)] = r;
