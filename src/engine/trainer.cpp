@@ -148,18 +148,13 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, tiles_comm_.size());
   check_memory(plan, ranks);
-  // --tail filters: the other processes' blocks' weights go back before anything else is
-  // built (the caller filled all of them: without this they would add to the peak).
+  // --tail filters: the other processes' blocks' weights are not this process's to keep.
   std::vector<std::vector<GradientSync::Range>> blocks;
   if (filters()) {
     blocks = tail_block_ranges(net, params, cut_, block_ranks(ranks), comm.size());
     if (!opt.need_input_delta)
       for (int p = 0; p < comm.size(); ++p)
-        if (p != comm.rank())
-          for (const auto& [b, e] : blocks[size_t(p)]) {
-            ctx_.device.discard(params.values.data() + b, size_t(e - b));
-            unused_.push_back({b, e});
-          }
+        if (p != comm.rank()) unused_.insert(unused_.end(), blocks[size_t(p)].begin(), blocks[size_t(p)].end());
   }
   grad_ = Buffer(params.values.size(), ctx_.device);
   momentum_ = Buffer(params.values.size(), ctx_.device);
@@ -171,12 +166,12 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
       for (const ShardPlan::Layer& L : shards_->layers) {
         if (L.n == 0) continue;
         const auto [b, e] = shards_->mine(L);
-        for (const GradientSync::Range& r : {GradientSync::Range{L.offset, b}, {e, L.offset + L.n}}) {
-          ctx_.device.discard(params.values.data() + r.first, size_t(r.second - r.first));
-          unused_.push_back(r);
-        }
+        unused_.insert(unused_.end(), {{L.offset, b}, {e, L.offset + L.n}});
       }
   }
+  // Handed back before anything else is built: the caller filled all the weights, and
+  // the others' would add to the peak.
+  hand_back_unused_weights();
   const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
   std::vector<bool> far;
   if (opt.overlap != Overlap::Off)
@@ -324,9 +319,13 @@ std::span<const float> Trainer::gather_momentum() {
   return momentum();
 }
 
+void Trainer::hand_back_unused_weights() {
+  for (const auto& [b, e] : unused_) ctx_.device.discard(params_.values.data() + b, size_t(e - b));
+}
+
 void Trainer::hand_back_gathered() {
   if (opt_.need_input_delta) return;
-  for (const auto& [b, e] : unused_) ctx_.device.discard(params_.values.data() + b, size_t(e - b));
+  hand_back_unused_weights();
   int64_t at = 0;  // momentum: all but what this process updates
   for (const auto& [b, e] : sync_->updated()) {
     if (b > at) ctx_.device.discard(momentum_.data() + at, size_t(b - at));

@@ -196,8 +196,9 @@ class Trainer {
   // The parameters this process neither updates nor runs with (the other processes' shards
   // and filter blocks): their pages are handed back (not with need_input_delta).
   std::vector<GradientSync::Range> unused_;
-  MicroBatchSync* micro_sync_ = nullptr;    // sync_, data parallel
-  RunningStatsLog stats_log_;               // data parallel: this batch's micro-batches' statistics
+  void hand_back_unused_weights();
+  MicroBatchSync* micro_sync_ = nullptr;  // sync_, data parallel
+  RunningStatsLog stats_log_;             // data parallel: this batch's micro-batches' statistics
   std::vector<float> replica_in_, replica_truth_,
       replica_out_;                     // data parallel: this process's micro-batches; the root's copy of an output
   DetectorLoss replica_detector_loss_;  // data parallel, root: every copy's, summed in process order
