@@ -69,7 +69,7 @@ TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
     Params again = stopped;
     Trainer tr(net, again, opt, comm);
     train(tr, net, 0, 6);
-    const std::span<const float> m = tr.gather_momentum();
+    const std::span<const float> m = tr.momentum();
     m_whole.assign(m.begin(), m.end());
     ASSERT_EQ(0, std::memcmp(again.values.data(), whole.values.data(), whole.values.size() * 4))
         << "training is not deterministic; the comparison below would prove nothing";
@@ -77,7 +77,7 @@ TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
   {
     Trainer tr(net, stopped, opt, comm);
     train(tr, net, 0, 3);
-    save_checkpoint(dir_.string(), 2, net, stopped, tr.gather_momentum(),
+    save_checkpoint(dir_.string(), 2, net, stopped, tr.momentum(),
                     {.step = tr.step(), .seed = 1, .cfg = "ckpt.cfg", .params = stopped.size()});
   }
   Params resumed(net);
@@ -90,7 +90,7 @@ TEST_F(CheckpointTest, ResumedRunIsBitIdentical) {
   train(tr, net, 3, 6);
   EXPECT_EQ(0, std::memcmp(resumed.values.data(), whole.values.data(), whole.values.size() * 4)) << "weights";
   EXPECT_TRUE(resumed.rolling_mean == whole.rolling_mean && resumed.rolling_var == whole.rolling_var);
-  const std::span<const float> m = tr.gather_momentum();
+  const std::span<const float> m = tr.momentum();
   EXPECT_EQ(0, std::memcmp(m.data(), m_whole.data(), m.size() * 4)) << "momentum";
 
   // Resuming without the step (dropout masks of steps 0-2 again) must differ: the check

@@ -198,12 +198,7 @@ int cmd_train_classifier(const RunOptions& run, Comm& comm, const DataOptions& d
     std::fflush(stdout);
   }
   // The trained weights first: nothing the evaluation meets can lose them.
-  if (!f.weights_out.empty()) trainer.gather_weights();
-  if (root && !f.weights_out.empty()) {
-    save_weights(params, net, f.weights_out);
-    std::printf("saved %s\n", f.weights_out.c_str());
-    std::fflush(stdout);
-  }
+  save_weights_if_asked(trainer, net, params, f);
   if (has_valid) report(total);
   return 0;
 }

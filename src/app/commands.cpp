@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "data/synthetic.hpp"
 #include "engine/checkpoint.hpp"
@@ -153,17 +154,29 @@ TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
 void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
                        int64_t done, bool last) {
   if (f.checkpoint_dir.empty() || (done % f.checkpoint_every != 0 && !last)) return;
-  tr.gather_weights();
-  const std::span<const float> m = tr.gather_momentum();
-  if (tr.root()) {
-    const double t0 = now_s();
-    save_checkpoint(f.checkpoint_dir, f.keep_checkpoints, net, params, m,
-                    CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()});
-    std::printf("checkpoint of step %lld written into %s (%.2f s)\n", (long long)done, f.checkpoint_dir.c_str(),
-                now_s() - t0);
-    std::fflush(stdout);
-  }
-  tr.hand_back_gathered();
+  const double t0 = now_s();
+  std::optional<CheckpointWriter> w;
+  if (tr.root())
+    w.emplace(f.checkpoint_dir, f.keep_checkpoints,
+              CheckpointMeta{.step = done, .seed = o.seed, .cfg = o.cfg, .params = params.size()}, params.seen);
+  tr.save_layers({.weights = [&](const LayerSpec& l) { w->write_weights(params, l); },
+                  .momentum = [&](const LayerSpec& l, std::span<const float> m) { w->write_momentum(params, l, m); }});
+  if (!tr.root()) return;
+  w->commit(net);
+  std::printf("checkpoint of step %lld written into %s (%.2f s)\n", (long long)done, f.checkpoint_dir.c_str(),
+              now_s() - t0);
+  std::fflush(stdout);
+}
+
+void save_weights_if_asked(Trainer& tr, const NetSpec& net, const Params& params, const RunFiles& f) {
+  if (f.weights_out.empty()) return;
+  std::optional<WeightsWriter> w;
+  if (tr.root()) w.emplace(f.weights_out, params.seen);
+  tr.save_layers({.weights = [&](const LayerSpec& l) { w->write(params, l); }});
+  if (!tr.root()) return;
+  w->commit(net);
+  std::printf("saved %s\n", f.weights_out.c_str());
+  std::fflush(stdout);
 }
 
 namespace {

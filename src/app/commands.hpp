@@ -136,6 +136,9 @@ struct TrainingRun {
 // After `done` steps: a checkpoint if one is due (every N steps, and at the end). Collective.
 void checkpoint_if_due(Trainer& tr, const NetSpec& net, Params& params, const RunOptions& o, const RunFiles& f,
                        int64_t done, bool last);
+// At the end of training: the weights into f.weights_out if given (the root writes,
+// a layer at a time). Collective.
+void save_weights_if_asked(Trainer& tr, const NetSpec& net, const Params& params, const RunFiles& f);
 
 // Detectors (detect_commands.cpp): training on a Darknet .data file, detection on pictures,
 // and VOC mAP on a list of labelled pictures.

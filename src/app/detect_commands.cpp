@@ -358,12 +358,7 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   }
   print_rank_times(comm, trainer, ran);
   // The trained weights first: nothing the evaluation meets can lose them.
-  if (!f.weights_out.empty()) trainer.gather_weights();
-  if (root && !f.weights_out.empty()) {
-    save_weights(params, net, f.weights_out);
-    std::printf("saved %s\n", f.weights_out.c_str());
-    std::fflush(stdout);
-  }
+  save_weights_if_asked(trainer, net, params, f);
   // Held-out mAP when the .data file names a valid= list (not over a class tree yet).
   if (root && over_a_tree(heads) && !valid_paths.empty())
     std::printf(

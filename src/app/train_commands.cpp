@@ -44,11 +44,7 @@ int cmd_train(const RunOptions& run, Comm& comm, int steps, const RunFiles& f) {
     }
     checkpoint_if_due(trainer, net, params, o, f, i + 1, i + 1 == steps);
   }
-  if (!f.weights_out.empty()) trainer.gather_weights();
-  if (!f.weights_out.empty() && trainer.root()) {
-    save_weights(params, net, f.weights_out);
-    std::printf("saved %s\n", f.weights_out.c_str());
-  }
+  save_weights_if_asked(trainer, net, params, f);
   return 0;
 }
 
@@ -84,7 +80,6 @@ void check_data_outputs(const DataOptions& d, const Comm& comm) {
 }
 
 int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, const RunFiles& f) {
-  const std::string& weights_out = f.weights_out;
   check_data_outputs(d, comm);
   TrainingRun tr(run, comm, f);
   const RunOptions& o = tr.o;
@@ -191,7 +186,7 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
     progress->record(total, {{"accuracy", acc / 100}, {"test_images", n_test}});
   }
   print_rank_times(comm, trainer, ran);
-  if (!weights_out.empty()) trainer.gather_weights();
+  save_weights_if_asked(trainer, net, params, f);
   if (!root) return 0;
   if (!d.loss_log.empty())
     write_file_atomically(d.loss_log, [&](std::ostream& out) {
@@ -199,10 +194,6 @@ int cmd_train_data(const RunOptions& run, Comm& comm, const DataOptions& d, cons
       for (double l : losses) out << l << "\n";
       out << "accuracy " << acc << "\n";
     });
-  if (!weights_out.empty()) {
-    save_weights(params, net, weights_out);
-    std::printf("saved %s\n", weights_out.c_str());
-  }
   return 0;
 }
 

@@ -112,35 +112,71 @@ CheckpointFolder::~CheckpointFolder() {
   ::close(fd_);  // releases the flock
 }
 
-void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
-                     std::span<const float> momentum, const CheckpointMeta& meta) {
+CheckpointWriter::CheckpointWriter(const std::string& dir, int keep, const CheckpointMeta& meta, int64_t seen)
+    : dir_(dir),
+      tmp_((fs::path(dir) / (".tmp-" + step_name(meta.step))).string()),
+      final_((fs::path(dir) / step_name(meta.step)).string()),
+      keep_(keep),
+      meta_(meta) {
   if (keep < 1) fail("--keep-checkpoints must be at least 1");
-  const std::string bad = non_finite_array(params, net);
-  if (!bad.empty()) fail("refusing to write a checkpoint into '", dir, "': ", bad, " holds values that are not finite");
-  if (momentum.size() != params.values.size())
-    fail("internal: momentum of ", momentum.size(), " values for ", params.values.size(), " parameters");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create checkpoint folder '", dir, "': ", ec.message());
-  const fs::path final_dir = fs::path(dir) / step_name(meta.step);
-  const fs::path tmp = fs::path(dir) / (".tmp-" + step_name(meta.step));
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) fail("cannot create '", tmp.string(), "': ", ec.message());
-  save_weights(params, net, (tmp / "weights").string());
-  write_file_atomically((tmp / "momentum").string(), [&](std::ostream& out) {
-    const uint64_t n = momentum.size();
-    out.write(kMomentumMagic, sizeof kMomentumMagic);
-    out.write(reinterpret_cast<const char*>(&n), sizeof n);
-    out.write(reinterpret_cast<const char*>(momentum.data()), std::streamsize(n * sizeof(float)));
-  });
-  const nlohmann::json j = {{"step", meta.step}, {"seed", meta.seed}, {"cfg", meta.cfg}, {"params", meta.params}};
-  write_file_atomically((tmp / "meta.json").string(), [&](std::ostream& out) { out << j.dump(2) << "\n"; });
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp, final_dir, ec);
-  if (ec) fail("cannot rename '", tmp.string(), "' to '", final_dir.string(), "': ", ec.message());
-  std::vector<fs::path> all = checkpoints(dir);
-  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
+  fs::remove_all(tmp_, ec);
+  fs::create_directories(tmp_, ec);
+  if (ec) fail("cannot create '", tmp_, "': ", ec.message());
+  weights_ = std::make_unique<WeightsWriter>((fs::path(tmp_) / "weights").string(), seen,
+                                             "a checkpoint into '" + dir + "'");
+  momentum_ = std::make_unique<AtomicFile>((fs::path(tmp_) / "momentum").string());
+  const uint64_t n = uint64_t(meta.params);
+  momentum_->out().write(kMomentumMagic, sizeof kMomentumMagic);
+  momentum_->out().write(reinterpret_cast<const char*>(&n), sizeof n);
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (done_) return;
+  weights_.reset();
+  momentum_.reset();
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+void CheckpointWriter::write_momentum(const Params& p, const LayerSpec& l, std::span<const float> momentum) {
+  const ParamSlice& s = p.slices[size_t(l.index)];
+  const int64_t n = s.weights + s.n_weights - s.biases;
+  if (s.biases != momentum_written_ || int64_t(momentum.size()) < n)
+    fail("internal: layer ", l.index, "'s momentum given out of order or short");
+  momentum_->out().write(reinterpret_cast<const char*>(momentum.data()), std::streamsize(n * sizeof(float)));
+  momentum_written_ += n;
+}
+
+void CheckpointWriter::commit(const NetSpec& net) {
+  if (momentum_written_ != meta_.params)
+    fail("internal: a checkpoint closed after ", momentum_written_, " of ", meta_.params, " parameters");
+  weights_->commit(net);
+  momentum_->commit();
+  const nlohmann::json j = {{"step", meta_.step}, {"seed", meta_.seed}, {"cfg", meta_.cfg}, {"params", meta_.params}};
+  write_file_atomically((fs::path(tmp_) / "meta.json").string(), [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+  std::error_code ec;
+  fs::remove_all(final_, ec);
+  fs::rename(tmp_, final_, ec);
+  if (ec) fail("cannot rename '", tmp_, "' to '", final_, "': ", ec.message());
+  done_ = true;
+  std::vector<fs::path> all = checkpoints(dir_);
+  for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) fs::remove_all(all[i], ec);
+}
+
+void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
+                     std::span<const float> momentum, const CheckpointMeta& meta) {
+  if (momentum.size() != params.values.size())
+    fail("internal: momentum of ", momentum.size(), " values for ", params.values.size(), " parameters");
+  CheckpointWriter w(dir, keep, meta, params.seen);
+  for (const auto& l : net.layers)
+    if (l.has_params()) {
+      w.write_weights(params, l);
+      w.write_momentum(params, l, momentum.subspan(size_t(params.slices[size_t(l.index)].biases)));
+    }
+  w.commit(net);
 }
 
 Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& params) {

@@ -6,6 +6,7 @@
 // so a crash leaves either the previous set or the new one, never half of one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,7 +49,34 @@ class CheckpointFolder {
   int fd_ = -1;
 };
 
-// Writes DIR/step-<step> and keeps only the newest `keep` checkpoints in DIR.
+// A checkpoint written a layer at a time, for parameters gathered a layer at a time from
+// several processes (Trainer::save_layers): into DIR/.tmp-step-<step>, renamed DIR/step-<step>
+// by commit(), which then keeps only the newest `keep` checkpoints in DIR. Destroyed
+// uncommitted, it removes what it wrote.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(const std::string& dir, int keep, const CheckpointMeta& meta, int64_t seen);
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+  ~CheckpointWriter();
+  // Every layer with parameters, in order: its weights, and the momentum of its parameters
+  // (`momentum` in the order of `p.values` from the layer's first parameter).
+  void write_weights(const Params& p, const LayerSpec& l) { weights_->write(p, l); }
+  void write_momentum(const Params& p, const LayerSpec& l, std::span<const float> momentum);
+  void commit(const NetSpec& net);
+
+ private:
+  std::string dir_, tmp_, final_;
+  int keep_;
+  CheckpointMeta meta_;
+  std::unique_ptr<WeightsWriter> weights_;
+  std::unique_ptr<AtomicFile> momentum_;
+  int64_t momentum_written_ = 0;
+  bool done_ = false;
+};
+
+// Writes DIR/step-<step> from whole parameters and momentum at once, and keeps only the
+// newest `keep` checkpoints in DIR.
 void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const Params& params,
                      std::span<const float> momentum, const CheckpointMeta& meta);
 

@@ -7,6 +7,35 @@
 
 namespace tt {
 
+namespace {
+
+using Range = GradientSync::Range;
+
+// All-gathers the parts of v (process p's: counts[p] floats from displs[p]) as far as they
+// lie in r.
+void all_gather_within(Comm& comm, float* v, const std::vector<int>& counts, const std::vector<int>& displs, Range r) {
+  if (comm.size() == 1 || r.first >= r.second) return;
+  std::vector<int> c(counts.size()), d(counts.size());
+  for (size_t p = 0; p < counts.size(); ++p) {
+    const int64_t b = std::clamp<int64_t>(displs[p], r.first, r.second);
+    const int64_t e = std::clamp<int64_t>(int64_t(displs[p]) + counts[p], r.first, r.second);
+    d[p] = int(b - r.first);
+    c[p] = int(e - b);
+  }
+  comm.all_gather_v(v + r.first, c, d);
+}
+
+// Each process's ranges clipped to r.
+std::vector<std::vector<Range>> within(const std::vector<std::vector<Range>>& ranges, Range r) {
+  std::vector<std::vector<Range>> out(ranges.size());
+  for (size_t p = 0; p < ranges.size(); ++p)
+    for (const auto& [b, e] : ranges[p])
+      if (std::max(b, r.first) < std::min(e, r.second)) out[p].push_back({std::max(b, r.first), std::min(e, r.second)});
+  return out;
+}
+
+}  // namespace
+
 // A bucket goes once this many floats are ready: large enough that a link's latency is paid
 // a few times per step, small enough that the first bucket leaves early in backward.
 std::pair<int64_t, int64_t> Buckets::report(int64_t begin, int64_t end) {
@@ -113,12 +142,10 @@ void TileOrderSync::share_weights(float* weights) {
   if (chain_)
     chain_->share(weights);
   else
-    gather(weights);
+    gather(weights, {0, n_});
 }
 
-void TileOrderSync::gather(float* v) {
-  if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
-}
+void TileOrderSync::gather(float* v, Range r) { all_gather_within(comm_, v, counts_, displs_, r); }
 
 // Weights and gradient whole, momentum only in the updated part (its other pages are never
 // written); the gradients of this process's tiles after the first, and the sum's buffers.
@@ -230,9 +257,7 @@ void MicroBatchSync::zero(float* grad) {
   captured_ = 0;
 }
 
-void MicroBatchSync::gather(float* v) {
-  if (comm_.size() > 1) comm_.all_gather_v(v, counts_, displs_);
-}
+void MicroBatchSync::gather(float* v, Range r) { all_gather_within(comm_, v, counts_, displs_, r); }
 
 // Weights and the working gradient whole, one gradient per micro-batch here but the last,
 // the momentum only in the updated part; the sum's buffers.
@@ -263,9 +288,12 @@ void ShardedSync::zero(float* grad) {
   for (const auto& [b, e] : updated_) std::fill(grad + b, grad + e, 0.f);
 }
 
-void ShardedSync::gather(float* v) {
+void ShardedSync::gather(float* v, Range r) {
   for (const ShardPlan::Layer& L : shards_.layers)
-    if (L.n > 0) comm_.all_gather_v(v + L.offset, L.counts, L.displs);
+    if (L.n > 0 && L.offset >= r.first && L.offset < r.second) {
+      if (L.offset + L.n > r.second) fail("internal: a gather's range splits a sharded layer");
+      comm_.all_gather_v(v + L.offset, L.counts, L.displs);
+    }
 }
 
 double ShardedSync::kept_floats() const { return 3. * double(ShardPlan::total(updated_)); }
@@ -309,55 +337,44 @@ void FilterBlocksSync::share_weights(float* weights) {
   head_->share_weights(weights);
   std::vector<std::vector<Range>> root_only(owned_.size());
   root_only[kRoot] = rest_;
-  gather_owned(weights, root_only);
+  gather_owned(weights, root_only, {0, n_});
 }
 
-void FilterBlocksSync::gather(float* v) {
-  head_->gather(v);
-  gather_owned(v, owned_);
+void FilterBlocksSync::gather(float* v, Range r) {
+  head_->gather(v, {r.first, std::min(r.second, tail_begin_)});
+  gather_owned(v, owned_, r);
 }
 
-void FilterBlocksSync::gather_to_root(float* v) {
-  head_->gather_to_root(v);
-  gather_owned_to_root(v);
+void FilterBlocksSync::gather_to_root(float* v, Range r) {
+  head_->gather_to_root(v, {r.first, std::min(r.second, tail_begin_)});
+  gather_owned_to_root(v, r);
 }
 
-void FilterBlocksSync::gather_weights(float* weights) {
-  head_->gather_weights(weights);
-  gather_owned_to_root(weights);
+void FilterBlocksSync::gather_weights(float* weights, Range r) {
+  head_->gather_weights(weights, {r.first, std::min(r.second, tail_begin_)});
+  gather_owned_to_root(weights, r);
 }
 
-void FilterBlocksSync::gather_owned_to_root(float* v) {
+// Each range straight from where its owner keeps it to where the root keeps it: no packing,
+// so a layer's gather costs the root nothing beyond the layer.
+void FilterBlocksSync::gather_owned_to_root(float* v, Range r) {
   if (comm_.size() == 1) return;
   const int me = comm_.rank();
-  std::vector<std::vector<float>> packed(owned_.size());
-  for (size_t p = 0; p < owned_.size(); ++p) {
+  const std::vector<std::vector<Range>> owned = within(owned_, r);
+  for (size_t p = 0; p < owned.size(); ++p) {
     if (int(p) == kRoot || (me != kRoot && int(p) != me)) continue;
-    packed[p].resize(size_t(ShardPlan::total(owned_[p])));
-    if (int(p) == me) {
-      int64_t at = 0;
-      for (const auto& [b, e] : owned_[p]) {
-        std::copy(v + b, v + e, packed[p].begin() + at);
-        at += e - b;
-      }
-      comm_.isend_floats(packed[p].data(), packed[p].size(), kRoot, 0);
-    } else {
-      comm_.irecv_floats(packed[p].data(), packed[p].size(), int(p), 0);
-    }
+    for (const auto& [b, e] : owned[p])
+      if (me == kRoot)
+        comm_.irecv_floats(v + b, size_t(e - b), int(p), 0);
+      else
+        comm_.isend_floats(v + b, size_t(e - b), kRoot, 0);
   }
   comm_.wait_all();
-  if (me != kRoot) return;
-  for (size_t p = 1; p < owned_.size(); ++p) {
-    int64_t at = 0;
-    for (const auto& [b, e] : owned_[p]) {
-      std::copy(packed[p].begin() + at, packed[p].begin() + at + (e - b), v + b);
-      at += e - b;
-    }
-  }
 }
 
-void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Range>>& owned) {
+void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Range>>& all, Range r) {
   if (comm_.size() == 1) return;
+  const std::vector<std::vector<Range>> owned = within(all, r);
   std::vector<int> counts, displs;
   int64_t total = 0;
   for (const auto& rs : owned) {

@@ -57,12 +57,13 @@ class GradientSync {
   virtual void zero(float* grad) = 0;
   // After SGD: every process gets the weights the others updated.
   virtual void share_weights(float* /*weights*/) {}
-  // A whole gradient or momentum vector from every process's parts, in place; gather_to_root:
-  // whole on the root at least (for saving).
-  virtual void gather_to_root(float* v) { gather(v); }
-  virtual void gather(float* v) = 0;
-  // Whole weights on every process (they are whole already unless sharded).
-  virtual void gather_weights(float* /*weights*/) {}
+  // Parameters r (whole layers) of a gradient or momentum vector whole from every process's
+  // parts, in place; gather_to_root: whole on the root at least (for saving, a layer at a
+  // time).
+  virtual void gather(float* v, Range r) = 0;
+  virtual void gather_to_root(float* v, Range r) { gather(v, r); }
+  // Weights r whole on every process (they are whole already unless sharded).
+  virtual void gather_weights(float* /*weights*/, Range /*r*/) {}
   // Floats this process keeps for weights, gradient and momentum (and the sums' buffers).
   virtual double kept_floats() const = 0;
 };
@@ -109,7 +110,7 @@ class TileOrderSync final : public GradientSync {
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;
   void share_weights(float* weights) override;
-  void gather(float* v) override;
+  void gather(float* v, Range r) override;
   double kept_floats() const override;
 
  private:
@@ -146,8 +147,8 @@ class MicroBatchSync final : public GradientSync {
   void reduce(float* grad) override;
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;
-  void share_weights(float* weights) override { gather(weights); }
-  void gather(float* v) override;
+  void share_weights(float* weights) override { gather(weights, {0, n_}); }
+  void gather(float* v, Range r) override;
   double kept_floats() const override;
 
  private:
@@ -173,8 +174,8 @@ class ShardedSync final : public GradientSync {
   void reduce(float* grad) override;
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;
-  void gather(float* v) override;
-  void gather_weights(float* weights) override { gather(weights); }
+  void gather(float* v, Range r) override;
+  void gather_weights(float* weights, Range r) override { gather(weights, r); }
   double kept_floats() const override;
 
  private:
@@ -197,10 +198,10 @@ class FilterBlocksSync final : public GradientSync {
   const std::vector<Range>& updated() const override { return updated_; }
   void zero(float* grad) override;
   void share_weights(float* weights) override;
-  void gather(float* v) override;
-  void gather_to_root(float* v) override;
+  void gather(float* v, Range r) override;
+  void gather_to_root(float* v, Range r) override;
   // The whole weights on the root only: the others keep only their own blocks' pages.
-  void gather_weights(float* weights) override;
+  void gather_weights(float* weights, Range r) override;
   double kept_floats() const override;
 
  private:
@@ -210,10 +211,10 @@ class FilterBlocksSync final : public GradientSync {
   std::vector<std::vector<Range>> owned_;  // per process: what it alone updates after the cut
   std::vector<Range> rest_;                // the part of the root's that every process runs with
   std::vector<Range> updated_;
-  // Gathers the ranges owned[r] of v from each process r to every process.
-  void gather_owned(float* v, const std::vector<std::vector<Range>>& owned);
-  // ... to the root only.
-  void gather_owned_to_root(float* v);
+  // Gathers the ranges owned[p] of v, as far as they lie in r, from each process p to every
+  // process; ... to the root only.
+  void gather_owned(float* v, const std::vector<std::vector<Range>>& owned, Range r);
+  void gather_owned_to_root(float* v, Range r);
 };
 
 }  // namespace tt

@@ -171,7 +171,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   }
   // Handed back before anything else is built: the caller filled all the weights, and
   // the others' would add to the peak.
-  hand_back_unused_weights();
+  hand_back_unused_weights({0, params.size()});
   const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
   std::vector<bool> far;
   if (opt.overlap != Overlap::Off)
@@ -314,24 +314,41 @@ void Trainer::set_momentum(std::span<const float> v) {
   std::copy(v.begin(), v.end(), momentum_.data());
 }
 
-std::span<const float> Trainer::gather_momentum() {
-  sync_->gather_to_root(momentum_.data());
-  return momentum();
-}
-
-void Trainer::hand_back_unused_weights() {
-  for (const auto& [b, e] : unused_) ctx_.device.discard(params_.values.data() + b, size_t(e - b));
-}
-
-void Trainer::hand_back_gathered() {
-  if (opt_.need_input_delta) return;
-  hand_back_unused_weights();
-  int64_t at = 0;  // momentum: all but what this process updates
-  for (const auto& [b, e] : sync_->updated()) {
-    if (b > at) ctx_.device.discard(momentum_.data() + at, size_t(b - at));
-    at = std::max(at, e);
+void Trainer::save_layers(const LayerSaver& save) {
+  if (filters()) tail_->gather_running_stats();
+  for (const LayerSpec& l : net_.layers) {
+    if (!l.has_params()) continue;
+    const ParamSlice& s = params_.slices[size_t(l.index)];
+    const GradientSync::Range r{s.biases, s.weights + s.n_weights};
+    sync_->gather_weights(params_.values.data(), r);
+    if (root()) save.weights(l);
+    hand_back_unused_weights(r);
+    if (!save.momentum) continue;
+    sync_->gather_to_root(momentum_.data(), r);
+    if (root()) save.momentum(l, {momentum_.data() + r.first, size_t(r.second - r.first)});
+    hand_back_unused_momentum(r);
   }
-  if (at < int64_t(momentum_.size())) ctx_.device.discard(momentum_.data() + at, momentum_.size() - size_t(at));
+}
+
+// The pages of r (rounded inwards) that this process's weights do not need.
+void Trainer::hand_back_unused_weights(GradientSync::Range r) {
+  for (const auto& [b, e] : unused_) {
+    const int64_t lo = std::max(b, r.first), hi = std::min(e, r.second);
+    if (lo < hi) ctx_.device.discard(params_.values.data() + lo, size_t(hi - lo));
+  }
+}
+
+// ... and of the momentum: all but what this process updates.
+void Trainer::hand_back_unused_momentum(GradientSync::Range r) {
+  if (opt_.need_input_delta) return;
+  int64_t at = r.first;
+  for (const auto& [b, e] : sync_->updated()) {
+    const int64_t lo = std::max(b, r.first), hi = std::min(e, r.second);
+    if (lo >= hi) continue;
+    if (lo > at) ctx_.device.discard(momentum_.data() + at, size_t(lo - at));
+    at = std::max(at, hi);
+  }
+  if (at < r.second) ctx_.device.discard(momentum_.data() + at, size_t(r.second - at));
 }
 
 // Only this process's parts: the others' pages stay untouched (sharded: unmapped).
@@ -341,7 +358,7 @@ void Trainer::restore_momentum(std::span<const float> whole) {
 }
 
 void Trainer::gather_weights() {
-  sync_->gather_weights(params_.values.data());
+  sync_->gather_weights(params_.values.data(), {0, params_.size()});
   if (filters()) tail_->gather_running_stats();
 }
 
@@ -494,7 +511,7 @@ void Trainer::update() {
   trace_.add("gradient sum", "weights", Lane::Comm, w0, w1);
   if (opt_.need_input_delta) {
     last_grad_.assign(g, g + grad_.size());
-    sync_->gather(last_grad_.data());
+    sync_->gather(last_grad_.data(), {0, params_.size()});
   }
   const double u0 = now_s();
   params_.seen += net_.batch;  // Darknet counts this batch before asking for its rate
@@ -540,7 +557,7 @@ void Trainer::update() {
   times_.update += now_s() - u0 - gather_s;
   if (opt_.need_input_delta) {  // verify compares whole weights and momentum
     gather_weights();
-    sync_->gather(momentum_.data());
+    sync_->gather(momentum_.data(), {0, params_.size()});
   }
 }
 

@@ -120,21 +120,25 @@ class Trainer {
   }
   const float* input_delta() const { return input_delta_.data(); }  // with need_input_delta
   void reload_weights();                                            // after Params were changed from outside
-  // Sharded: completes Params::values on every process (before saving weights); with
-  // TailMode::Filters, on the root (the others keep only their own filter blocks).
+  // Sharded: completes Params::values on every process; with TailMode::Filters, on the
+  // root (the others keep only their own filter blocks). To save them, save_layers().
   void gather_weights();
+  // Saving (collective): the weights and batch-norm statistics, and the momentum if asked,
+  // whole on the root one layer at a time. The root's weights(l) saves layer l's weights,
+  // then momentum(l, m) its momentum (m from l's first parameter on), each before anything
+  // else is gathered, and every process then hands back the pages it neither updates nor
+  // runs with: a checkpoint costs the root one layer more than it keeps, not a whole net.
+  struct LayerSaver {
+    std::function<void(const LayerSpec& l)> weights;
+    std::function<void(const LayerSpec& l, std::span<const float> momentum)> momentum;  // empty: not saved
+  };
+  void save_layers(const LayerSaver& save);
   // Optimizer state (Darknet's momentum buffer), to start another trainer from this one's
   // state; with several processes, whole only with need_input_delta.
   std::span<const float> momentum() const { return {momentum_.data(), momentum_.size()}; }
   void set_momentum(std::span<const float> v);
-  // Checkpoints: the whole momentum on the root (collective; in place, the others get
-  // parts of it), valid until the next step; and a whole momentum from which each process
-  // takes the parts it updates.
-  std::span<const float> gather_momentum();
+  // Resuming: a whole momentum from which each process takes the parts it updates.
   void restore_momentum(std::span<const float> whole);
-  // After a checkpoint is written: hands back the pages gather_weights() and
-  // gather_momentum() filled that this process neither updates nor runs with.
-  void hand_back_gathered();
   int64_t step() const { return step_; }  // updates done (numbers dropout masks)
   void set_step(int64_t s) { step_ = s; }
   StepTimes times() const;  // accumulated since reset_times(), all parts
@@ -196,7 +200,8 @@ class Trainer {
   // The parameters this process neither updates nor runs with (the other processes' shards
   // and filter blocks): their pages are handed back (not with need_input_delta).
   std::vector<GradientSync::Range> unused_;
-  void hand_back_unused_weights();
+  void hand_back_unused_weights(GradientSync::Range r);
+  void hand_back_unused_momentum(GradientSync::Range r);
   MicroBatchSync* micro_sync_ = nullptr;  // sync_, data parallel
   RunningStatsLog stats_log_;             // data parallel: this batch's micro-batches' statistics
   std::vector<float> replica_in_, replica_truth_,

@@ -72,17 +72,20 @@ namespace {
 // Darknet's per-layer order: conv = biases, [scales, rolling_mean, rolling_variance],
 // weights; connected and local = biases, weights.
 template <class F>
-void for_each_array(const NetSpec& net, F&& f) {
-  for (const auto& l : net.layers) {
-    if (!l.has_params()) continue;
-    f(l, "biases");
-    if (l.batch_normalize()) {
-      f(l, "scales");
-      f(l, "rolling_mean");
-      f(l, "rolling_variance");
-    }
-    f(l, "weights");
+void for_each_array(const LayerSpec& l, F&& f) {
+  if (!l.has_params()) return;
+  f(l, "biases");
+  if (l.batch_normalize()) {
+    f(l, "scales");
+    f(l, "rolling_mean");
+    f(l, "rolling_variance");
   }
+  f(l, "weights");
+}
+
+template <class F>
+void for_each_array(const NetSpec& net, F&& f) {
+  for (const auto& l : net.layers) for_each_array(l, f);
 }
 
 float* array_of(Params& p, const LayerSpec& l, const std::string& what, int64_t& n) {
@@ -179,19 +182,37 @@ std::string non_finite_array(const Params& p, const NetSpec& net) {
 }
 
 void save_weights(const Params& p, const NetSpec& net, const std::string& path) {
-  const std::string bad = non_finite_array(p, net);
-  if (!bad.empty()) fail("refusing to write '", path, "': ", bad, " holds values that are not finite (inf or NaN)");
-  write_file_atomically(path, [&](std::ostream& out) {
-    const int32_t ver[3] = {0, 2, 0};
-    const uint64_t seen = uint64_t(p.seen);
-    out.write(reinterpret_cast<const char*>(ver), 12);
-    out.write(reinterpret_cast<const char*>(&seen), 8);
-    for_each_array(net, [&](const LayerSpec& l, const char* what) {
-      int64_t n;
-      const float* src = array_of(const_cast<Params&>(p), l, what, n);
-      out.write(reinterpret_cast<const char*>(src), n * 4);
-    });
+  WeightsWriter w(path, p.seen);
+  for (const auto& l : net.layers)
+    if (l.has_params()) w.write(p, l);
+  w.commit(net);
+}
+
+WeightsWriter::WeightsWriter(const std::string& path, int64_t seen, const std::string& what)
+    : path_(path), what_(what.empty() ? "'" + path + "'" : what), file_(path) {
+  const int32_t ver[3] = {0, 2, 0};
+  const uint64_t s = uint64_t(seen);
+  file_.out().write(reinterpret_cast<const char*>(ver), 12);
+  file_.out().write(reinterpret_cast<const char*>(&s), 8);
+}
+
+void WeightsWriter::write(const Params& p, const LayerSpec& l) {
+  if (l.index < next_) fail("internal: layer ", l.index, " written into '", path_, "' after layer ", next_ - 1);
+  for_each_array(l, [&](const LayerSpec& layer, const char* what) {
+    int64_t n;
+    const float* v = array_of(const_cast<Params&>(p), layer, what, n);
+    if (!all_finite(v, n))
+      fail("refusing to write ", what_, ": layer ", l.index, " ([", l.type_name(), "]) ", what,
+           " holds values that are not finite (inf or NaN)");
+    file_.out().write(reinterpret_cast<const char*>(v), n * 4);
   });
+  next_ = l.index + 1;
+}
+
+void WeightsWriter::commit(const NetSpec& net) {
+  for (const auto& l : net.layers)
+    if (l.has_params() && l.index >= next_) fail("internal: '", path_, "' closed before layer ", l.index, " was written");
+  file_.commit();
 }
 
 }  // namespace tt

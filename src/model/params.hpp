@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/net_spec.hpp"
+#include "util/sys.hpp"
 
 namespace tt {
 
@@ -46,5 +47,24 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path);
 std::string non_finite_array(const Params& p, const NetSpec& net);
 // Written atomically (temporary file + rename); refuses (throws) weights that are not all finite.
 void save_weights(const Params& p, const NetSpec& net, const std::string& path);
+
+// A .weights file written a layer at a time, for parameters that are whole one layer at a
+// time (gathered from several processes): write() every layer with parameters in order,
+// then commit(); until then the file is a temporary one, removed if never committed.
+class WeightsWriter {
+ public:
+  // `what`: the file as messages name it (default: 'path').
+  WeightsWriter(const std::string& path, int64_t seen, const std::string& what = "");
+  // Layer l's arrays in Darknet's order; refuses (throws) values that are not finite,
+  // naming the array.
+  void write(const Params& p, const LayerSpec& l);
+  // Throws unless every layer with parameters was written, in order.
+  void commit(const NetSpec& net);
+
+ private:
+  std::string path_, what_;
+  AtomicFile file_;
+  int next_ = 0;  // layers before this one are written
+};
 
 }  // namespace tt

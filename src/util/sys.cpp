@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "util/error.hpp"
 
@@ -93,25 +94,29 @@ void check_can_write(const std::string& path) {
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot write '", path, "': it is a folder");
 }
 
+AtomicFile::AtomicFile(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(getpid())), out_(tmp_, std::ios::binary | std::ios::trunc) {
+  if (!out_) fail("cannot open '", tmp_, "' for writing");
+}
+
+AtomicFile::~AtomicFile() {
+  if (done_) return;
+  out_.close();
+  std::remove(tmp_.c_str());
+}
+
+void AtomicFile::commit() {
+  out_.flush();
+  if (!out_) fail("write to '", tmp_, "' failed (disk full?)");
+  out_.close();
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename '", tmp_, "' to '", path_, "'");
+  done_ = true;
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot open '", tmp, "' for writing");
-    try {
-      write(out);
-      out.flush();
-      if (!out) fail("write to '", tmp, "' failed (disk full?)");
-    } catch (...) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot rename '", tmp, "' to '", path, "'");
-  }
+  AtomicFile f(path);
+  write(f.out());
+  f.commit();
 }
 
 namespace {

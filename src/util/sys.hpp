@@ -2,6 +2,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -49,8 +50,25 @@ double memory_limit_mb();
 // after it.
 void check_can_write(const std::string& path);
 
-// Writes `path` through a temporary file in the same folder and renames it into place,
-// so a crash or error never leaves a partly written file behind.
+// A file written through a temporary one in the same folder and renamed into place by
+// commit(), so a crash or error never leaves a partly written file behind: destroyed
+// uncommitted, the temporary file is removed. For files written a piece at a time.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+  std::ostream& out() { return out_; }
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  std::ofstream out_;
+  bool done_ = false;
+};
+
+// Writes `path` at once through an AtomicFile.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace tt
