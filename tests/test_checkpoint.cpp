@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <span>
 #include <tuple>
 
 #include "data/synthetic.hpp"
@@ -141,6 +143,69 @@ TEST_F(CheckpointTest, KeepsTheNewestAndRefusesBadOnes) {
   const std::string msg = error_of(dir_.string(), net);
   EXPECT_NE(msg.find("momentum"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+// Written a layer at a time (as several processes save): a writer given the layers out of
+// order, or closed before the last, or destroyed before commit() leaves no checkpoint and
+// no temporary folder behind, and the older checkpoint stays the one resumed from.
+TEST_F(CheckpointTest, LayerByLayerWriterLeavesNothingHalfWritten) {
+  const NetSpec net = parse_net(kCfg, "ckpt.cfg");
+  Params p(net);
+  init_params(p, net, 1);
+  const std::vector<float> m(p.values.size(), 0.5f);
+  save_checkpoint(dir_.string(), 3, net, p, m, {.step = 1, .seed = 7, .cfg = "ckpt.cfg", .params = p.size()});
+  std::vector<const LayerSpec*> with;
+  for (const auto& l : net.layers)
+    if (l.has_params()) with.push_back(&l);
+  ASSERT_GE(with.size(), 3u);
+  const CheckpointMeta meta{.step = 2, .seed = 7, .cfg = "ckpt.cfg", .params = p.size()};
+  auto momentum_of = [&](const LayerSpec& l) {
+    return std::span<const float>(m).subspan(size_t(p.slices[size_t(l.index)].biases));
+  };
+  auto fails = [&](const auto& write, const std::string& expected) {
+    try {
+      CheckpointWriter w(dir_.string(), 3, meta, p.seen);
+      write(w);
+      ADD_FAILURE() << "no error; expected " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  fails([&](CheckpointWriter& w) { w.write_weights(p, *with[1]), w.write_weights(p, *with[0]); }, "after layer");
+  fails([&](CheckpointWriter& w) { w.write_momentum(p, *with[1], momentum_of(*with[1])); }, "out of order");
+  fails(
+      [&](CheckpointWriter& w) {
+        w.write_weights(p, *with[0]);
+        w.write_momentum(p, *with[0], momentum_of(*with[0]));
+        w.commit(net);
+      },
+      "closed after");
+  {  // all layers written but never committed
+    CheckpointWriter w(dir_.string(), 3, meta, p.seen);
+    for (const LayerSpec* l : with) {
+      w.write_weights(p, *l);
+      w.write_momentum(p, *l, momentum_of(*l));
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"step-00000001"});
+  // ... and written whole, the same bytes as at once.
+  {
+    CheckpointWriter w(dir_.string(), 3, meta, p.seen);
+    for (const LayerSpec* l : with) {
+      w.write_weights(p, *l);
+      w.write_momentum(p, *l, momentum_of(*l));
+    }
+    w.commit(net);
+  }
+  save_checkpoint((dir_ / "at_once").string(), 1, net, p, m, meta);
+  for (const char* f : {"weights", "momentum", "meta.json"}) {
+    std::ifstream a(dir_ / "step-00000002" / f, std::ios::binary), b(dir_ / "at_once" / "step-00000002" / f,
+                                                                      std::ios::binary);
+    const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+    EXPECT_TRUE(!sa.empty() && sa == sb) << f;
+  }
 }
 
 // A meta.json whose numbers are not whole numbers in range is refused by name (fuzz_weights
