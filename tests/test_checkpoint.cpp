@@ -201,8 +201,8 @@ TEST_F(CheckpointTest, LayerByLayerWriterLeavesNothingHalfWritten) {
   }
   save_checkpoint((dir_ / "at_once").string(), 1, net, p, m, meta);
   for (const char* f : {"weights", "momentum", "meta.json"}) {
-    std::ifstream a(dir_ / "step-00000002" / f, std::ios::binary), b(dir_ / "at_once" / "step-00000002" / f,
-                                                                      std::ios::binary);
+    std::ifstream a(dir_ / "step-00000002" / f, std::ios::binary),
+        b(dir_ / "at_once" / "step-00000002" / f, std::ios::binary);
     const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
     EXPECT_TRUE(!sa.empty() && sa == sb) << f;
   }

@@ -125,8 +125,8 @@ CheckpointWriter::CheckpointWriter(const std::string& dir, int keep, const Check
   fs::remove_all(tmp_, ec);
   fs::create_directories(tmp_, ec);
   if (ec) fail("cannot create '", tmp_, "': ", ec.message());
-  weights_ = std::make_unique<WeightsWriter>((fs::path(tmp_) / "weights").string(), seen,
-                                             "a checkpoint into '" + dir + "'");
+  weights_ =
+      std::make_unique<WeightsWriter>((fs::path(tmp_) / "weights").string(), seen, "a checkpoint into '" + dir + "'");
   momentum_ = std::make_unique<AtomicFile>((fs::path(tmp_) / "momentum").string());
   const uint64_t n = uint64_t(meta.params);
   momentum_->out().write(kMomentumMagic, sizeof kMomentumMagic);

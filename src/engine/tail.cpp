@@ -11,6 +11,20 @@
 
 namespace tt {
 
+namespace {
+// --tail filters: which layers after the cut run as filter blocks (index l - cut): the
+// ungrouped convolutions that no run of whole-map layers takes. Tail builds its blocks,
+// and tail_block_ranges() names their parameters, from this one list.
+std::vector<bool> block_layers(const NetSpec& net, int cut, const TailLayout& t) {
+  std::vector<bool> split(net.layers.size() - size_t(cut));
+  for (int l = cut; l < int(net.layers.size()); ++l)
+    split[size_t(l - cut)] = splits_into_filter_blocks(net.layers[size_t(l)]);
+  for (const auto& [first, last] : t.runs)
+    for (int l = first; l < last; ++l) split[size_t(l - cut)] = false;
+  return split;
+}
+}  // namespace
+
 struct Tail::Run {
   int first, last;
   std::unique_ptr<Segment> seg;
@@ -104,9 +118,10 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
   }
   ops_.resize(size_t(L - cut));
   blocks_.resize(size_t(L - cut));
+  const std::vector<bool> split = opt.blocks ? block_layers(net, cut, t) : std::vector<bool>(size_t(L - cut));
   for (int l = cut; l < L; ++l) {
     if (run_of_[size_t(l - cut)] >= 0) continue;
-    if (opt.blocks && splits_into_filter_blocks(net.layers[size_t(l)]))
+    if (split[size_t(l - cut)])
       blocks_[size_t(l - cut)] = make_blocks(l);
     else
       ops_[size_t(l - cut)] = make_op(net, net.layers[size_t(l)]);
@@ -202,12 +217,10 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> tail_block_ranges(const Ne
                                                                         const std::vector<int>& block_rank,
                                                                         int processes) {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> r(static_cast<size_t>(processes));
-  std::vector<bool> in_run(net.layers.size());
-  for (const auto& [first, last] : plan_tail(net, cut, 1, true).runs)
-    for (int l = first; l < last; ++l) in_run[size_t(l)] = true;
-  for (int l = cut; l < int(net.layers.size()); ++l) {  // the layers Tail splits (make_blocks)
+  const std::vector<bool> split = block_layers(net, cut, plan_tail(net, cut, 1, true));
+  for (int l = cut; l < int(net.layers.size()); ++l) {
     const LayerSpec& s = net.layers[size_t(l)];
-    if (in_run[size_t(l)] || !splits_into_filter_blocks(s)) continue;
+    if (!split[size_t(l - cut)]) continue;
     const auto bounds = filter_blocks(s.out.c, int(block_rank.size()));
     for (size_t b = 0; b < bounds.size(); ++b)
       for (const auto& range : filter_block_ranges(p, s, bounds[b].first, bounds[b].second))

@@ -211,7 +211,8 @@ void WeightsWriter::write(const Params& p, const LayerSpec& l) {
 
 void WeightsWriter::commit(const NetSpec& net) {
   for (const auto& l : net.layers)
-    if (l.has_params() && l.index >= next_) fail("internal: '", path_, "' closed before layer ", l.index, " was written");
+    if (l.has_params() && l.index >= next_)
+      fail("internal: '", path_, "' closed before layer ", l.index, " was written");
   file_.commit();
 }
 

@@ -95,7 +95,9 @@ void check_can_write(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(getpid())), out_(tmp_, std::ios::binary | std::ios::trunc) {
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp." + std::to_string(getpid())),
+      out_(tmp_, std::ios::binary | std::ios::trunc) {
   if (!out_) fail("cannot open '", tmp_, "' for writing");
 }
 
