@@ -24,6 +24,9 @@
 #   residual  issue #29's networks on the 4 devices at 1 Gbit/s: ResNet-18 and MobileNetV2
 #          at 128x128 (each calibrated on its own cfg), grids 1x1 to 2x2, stage groupings,
 #          exchanged features, --low-memory, 2 ranks per device.
+#   whole  issue #30's whole networks on the 4 devices at 1 Gbit/s: yolov2-voc at 224x224
+#          (calibrated on it): one device, tiled with the tail on the root, filter blocks
+#          after the cut (2 and 4 devices, --low-memory, batch 2), data parallel at batch 4.
 # --append adds to DIR/runs.jsonl instead of starting it anew.
 # Output: DIR/runs.jsonl (configuration, prediction, measurement), and from plot.py
 # runs.csv, scatter.png and summary.md. Needs root for `edge` (namespaces, tc, cgroups).
@@ -211,6 +214,27 @@ if want residual; then
     run 4 --grid 2x2 --groups none --batch 2
     run8 --grid 2x4 --groups none
   done
+  cfg=$w1
+fi
+if want whole; then
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: whole needs root (cluster/edge.sh)" >&2; exit 1; }
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  cluster/edge.sh down >/dev/null 2>&1 || true
+  cluster/edge.sh up --devices 4 --link 1gbit --cores 1 --device-speed 0.45 >&2
+  w1=$cfg
+  cfg=/usr/share/darknet/cfg/yolov2-voc.cfg
+  log "whole: yolov2-voc on 4 devices, 1gbit"
+  c=$out/whole-yolov2-voc-cluster.json
+  cluster/edge.sh run -- calibrate --cfg $cfg --size 224x224 --threads 1 --out "$c" >&2
+  run() { local n=$1; shift; record whole "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 900 -- :: --size 224x224 "$@"; }
+  run 1 --grid 1x1
+  run 4 --grid 2x2
+  run 2 --grid 1x2 --tail filters
+  run 4 --grid 2x2 --tail filters
+  run 4 --grid 2x2 --tail filters --low-memory
+  run 4 --grid 2x2 --tail filters --batch 2
+  run 4 --grid 1x1 --replicas 4 --batch 4 --subdivisions 4
   cfg=$w1
 fi
 if want paper; then
