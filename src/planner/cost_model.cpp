@@ -226,8 +226,20 @@ struct Replay {
   // Sharded weights of layer l: all-gathered (forward, backward-data, recomputation) and formatted.
   void fetch_weights(int l) {
     sync(chunked_gather_cost(l), &RankPrediction::weights_s);
-    const double share = double(net.layers[size_t(l)].weight_count()) / std::max<int64_t>(1, conv_weights());
-    for (int r = 0; r < P; ++r) run(r, model(r).reload_s * share * scale(r), &RankPrediction::weights_s);
+    for (int r = 0; r < P; ++r)
+      run(r, reload_per_param(r) * double(net.layers[size_t(l)].weight_count()), &RankPrediction::weights_s);
+  }
+  // Formatting weights for the kernels, per parameter: the calibrated reload of the whole
+  // (calibrated) net's weights.
+  double reload_per_param(int r) const {
+    return net_params() > 0 ? model(r).reload_s * scale(r) / double(net_params()) : 0;
+  }
+  // Filter blocks with --low-memory: rank r formats its blocks' weights of layer l before
+  // each use (forward, backward-data).
+  double staged_block_weights(int r, int l) const {
+    const LayerSpec& s = net.layers[size_t(l)];
+    if (!p.tail_filters || !p.low_memory || !splits_into_filter_blocks(s)) return 0;
+    return reload_per_param(r) * double(s.weight_count()) * tail_share(r, l);
   }
   double allgather_cost(double bytes) const { return all_gather_time(cm.spec, rank_dev, bytes); }
   double reduce_scatter_cost(double bytes) const { return reduce_scatter_time(cm.spec, rank_dev, bytes); }
@@ -406,7 +418,7 @@ struct Replay {
       const double cells = double(batch) * s.out.h * s.out.w;
       for (int r = 0; r < P; ++r) {
         const double all = comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells);
-        run(r, tail_share(r, l) * all, &RankPrediction::fwd_s);
+        run(r, tail_share(r, l) * all + staged_block_weights(r, l), &RankPrediction::fwd_s);
       }
       block_exchange(l, false);
     }
@@ -438,7 +450,8 @@ struct Replay {
       for (int r = 0; r < P; ++r) {
         const LayerModel& m = lm(r, l);
         const double all = comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells);
-        run(r, tail_share(r, l) * (all + comp(r, l, m.bwd_weights, cells)), &RankPrediction::bwd_s);
+        run(r, tail_share(r, l) * (all + comp(r, l, m.bwd_weights, cells)) + staged_block_weights(r, l),
+            &RankPrediction::bwd_s);
       }
       block_exchange(l, true);
     }
@@ -509,7 +522,12 @@ struct Replay {
         run(r, model(r).sgd_per_param * (n / P + tail_updated(r)) * scale(r), &RankPrediction::update_s);
       send_tail_whole_params();
       sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
-      for (int r = 0; r < P; ++r) run(r, model(r).reload_s * scale(r), &RankPrediction::update_s);
+      // Re-formatting the weights a rank runs with (filter blocks: the head's and its own).
+      for (int r = 0; r < P; ++r)
+        run(r,
+            p.tail_filters ? reload_per_param(r) * (double(tiled_params()) + tail_params(r))
+                           : model(r).reload_s * scale(r),
+            &RankPrediction::update_s);
       return;
     }
     const double sharded = double(conv_weights());
@@ -544,7 +562,11 @@ struct Replay {
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
       kept += tile_order_floats() + (p.tail_filters ? 3 * tail_params(r) : 0);
-      a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb);
+      // The kernels' copies of the weights (calibrated for a whole replicated net): with
+      // filter blocks, of the head's and this rank's blocks' and whole layers' only.
+      const double runs_with =
+          p.tail_filters && net_params() > 0 ? (double(tiled_params()) + tail_params(r)) / double(net_params()) : 1;
+      a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb * runs_with);
       double extra = 0;
       // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
       // blocks: the maps on every rank, with the blocks' staging).
