@@ -455,8 +455,8 @@ namespace {
 void print_shortfalls(const Prediction& pr, const ClusterModel& cm, const char* prefix) {
   for (size_t d = 0; d < pr.memory_short_mb.size(); ++d)
     if (pr.memory_short_mb[d] > 0)
-      std::printf("%sdevice %s is %.1f MB short (limit %.0f MB)\n", prefix, cm.spec.devices[d].name.c_str(),
-                  pr.memory_short_mb[d], cm.spec.devices[d].memory_mb);
+      std::printf("%sdevice %s is %.1f MB short (limit %.0f MB, of which the plan may use 90 %%)\n", prefix,
+                  cm.spec.devices[d].name.c_str(), pr.memory_short_mb[d], cm.spec.devices[d].memory_mb);
 }
 }  // namespace
 

@@ -580,8 +580,14 @@ struct Replay {
         // The tail (engine/tail.hpp): its runs' Segments and its plain buffers.
         const TailLayout t = plan_tail(net, cut, batch, p.tail_filters);
         for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
-          if (const LayerSpec& s = net.layers[size_t(l)]; splits_into_filter_blocks(s))
+          if (const LayerSpec& s = net.layers[size_t(l)]; splits_into_filter_blocks(s)) {
             a.deltas_mb += 4. * batch * (s.out.size() + s.in.size() * (1 + 2. * filled_filter_blocks(s, T) / P)) / kMB;
+            // Every block's output gathered (engine/tail.cpp, out_stage), and this rank's
+            // blocks' own maps: their share of the layer's as one whole-map segment.
+            const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, l, l + 1, {l}), batch,
+                                                            m.channel_block, m.channel_block, false, true, {0});
+            a.maps_mb += (4. * batch * s.out.size() + tail_share(r, l) * u.maps_bytes) / kMB;
+          }
         for (auto [first, last] : t.runs) {
           const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, first, last, {first}), batch,
                                                           m.channel_block, m.channel_block, false, true, {0});

@@ -32,7 +32,7 @@ struct Prediction {
   double step_s = 0, fwd_s = 0, bwd_s = 0, halo_s = 0, weights_s = 0, io_s = 0, update_s = 0;
   double peak_rss_mb_max = 0;
   std::vector<RankPrediction> ranks;
-  std::vector<double> memory_short_mb;  // per device: how much its ranks exceed its memory (<= 0: fits)
+  std::vector<double> memory_short_mb;  // per device: how much its ranks exceed 90 % of its memory (<= 0: fits)
   bool fits() const;
   // From `ranks`: the parts as the largest over them, and each device's shortfall (its
   // ranks' peak memory over the device's memory; devices without ranks: -inf).

@@ -25,9 +25,13 @@ void Prediction::summarize(const ClusterSpec& spec) {
     peak_rss_mb_max = std::max(peak_rss_mb_max, a.peak_rss_mb);
     used[size_t(a.device)] += a.peak_rss_mb;
   }
+  // A partition fits a device if its predicted peak leaves a tenth of the memory free: the
+  // model's peaks are within 10 % of the measured ones (bench/RESULTS.md, planner accuracy),
+  // under as often as over, and a peak over the device's memory is a process killed.
+  constexpr double kUsable = 0.9;
   memory_short_mb.assign(spec.devices.size(), -1e300);
   for (size_t d = 0; d < used.size(); ++d)
-    if (used[d] > 0) memory_short_mb[d] = used[d] - spec.devices[d].memory_mb;
+    if (used[d] > 0) memory_short_mb[d] = used[d] - kUsable * spec.devices[d].memory_mb;
 }
 
 nlohmann::json prediction_to_json(const Prediction& p) {
