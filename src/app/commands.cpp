@@ -67,7 +67,14 @@ NetSpec load_run_net(const RunOptions& o) {
 
 // Shared by the training subcommands (commands.hpp).
 
-TrainOptions train_options(const RunOptions& o) {
+TailMode tail_mode(const RunOptions& o, const NetSpec& net) {
+  if (o.tail != "auto") return parse_tail_mode(o.tail);
+  const auto [rows, cols] = parse_pair(o.grid, "--grid");
+  const bool split = rows * cols > 1 && o.replicas == 0 && tail_has_filter_blocks(net, resolve_cut(net, o.cut, rows, cols));
+  return split ? TailMode::Filters : TailMode::Root;
+}
+
+TrainOptions train_options(const RunOptions& o, const NetSpec& net) {
   TrainOptions t;
   std::tie(t.rows, t.cols) = parse_pair(o.grid, "--grid");
   t.groups = o.groups;
@@ -77,7 +84,7 @@ TrainOptions train_options(const RunOptions& o) {
   t.tiles_per_rank = o.tiles_per_rank;
   t.ranks_per_device = o.ranks_per_device;
   t.replicas = o.replicas;
-  t.tail = parse_tail_mode(o.tail);
+  t.tail = tail_mode(o, net);
   t.low_memory = o.low_memory;
   t.kernels = parse_kernel_path(o.kernels);
   if (!o.row_weights.empty()) t.split.rows = parse_weights(o.row_weights, t.rows, "--row-weights");
@@ -134,7 +141,7 @@ static CheckpointFolder claim_checkpoints(const RunOptions& o, const NetSpec& ne
       .seed = o.seed,
       .grid = std::to_string(rows) + "x" + std::to_string(cols) +
               (net.subdivisions > 1 ? ", " + std::to_string(net.subdivisions) + " micro-batches" : "") +
-              (o.replicas ? ", data parallel" : "") + (o.tail == "filters" ? ", filter blocks after the cut" : "")};
+              (o.replicas ? ", data parallel" : "") + (tail_mode(o, net) == TailMode::Filters ? ", filter blocks after the cut" : "")};
   return CheckpointFolder(f.checkpoint_dir, id, f.resume);
 }
 
@@ -144,7 +151,7 @@ TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
       start(start_run(net, o, f)),
       checkpoints(claim_checkpoints(o, net, comm, f)),
       params(start.params),
-      trainer(net, params, train_options(o), comm) {
+      trainer(net, params, train_options(o, net), comm) {
   if (!start.momentum.empty()) trainer.restore_momentum(start.momentum);
   trainer.set_step(start.step);
   if (trainer.root() && start.step > 0) std::printf("resumed at step %lld\n", (long long)start.step);
@@ -243,7 +250,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   NetSpec net = load_run_net(o);
   Params params(net);
   init_params(params, net, o.seed);
-  Trainer trainer(net, params, train_options(o), comm);
+  Trainer trainer(net, params, train_options(o, net), comm);
   print_kernel_warnings(trainer);
   const bool root = trainer.root();
   std::vector<float> input, truth;  // read on the root process only
@@ -412,7 +419,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
 int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   const NetSpec net = load_run_net(o);
   const VerifyReport r =
-      verify_training(net, train_options(o), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
+      verify_training(net, train_options(o, net), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
   double verdict = 0;
   if (comm.rank() == kRoot) {
     std::printf(

@@ -30,7 +30,7 @@ struct RunOptions {
   int tiles_per_rank = 1;
   int ranks_per_device = 0;   // 0: by host name
   int replicas = 0;           // data parallel copies (engine/trainer.hpp); 0: tiles across the processes
-  std::string tail = "root";  // root | filters: where the layers after the cut run (engine/trainer.hpp)
+  std::string tail = "auto";  // root | filters | auto: where the layers after the cut run (engine/trainer.hpp)
   bool low_memory = false;
   std::string kernels = "auto";                 // auto | onednn | own (layers/backend.hpp)
   std::string row_weights, col_weights;         // uneven split: a weight per grid row / column
@@ -110,7 +110,10 @@ std::vector<std::string> checked_pictures(const DataConfig& dc, bool valid, int6
 void check_data_outputs(const DataOptions& d, const Comm& comm);
 
 // Shared by the training subcommands.
-TrainOptions train_options(const RunOptions& o);
+TrainOptions train_options(const RunOptions& o, const NetSpec& net);
+// --tail auto: filter blocks where the grid has several tiles, no copies run, and a
+// convolution after the cut splits into blocks; else the root. As asked otherwise.
+TailMode tail_mode(const RunOptions& o, const NetSpec& net);
 void print_kernel_warnings(const Trainer& t);
 void print_kernel_warnings(const std::vector<KernelUse>& uses);
 // A run's starting point: the newest checkpoint of --resume (weights, momentum, step,

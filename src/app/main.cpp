@@ -178,12 +178,13 @@ int main(int argc, char** argv) {
                   "each copy inside its process")
         ->check(CLI::PositiveNumber);
     c->add_option("--tail", o.tail,
-                  "where the layers after the cut run: root (whole, on the root process, while the others wait) "
-                  "or filters (on every process: each convolution's filters split into as many blocks as the grid "
+                  "where the layers after the cut run: root (whole, on the root process, while the others wait), "
+                  "filters (on every process: each convolution's filters split into as many blocks as the grid "
                   "has tiles, block b where tile b runs; those weights are updated where they run and never cross "
-                  "a link; the result depends on the grid, not on the process count)")
+                  "a link; the result depends on the grid, not on the process count) or auto (filters when the "
+                  "grid has several tiles, without --replicas, and a convolution follows the cut; else root)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"root", "filters"}));
+        ->check(CLI::IsMember({"root", "filters", "auto"}));
     c->add_flag("--low-memory", o.low_memory,
                 "shard the convolution weights, gradients and momentum across processes and keep formatted "
                 "weights for the running layer only (less memory per process, more weight traffic)");

@@ -94,7 +94,7 @@ int cmd_plan(const RunOptions& o, const PlanOptions& po) {
     cm = std::make_unique<ClusterModel>(load_cluster_model(po, net));
     pred = std::make_unique<Prediction>(predict(net, partition_of(o, po, net, *cm), *cm));
   }
-  TrainOptions t = train_options(o);
+  TrainOptions t = train_options(o, net);
   const int cut = resolve_cut(net, t.cut, t.rows, t.cols), first = net.first_tiled();
   Plan p = make_plan(net, t.rows, t.cols, first, cut, parse_groups(t.groups, first, cut), {t.split, t.features});
   PlanStats st = plan_stats(net, p);

@@ -439,7 +439,7 @@ Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec
   p.tiles_per_rank = o.tiles_per_rank;
   p.low_memory = o.low_memory;
   p.replicas = o.replicas;
-  p.tail_filters = parse_tail_mode(o.tail) == TailMode::Filters;
+  p.tail_filters = tail_mode(o, net) == TailMode::Filters;
   if (!o.row_weights.empty()) p.split.rows = parse_weights(o.row_weights, p.rows, "--row-weights");
   if (!o.col_weights.empty()) p.split.cols = parse_weights(o.col_weights, p.cols, "--col-weights");
   p.features = parse_backward_features(o.backward_features);

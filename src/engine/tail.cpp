@@ -213,6 +213,11 @@ void Tail::gather_running_stats() {
   }
 }
 
+bool tail_has_filter_blocks(const NetSpec& net, int cut) {
+  const std::vector<bool> split = block_layers(net, cut, plan_tail(net, cut, 1, true));
+  return std::find(split.begin(), split.end(), true) != split.end();
+}
+
 std::vector<std::vector<std::pair<int64_t, int64_t>>> tail_block_ranges(const NetSpec& net, const Params& p, int cut,
                                                                         const std::vector<int>& block_rank,
                                                                         int processes) {

@@ -29,6 +29,9 @@ struct TailLayout {
 };
 // filters: the convolutions that split into filter blocks are layers of their own.
 TailLayout plan_tail(const NetSpec& net, int cut, int batch, bool filters = false);
+// Whether any layer from `cut` on would run as filter blocks (--tail filters): an ungrouped
+// convolution that no run of whole-map layers takes.
+bool tail_has_filter_blocks(const NetSpec& net, int cut);
 // --tail filters: per process, the ranges of the parameter vector its blocks hold, when
 // block b of each layer after the cut runs on process block_rank[b] (known before the
 // tail is built, so that the others' pages go back first).

@@ -6,15 +6,17 @@
 # half-way (the root gathers whole weights and momentum, then each process hands back
 # what it does not keep), and a run stopped on 2 processes and resumed on 4; the losses
 # printed are the same; with --low-memory (its sums are its own) a checkpoint every step
-# leaves the weights as none does; yolov3-tiny (route,
+# leaves the weights as none does; --tail auto picks filter blocks here and the root for
+# a tail without convolutions; yolov3-tiny (route,
 # upsample, two [yolo]) on 1 and 3. A folder trained with the tail on the root is told the
 # bits change; what cannot run is refused naming why, with a non-zero exit.
 # Usage: tail_filters.sh TILETRAIN_BINARY SOURCE_DIR
 # shellcheck source=tests/mpi/common.sh
 . "$(dirname "$0")/common.sh"
 # --threads 1: some kernels sum over their threads (docs/status.md, known limits)
-args=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 96x96 --batch 2 --subdivisions 2 --grid 2x2
-  --tail filters --threads 1 --log-every 1)
+base=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 96x96 --batch 2 --subdivisions 2 --grid 2x2
+  --threads 1 --log-every 1)
+args=("${base[@]}" --tail filters)
 "$bin" "${args[@]}" --tiles-per-rank 4 --steps 4 --checkpoint "$tmp/one" --checkpoint-every 4 \
   --save-weights "$tmp/one.weights" > "$tmp/one.log"
 for n in 2 4; do
@@ -51,6 +53,14 @@ cmp "$tmp/one/step-00000004/momentum" "$tmp/r/step-00000004/momentum" || fail "r
   --checkpoint-every 5 > /dev/null 2> "$tmp/root.err"
 grep -q "note: resuming a run trained on grid 2x2, 2 micro-batches, filter blocks after the cut on grid 2x2, 2 micro-batches" \
   "$tmp/root.err" || { cat "$tmp/root.err"; fail "no note when a filter-block run goes on with the tail on the root"; }
+# --tail auto (the default): filter blocks here; the root where no convolution follows the cut.
+"${mpi[@]}" -np 2 "$bin" "${base[@]}" --tiles-per-rank 2 --steps 4 --checkpoint "$tmp/auto" \
+  --save-weights "$tmp/auto.weights" > "$tmp/auto.log"
+cmp "$tmp/one.weights" "$tmp/auto.weights" || fail "--tail auto did not run filter blocks on a 2x2 grid"
+grep -q "filter blocks after the cut" "$tmp/auto/run.json" || fail "--tail auto's run.json does not say filter blocks"
+"${mpi[@]}" -np 4 "$bin" train --cfg "$src/cfgs/fashion-mnist.cfg" --grid 2x2 --steps 1 --threads 1 \
+  --checkpoint "$tmp/fm" > /dev/null
+grep -q '"grid": "2x2"' "$tmp/fm/run.json" || { cat "$tmp/fm/run.json"; fail "--tail auto split a tail without convolutions"; }
 # yolov3-tiny: 1 and 3 processes.
 y3=(train --cfg /usr/share/darknet/cfg/yolov3-tiny.cfg --size 96x96 --batch 2 --grid 1x3 --tail filters --threads 1
   --steps 2)
@@ -60,5 +70,5 @@ cmp "$tmp/y1.weights" "$tmp/y3.weights" || fail "yolov3-tiny: 1 and 3 processes 
 # Refusals: exit status 2 and the reason, on the root's stderr.
 short=(train --cfg "$src/cfgs/fashion-mnist.cfg" --steps 1 --threads 1 --tail filters)
 refused 2 "with --replicas each process runs a whole copy: use one of them" "${short[@]}" --replicas 2
-refused 1 "--tail: tiles not in {root,filters}" "${short[@]/filters/tiles}"
+refused 1 "--tail: tiles not in {root,filters,auto}" "${short[@]/filters/tiles}"
 echo PASS
