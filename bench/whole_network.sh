@@ -26,8 +26,8 @@ run() {  # NAME DEVICES BENCH-ARGS...
 for ((r = 0; r < rounds; r++)); do
   run one-b1 1 --batch 1
   run one-b4 1 --batch 4
-  run tiled-b1 4 --batch 1 --grid 2x2
-  run tiled-b4 4 --batch 4 --grid 2x2
+  run tiled-b1 4 --batch 1 --grid 2x2 --tail root
+  run tiled-b4 4 --batch 4 --grid 2x2 --tail root
   run filters-b1 4 --batch 1 --grid 2x2 --tail filters
   run filters-b4 4 --batch 4 --grid 2x2 --tail filters
   run filters-lm-b1 4 --batch 1 --grid 2x2 --tail filters --low-memory

@@ -229,7 +229,7 @@ if want whole; then
   cluster/edge.sh run -- calibrate --cfg $cfg --size 224x224 --threads 1 --out "$c" >&2
   run() { local n=$1; shift; record whole "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 900 -- :: --size 224x224 "$@"; }
   run 1 --grid 1x1
-  run 4 --grid 2x2
+  run 4 --grid 2x2 --tail root
   run 2 --grid 1x2 --tail filters
   run 4 --grid 2x2 --tail filters
   run 4 --grid 2x2 --tail filters --low-memory

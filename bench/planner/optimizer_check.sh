@@ -70,7 +70,7 @@ hand=("--grid 1x2 --groups none" "--grid 2x1 --groups none" "--grid 1x2 --groups
   "--grid 1x2 --groups none --cut 12")
 if [ $whole = 1 ]; then
   [ "$devices" = 4 ] || { echo "optimizer_check.sh: --whole's hand-picked set is for 4 devices" >&2; exit 1; }
-  hand=("--grid 2x2" "--grid 2x2 --tail filters" "--grid 2x2 --tail filters --low-memory"
+  hand=("--grid 2x2 --tail root" "--grid 2x2 --tail filters" "--grid 2x2 --tail filters --low-memory"
     "--grid 1x1 --replicas 4 --subdivisions 8")
   picks+=("hand|1|1|--grid 1x1")
 else
