@@ -918,7 +918,7 @@ TEST(PlannerOptimizer, CommandLinesFitTheCluster) {
   RunContext ctx{" --batch 4 --size 96x96", {"pi-a", "pi-b", "pi-c"}};
   EXPECT_EQ(command_line("w.cfg", c, ctx),
             "mpirun -np 4 --host pi-a:2,pi-b:2 build/tiletrain train --cfg w.cfg --batch 4 --size 96x96 --grid 2x2 "
-            "--groups none --cut 4 --tiles-per-rank 1 --steps 100");
+            "--groups none --cut 4 --tiles-per-rank 1 --tail root --steps 100");
   ctx.hosts = {"dev0", "dev1"};
   EXPECT_EQ(
       command_line("w.cfg", c, ctx).rfind("cluster/edge.sh run --ranks-per-device 2 -- train --cfg w.cfg --batch 4", 0),

@@ -78,7 +78,10 @@ runs = [json.loads(l) for l in open(f"{out}/runs.jsonl") if l.strip()]
 for r in runs:
     # DIR's own cluster file (DIR may be a copy, with a cluster file changed)
     cluster = os.path.join(out, os.path.basename(r["cluster"]))
-    cmd = [bin, "plan", "--cfg", r.get("cfg", "cfgs/yolov2-16.cfg"), *r["args"].split(), "--cluster", cluster,
+    args = r["args"].split()
+    if "--tail" not in args:  # measured before --tail auto became the default
+        args += ["--tail", "root"]
+    cmd = [bin, "plan", "--cfg", r.get("cfg", "cfgs/yolov2-16.cfg"), *args, "--cluster", cluster,
            "--ranks-per-device", str(r["per"]), "--json"]
     p = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["prediction"]
     r["predicted"] = {k: v for k, v in p.items() if k != "ranks"}
@@ -203,8 +206,8 @@ if want residual; then
     log "residual: $net on 4 devices, 1gbit"
     c=$out/residual-$net-cluster.json
     cluster/edge.sh run -- calibrate --cfg $cfg --size 128x128 --threads 1 --out "$c" >&2
-    run() { local n=$1; shift; record "residual-$net" "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 600 -- :: --size 128x128 "$@"; }
-    run8() { record "residual-$net" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: --size 128x128 "$@"; }
+    run() { local n=$1; shift; record "residual-$net" "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 600 -- :: --size 128x128 --tail root "$@"; }
+    run8() { record "residual-$net" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: --size 128x128 --tail root "$@"; }
     run 1 --grid 1x1
     run 2 --grid 1x2 --groups none
     run 4 --grid 2x2 --groups none

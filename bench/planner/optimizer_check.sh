@@ -90,13 +90,15 @@ for round in $(seq "$rounds"); do
     printf '  %d %-9s %d device(s) x %d %-55s predicted %.3f s, measured %.3f s\n' "$round" "$src" "$used" "$per" "$args" "$pred" "$meas" >&2
   done
 done
-python3 - "$log" <<'EOF' >&2
+default_cut=16  # W1's first untiled layer; yolov2-voc's at 224x224 on 2x2: 17
+[ $whole = 1 ] && default_cut=17
+python3 - "$log" "$default_cut" <<'EOF' >&2
 import json, re, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 # One entry per partition (the optimizer's and a hand-picked one may coincide): the median
-# of its rounds. The optimizer spells out the defaults (cut 16 is W1's first untiled layer).
+# of its rounds. The optimizer spells out the defaults (the cut, one tile a rank).
 key = lambda r: (r["devices"], r["ranks_per_device"],
-                 " ".join(sorted(re.findall(r"--\S+(?: [^-\s]\S*)?", re.sub(r"--(cut 1[67]|tiles-per-rank 1)(?!\d)", "", r["args"])))))
+                 " ".join(sorted(re.findall(r"--\S+(?: [^-\s]\S*)?", re.sub(r"--(cut " + sys.argv[2] + r"|tiles-per-rank 1)(?!\d)", "", r["args"])))))
 rounds = {}
 for r in runs:
     rounds.setdefault(key(r), []).append(r)

@@ -70,7 +70,8 @@ NetSpec load_run_net(const RunOptions& o) {
 TailMode tail_mode(const RunOptions& o, const NetSpec& net) {
   if (o.tail != "auto") return parse_tail_mode(o.tail);
   const auto [rows, cols] = parse_pair(o.grid, "--grid");
-  const bool split = rows * cols > 1 && o.replicas == 0 && tail_has_filter_blocks(net, resolve_cut(net, o.cut, rows, cols));
+  const bool split =
+      rows * cols > 1 && o.replicas == 0 && tail_has_filter_blocks(net, resolve_cut(net, o.cut, rows, cols));
   return split ? TailMode::Filters : TailMode::Root;
 }
 
@@ -141,7 +142,8 @@ static CheckpointFolder claim_checkpoints(const RunOptions& o, const NetSpec& ne
       .seed = o.seed,
       .grid = std::to_string(rows) + "x" + std::to_string(cols) +
               (net.subdivisions > 1 ? ", " + std::to_string(net.subdivisions) + " micro-batches" : "") +
-              (o.replicas ? ", data parallel" : "") + (tail_mode(o, net) == TailMode::Filters ? ", filter blocks after the cut" : "")};
+              (o.replicas ? ", data parallel" : "") +
+              (tail_mode(o, net) == TailMode::Filters ? ", filter blocks after the cut" : "")};
   return CheckpointFolder(f.checkpoint_dir, id, f.resume);
 }
 
@@ -418,8 +420,8 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
 
 int cmd_verify(const RunOptions& o, Comm& comm, int steps) {
   const NetSpec net = load_run_net(o);
-  const VerifyReport r =
-      verify_training(net, train_options(o, net), comm, o.seed, steps, [](const Trainer& t) { print_kernel_warnings(t); });
+  const VerifyReport r = verify_training(net, train_options(o, net), comm, o.seed, steps,
+                                         [](const Trainer& t) { print_kernel_warnings(t); });
   double verdict = 0;
   if (comm.rank() == kRoot) {
     std::printf(

@@ -93,10 +93,10 @@ VerifyReport verify_training(const NetSpec& net, const TrainOptions& opt, Comm& 
   ropt.rows = ropt.cols = 1;
   ropt.split = {};
   ropt.groups = "all";
-  // The same cut: the layers after it run whole (on the root) in both runs, on the same
-  // kernels, so forward values can be compared bit for bit. With the default cut instead,
-  // a layer the tiled run puts after an explicit --cut would run on a kernel that may sum by
-  // the map's size (conv.hpp, `tiled`) in one run and not in the other.
+  // The same cut: the layers after it run alike in both runs (whole on the root, or in the same filter blocks), on the
+  // same kernels, so forward values can be compared bit for bit. With the default cut instead, a layer the tiled run
+  // puts after an explicit --cut would run on a kernel that may sum by the map's size (conv.hpp, `tiled`) in one run
+  // and not in the other.
   ropt.cut = tiled.cut();
   ropt.low_memory = false;  // the reference is the plain single-process run
   // Data parallel too: against the plain run (its micro-batches' gradients accumulate in the

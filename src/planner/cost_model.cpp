@@ -536,6 +536,14 @@ struct Replay {
       run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_updated(r)) * scale(r),
           &RankPrediction::update_s);
     send_tail_whole_params();
+    // The tail's weights formatted again after the update: on the root, or (filter blocks,
+    // whose own are formatted before each use) the layers every rank runs whole.
+    for (int r = 0; r < P; ++r)
+      run(r,
+          reload_per_param(r) * (p.tail_filters ? tail_whole_params()
+                                 : r == 0       ? double(net_params() - tiled_params())
+                                                : 0.),
+          &RankPrediction::update_s);
   }
   int64_t net_params() const { return net.param_count(); }
   int64_t tiled_params() const { return net.param_count(0, cut); }

@@ -35,7 +35,7 @@ struct Prediction {
   std::vector<double> memory_short_mb;  // per device: how much its ranks exceed 90 % of its memory (<= 0: fits)
   bool fits() const;
   // From `ranks`: the parts as the largest over them, and each device's shortfall (its
-  // ranks' peak memory over the device's memory; devices without ranks: -inf).
+  // ranks' peak memory over 90 % of the device's memory; devices without ranks: -inf).
   void summarize(const ClusterSpec& spec);
   // Counts behind the prediction (tested against brute force): per sample and step.
   double cells_computed = 0;  // forward cells of every tile and layer (redundant included)

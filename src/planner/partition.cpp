@@ -30,7 +30,11 @@ std::string Partition::flags() const {
   return std::string(low_memory ? " --low-memory" : "") + split_flags() +
          (features == BackwardFeatures::Exchange ? " --backward-features exchange" : "") +
          (overlap != Overlap::Auto ? std::string(" --overlap ") + overlap_name(overlap) : "") +
-         (replicas > 0 ? " --replicas " + std::to_string(replicas) : "") + (tail_filters ? " --tail filters" : "");
+         (replicas > 0 ? " --replicas " + std::to_string(replicas) : "") +
+         // Said either way: the command line's default (--tail auto) may pick the other one.
+         (tail_filters   ? " --tail filters"
+          : replicas > 0 ? ""
+                         : " --tail root");
 }
 
 std::string Partition::split_flags() const {

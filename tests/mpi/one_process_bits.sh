@@ -50,11 +50,12 @@ same_bits "buckets, yolov2-tiny-voc" 3 "$buckets" --cfg /usr/share/darknet/cfg/y
 same_bits "buckets, W1, own kernels" 3 "$buckets" --cfg "$src/cfgs/yolov2-16.cfg" --size 64x96 --batch 1 --grid 2x3 \
   --groups none --kernels own
 same_bits "buckets, two micro-batches" 3 "$buckets" --cfg "$tmp/two-micro.cfg" --batch 8 --grid 2x3
-same_bits "buckets, resnet18" 3 "$buckets" --cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 2 --grid 2x3
+same_bits "buckets, resnet18" 3 "$buckets" --cfg /usr/share/darknet/cfg/resnet18.cfg --size 64x64 --batch 2 --grid 2x3 \
+  --tail root
 same_bits "2 devices of 2 and 1 processes, tail" 3 "--ranks-per-device 2 --tiles-per-rank 2" \
   --cfg /usr/share/darknet/cfg/yolov2-tiny-voc.cfg --size 96x96 --batch 2 --grid 2x3 --groups 0,4
 same_bits "3 devices of 2 processes, resnet18" 6 "--ranks-per-device 2" --cfg /usr/share/darknet/cfg/resnet18.cfg \
-  --size 64x64 --batch 2 --grid 2x3
+  --size 64x64 --batch 2 --grid 2x3 --tail root
 same_bits "devices of 4 and 2 processes, own kernels" 6 "--ranks-per-device 4" --cfg "$src/cfgs/yolov2-16.cfg" \
   --size 64x96 --batch 1 --grid 2x3 --kernels own
 echo PASS

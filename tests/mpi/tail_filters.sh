@@ -56,7 +56,7 @@ grep -q "note: resuming a run trained on grid 2x2, 2 micro-batches, filter block
 # --tail auto (the default): filter blocks here; the root where no convolution follows the cut.
 "${mpi[@]}" -np 2 "$bin" "${base[@]}" --tiles-per-rank 2 --steps 4 --checkpoint "$tmp/auto" \
   --save-weights "$tmp/auto.weights" > "$tmp/auto.log"
-cmp "$tmp/one.weights" "$tmp/auto.weights" || fail "--tail auto did not run filter blocks on a 2x2 grid"
+cmp "$tmp/one.weights" "$tmp/auto.weights" || fail "--tail auto on 2 processes ends with other weights than filter blocks on one"
 grep -q "filter blocks after the cut" "$tmp/auto/run.json" || fail "--tail auto's run.json does not say filter blocks"
 "${mpi[@]}" -np 4 "$bin" train --cfg "$src/cfgs/fashion-mnist.cfg" --grid 2x2 --steps 1 --threads 1 \
   --checkpoint "$tmp/fm" > /dev/null
