@@ -124,6 +124,16 @@ EOF
   python3 -c "import json,sys; r=json.loads(open('$runs').readlines()[-1]); print('  %-40s predicted %.3f s %.0f MB, measured %.3f s %.0f MB' % (r['setting']+' '+r['args'][:40], r['predicted']['step_s'], r['predicted']['peak_rss_mb_max'], r['measured']['step_s'], r['measured']['peak_rss_mb_max']))" >&2
 }
 
+# The 4 emulated devices at 1 Gbit/s (1 core at 0.45 of one here each) of the residual and
+# whole sets, brought up anew.
+four_devices_1gbit() {
+  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: $1 needs root (cluster/edge.sh)" >&2; exit 1; }
+  export EDGE_CLUSTER=planner
+  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
+  cluster/edge.sh down >/dev/null 2>&1 || true
+  cluster/edge.sh up --devices 4 --link 1gbit --cores 1 --device-speed 0.45 >&2
+}
+
 if want local; then
   log "local: calibrating this machine (2 ranks, shared memory)"
   mpirun -np 2 --oversubscribe --mca btl self,vader "$bin" calibrate --cfg $cfg --threads 1 --out "$out/local-cluster.json" >&2
@@ -195,11 +205,7 @@ if want edge; then
   done
 fi
 if want residual; then
-  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: residual needs root (cluster/edge.sh)" >&2; exit 1; }
-  export EDGE_CLUSTER=planner
-  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-  cluster/edge.sh down >/dev/null 2>&1 || true
-  cluster/edge.sh up --devices 4 --link 1gbit --cores 1 --device-speed 0.45 >&2
+  four_devices_1gbit residual
   w1=$cfg
   for cfg in /usr/share/darknet/cfg/resnet18.cfg cfgs/mobilenetv2.cfg; do
     net=$(basename $cfg .cfg)
@@ -220,11 +226,7 @@ if want residual; then
   cfg=$w1
 fi
 if want whole; then
-  [ "$(id -u)" -eq 0 ] || { echo "accuracy.sh: whole needs root (cluster/edge.sh)" >&2; exit 1; }
-  export EDGE_CLUSTER=planner
-  trap 'cluster/edge.sh down >/dev/null 2>&1 || true' EXIT
-  cluster/edge.sh down >/dev/null 2>&1 || true
-  cluster/edge.sh up --devices 4 --link 1gbit --cores 1 --device-speed 0.45 >&2
+  four_devices_1gbit whole
   w1=$cfg
   cfg=/usr/share/darknet/cfg/yolov2-voc.cfg
   log "whole: yolov2-voc on 4 devices, 1gbit"
