@@ -45,11 +45,14 @@ std::vector<Span> spans_of(const nlohmann::json& j) {
   return v;
 }
 
-TEST_F(BenchTrace, SpansNestWithinTheirStepsAndLanes) {
-  // small-classifier: conv, max, conv | max, conv, conv (a tail run), avgpool, softmax.
+// small-classifier: conv, max, conv | max, conv, conv (a tail run), avgpool, softmax; the
+// tail on the root, or its convolutions in filter blocks (spans named by the net's layer).
+class BenchTraceTail : public BenchTrace, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(BenchTraceTail, SpansNestWithinTheirStepsAndLanes) {
   const int steps = 3, layers = 8;
   const Result r = run("bench --threads 1 --steps 3 --warmup 1 --batch 4 --grid 2x2 --cut 3 --trace run.json --cfg '" +
-                       test::source_dir() + "/cfgs/small-classifier.cfg'");
+                       test::source_dir() + "/cfgs/small-classifier.cfg' --tail " + GetParam());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "wrote run.json: ");
   nlohmann::json j;
@@ -113,6 +116,8 @@ TEST_F(BenchTrace, SpansNestWithinTheirStepsAndLanes) {
     EXPECT_EQ(deepest, tid == 0 ? 3 : 1) << "lane " << tid;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tail, BenchTraceTail, ::testing::Values("root", "filters"));
 
 TEST_F(BenchTrace, UnwritablePathRefusedBeforeTheRun) {
   const std::string cfg =

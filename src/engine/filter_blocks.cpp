@@ -79,6 +79,7 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* gra
   params_.held_by = &p.values;
   SegmentOptions so = whole_map_options(opt.batch, ctx.config.block, opt.bn, opt.trace);
   so.staged_weights = opt.staged_weights;
+  so.trace_layer = layer;
   if (opt.measure_scales) {
     scales_.assign(1, GradScale{});
     so.grad_scales = &scales_;

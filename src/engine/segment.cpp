@@ -291,7 +291,8 @@ SumOverTiles Segment::sum_over_tiles(int l) {
 
 void Segment::span(const char* cat, Lane lane, double t0, double t1, int l, const char* name) const {
   if (!trace_ || !trace_->on()) return;
-  trace_->add(name ? name : net_.layers[size_t(l)].type_name(), cat, lane, t0, t1, l);
+  trace_->add(name ? name : net_.layers[size_t(l)].type_name(), cat, lane, t0, t1,
+              trace_layer_ >= 0 && l >= 0 ? trace_layer_ + l : l);
 }
 
 std::vector<PointwiseTile> Segment::pointwise_tiles(int l) const {

@@ -93,6 +93,8 @@ struct SegmentOptions {
   // backward-data may run on kernels whose sums depend on the map's size (conv.hpp).
   bool tiled = true;
   Trace* trace = nullptr;  // bench --trace: where the spans go (null: nowhere)
+  int trace_layer =
+      -1;  // a one-layer net standing for a layer of a larger one (a filter block): that layer's index in the spans
   // verify: per net layer, the scales of each convolution's parameter gradients are added
   // here (engine/grad_scale.hpp; the batch-norm's once measure_pointwise_scales() is called);
   // null: not measured.
@@ -222,6 +224,7 @@ class Segment {
   SegmentMemoryPlan mem_;  // every buffer of local_'s tiles: its size and role
   double bn_wait_ = 0, weights_wait_ = 0, halo_wait_ = 0;
   Trace* trace_;
+  int trace_layer_;
   std::vector<GradScale>* grad_scales_;
   std::unique_ptr<ConvWeights> weights_;  // replicated or sharded (conv_weights.hpp)
   Schedule schedule_;                     // what forward and backward run, in order

@@ -28,6 +28,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
       links_(comm, ctx.device, tile_rank_),
       order_(comm, tile_rank_, 0),
       trace_(opt.trace),
+      trace_layer_(opt.trace_layer),
       grad_scales_(opt.grad_scales) {
   const int first = plan_.first, last = plan_.last, T = plan_.tiles_count(), batch = batch_, in_cb = in_cb_;
   const bool need_input_delta = need_input_delta_;
