@@ -10,6 +10,7 @@
 #include "engine/tail.hpp"
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
+#include "planner/tail_shares.hpp"
 #include "tiling/plan.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
@@ -32,6 +33,7 @@ struct Replay {
   int P = 1, T = 1, cut = 0, dense_begin = 0, batch = 1;
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
+  TailShares tail;                      // what each rank runs and holds after the cut
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
   std::vector<double> since_sync;       // compute since the last synchronisation
   double grads_leave = -1;              // gradient buckets during backward: when the first leaves (-1: after it)
@@ -59,6 +61,13 @@ struct Replay {
            " devices; the cluster has ", D);
     local.resize(size_t(P));
     for (int t = 0; t < T; ++t) local[size_t(tile_rank[size_t(t)])].push_back(t);
+    tail = {.net = &net,
+            .cut = cut,
+            .dense_begin = dense_begin,
+            .tiles = T,
+            .ranks = P,
+            .filters = p.tail_filters,
+            .local = &local};
     std::vector<int> per_dev(size_t(D), 0);
     for (int r = 0; r < P; ++r) {
       rank_dev.push_back(r / p.ranks_per_device);
@@ -239,7 +248,7 @@ struct Replay {
   double staged_block_weights(int r, int l) const {
     const LayerSpec& s = net.layers[size_t(l)];
     if (!p.tail_filters || !p.low_memory || !splits_into_filter_blocks(s)) return 0;
-    return reload_per_param(r) * double(s.weight_count()) * tail_share(r, l);
+    return reload_per_param(r) * double(s.weight_count()) * tail.share(r, l);
   }
   double allgather_cost(double bytes) const { return all_gather_time(cm.spec, rank_dev, bytes); }
   double reduce_scatter_cost(double bytes) const { return reduce_scatter_time(cm.spec, rank_dev, bytes); }
@@ -363,17 +372,6 @@ struct Replay {
       }
   }
 
-  // Rank r's part of layer l >= cut: all of it on the root, or (filter blocks) its blocks' share.
-  double tail_share(int r, int l) const {
-    return p.tail_filters ? filter_share(net.layers[size_t(l)], local[size_t(r)], T) : r == 0;
-  }
-  // ... of the head (the layers from dense_begin, calibrated as one) by FLOPs.
-  double head_share(int r) const {
-    double all = 0, mine = 0;
-    for (int l = dense_begin; l < int(net.layers.size()); ++l)
-      all += net.layers[size_t(l)].forward_flops(), mine += net.layers[size_t(l)].forward_flops() * tail_share(r, l);
-    return all > 0 ? mine / all : p.tail_filters || r == 0;
-  }
   // Filter blocks: layer l's outputs to every rank; in backward, each rank gets every block's
   // part of its slice of the input delta, then the slices' sums go round.
   void block_exchange(int l, bool backward) {
@@ -383,27 +381,10 @@ struct Replay {
     if (backward) sync(allgather_cost(bytes * filled_filter_blocks(s, T) / P), &RankPrediction::halo_s);
     sync(allgather_cost(bytes), &RankPrediction::halo_s);
   }
-  // The parameters after the cut that rank r keeps (filter blocks).
-  double tail_params(int r) const {
-    double n = 0;
-    for (int l = cut; l < int(net.layers.size()); ++l) n += net.layers[size_t(l)].param_count() * tail_share(r, l);
-    return n;
-  }
-  // Filter blocks: those of the layers after the cut that every rank runs whole (not split),
-  // which the root alone updates and then sends to the others.
-  double tail_whole_params() const {
-    double n = 0;
-    for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
-      if (!splits_into_filter_blocks(net.layers[size_t(l)])) n += net.layers[size_t(l)].param_count();
-    return n;
-  }
-  // ... and what rank r applies SGD to after the cut, apart from the shared update (filter
-  // blocks; else the tail is in it).
-  double tail_updated(int r) const { return p.tail_filters ? tail_params(r) - (r == 0 ? 0 : tail_whole_params()) : 0; }
   // The root's update of those to every rank: all_gather_v with the root's part alone, each
   // of a ring's P - 1 steps carrying all of it.
   void send_tail_whole_params() {
-    if (tail_whole_params() > 0) sync(allgather_cost(4 * tail_whole_params() * P), &RankPrediction::weights_s);
+    if (tail.whole_params() > 0) sync(allgather_cost(4 * tail.whole_params() * P), &RankPrediction::weights_s);
   }
 
   void forward() {
@@ -418,12 +399,12 @@ struct Replay {
       const double cells = double(batch) * s.out.h * s.out.w;
       for (int r = 0; r < P; ++r) {
         const double all = comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells);
-        run(r, tail_share(r, l) * all + staged_block_weights(r, l), &RankPrediction::fwd_s);
+        run(r, tail.share(r, l) * all + staged_block_weights(r, l), &RankPrediction::fwd_s);
       }
       block_exchange(l, false);
     }
     for (int r = 0; r < P; ++r)
-      run(r, model(r).head_fwd_per_sample * batch * scale(r) * head_share(r), &RankPrediction::fwd_s);
+      run(r, model(r).head_fwd_per_sample * batch * scale(r) * tail.head_share(r), &RankPrediction::fwd_s);
     for (int l = dense_begin; l < int(net.layers.size()); ++l) block_exchange(l, false);
   }
 
@@ -442,7 +423,7 @@ struct Replay {
 
   void backward() {
     for (int r = 0; r < P; ++r)
-      run(r, model(r).head_bwd_per_sample * batch * scale(r) * head_share(r), &RankPrediction::bwd_s);
+      run(r, model(r).head_bwd_per_sample * batch * scale(r) * tail.head_share(r), &RankPrediction::bwd_s);
     for (int l = int(net.layers.size()) - 1; l >= dense_begin; --l) block_exchange(l, true);
     for (int l = dense_begin - 1; l >= cut; --l) {
       const LayerSpec& s = net.layers[size_t(l)];
@@ -450,7 +431,7 @@ struct Replay {
       for (int r = 0; r < P; ++r) {
         const LayerModel& m = lm(r, l);
         const double all = comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells);
-        run(r, tail_share(r, l) * (all + comp(r, l, m.bwd_weights, cells)) + staged_block_weights(r, l),
+        run(r, tail.share(r, l) * (all + comp(r, l, m.bwd_weights, cells)) + staged_block_weights(r, l),
             &RankPrediction::bwd_s);
       }
       block_exchange(l, true);
@@ -499,7 +480,7 @@ struct Replay {
     // Filter blocks: the parameters after the cut are updated where they run, never sent.
     const double n = p.tail_filters ? double(tiled_params()) : double(net_params());
     if (P == 1) {
-      run(0, (model(0).sgd_per_param * (n + tail_updated(0)) + model(0).reload_s) * scale(0),
+      run(0, (model(0).sgd_per_param * (n + tail.updated(0)) + model(0).reload_s) * scale(0),
           &RankPrediction::update_s);
       return;
     }
@@ -519,13 +500,13 @@ struct Replay {
       const double end = *std::max_element(clock.begin(), clock.end());
       sync(grads_leave < 0 ? sum : std::max(0., grads_leave + sum - end), &RankPrediction::weights_s);
       for (int r = 0; r < P; ++r)
-        run(r, model(r).sgd_per_param * (n / P + tail_updated(r)) * scale(r), &RankPrediction::update_s);
+        run(r, model(r).sgd_per_param * (n / P + tail.updated(r)) * scale(r), &RankPrediction::update_s);
       send_tail_whole_params();
       sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
       // Re-formatting the weights a rank runs with (filter blocks: the head's and its own).
       for (int r = 0; r < P; ++r)
         run(r,
-            p.tail_filters ? reload_per_param(r) * (double(tiled_params()) + tail_params(r))
+            p.tail_filters ? reload_per_param(r) * (double(tiled_params()) + tail.params(r))
                            : model(r).reload_s * scale(r),
             &RankPrediction::update_s);
       return;
@@ -533,14 +514,14 @@ struct Replay {
     const double sharded = double(conv_weights());
     sync(small_allreduce_time(cm.spec, rank_dev, 4 * (n - sharded)), &RankPrediction::weights_s);
     for (int r = 0; r < P; ++r)
-      run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail_updated(r)) * scale(r),
+      run(r, model(r).sgd_per_param * (n - sharded + sharded / P + tail.updated(r)) * scale(r),
           &RankPrediction::update_s);
     send_tail_whole_params();
     // The tail's weights formatted again after the update: on the root, or (filter blocks,
     // whose own are formatted before each use) the layers every rank runs whole.
     for (int r = 0; r < P; ++r)
       run(r,
-          reload_per_param(r) * (p.tail_filters ? tail_whole_params()
+          reload_per_param(r) * (p.tail_filters ? tail.whole_params()
                                  : r == 0       ? double(net_params() - tiled_params())
                                                 : 0.),
           &RankPrediction::update_s);
@@ -569,11 +550,11 @@ struct Replay {
       a.maps_mb = mp.maps_bytes / kMB;
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
-      kept += tile_order_floats() + (p.tail_filters ? 3 * tail_params(r) : 0);
+      kept += tile_order_floats() + (p.tail_filters ? 3 * tail.params(r) : 0);
       // The kernels' copies of the weights (calibrated for a whole replicated net): with
       // filter blocks, of the head's and this rank's blocks' and whole layers' only.
       const double runs_with =
-          p.tail_filters && net_params() > 0 ? (double(tiled_params()) + tail_params(r)) / double(net_params()) : 1;
+          p.tail_filters && net_params() > 0 ? (double(tiled_params()) + tail.params(r)) / double(net_params()) : 1;
       a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb * runs_with);
       double extra = 0;
       // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
@@ -581,29 +562,11 @@ struct Replay {
       if (r == 0) extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
       if (r == 0 || p.tail_filters) {
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
-        a.maps_mb +=
-            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
-        a.deltas_mb +=
-            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)) / kMB;
-        // The tail (engine/tail.hpp): its runs' Segments and its plain buffers.
-        const TailLayout t = plan_tail(net, cut, batch, p.tail_filters);
-        for (int l = cut; p.tail_filters && l < int(net.layers.size()); ++l)
-          if (const LayerSpec& s = net.layers[size_t(l)]; splits_into_filter_blocks(s)) {
-            a.deltas_mb += 4. * batch * (s.out.size() + s.in.size() * (1 + 2. * filled_filter_blocks(s, T) / P)) / kMB;
-            // Every block's output gathered (engine/tail.cpp, out_stage), and this rank's
-            // blocks' own maps: their share of the layer's as one whole-map segment.
-            const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, l, l + 1, {l}), batch,
-                                                            m.channel_block, m.channel_block, false, true, {0});
-            a.maps_mb += (4. * batch * s.out.size() + tail_share(r, l) * u.maps_bytes) / kMB;
-          }
-        for (auto [first, last] : t.runs) {
-          const SegmentMemoryPlan u = plan_segment_memory(net, make_plan(net, 1, 1, first, last, {first}), batch,
-                                                          m.channel_block, m.channel_block, false, true, {0});
-          a.maps_mb += u.maps_bytes / kMB;
-          a.deltas_mb += u.deltas_bytes / kMB;
-        }
-        a.maps_mb += t.maps_bytes() / kMB;
-        a.deltas_mb += t.deltas_bytes() / kMB;
+        const TailShares::Memory t = tail.memory(
+            r, batch, m.channel_block,
+            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)));
+        a.maps_mb += t.maps / kMB;
+        a.deltas_mb += t.deltas / kMB;
       }
       a.peak_rss_mb = m.base_mb + m.scratch_mb + a.maps_mb + a.deltas_mb + a.filters_mb + extra;
     }
