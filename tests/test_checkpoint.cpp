@@ -120,7 +120,17 @@ TEST_F(CheckpointTest, KeepsTheNewestAndRefusesBadOnes) {
   const Checkpoint c = load_checkpoint(dir_.string(), net, q);
   EXPECT_EQ(c.meta.step, 15);
   EXPECT_EQ(c.meta.seed, 7u);
-  EXPECT_EQ(c.momentum, m);
+  EXPECT_EQ(std::vector<float>(c.momentum.begin(), c.momentum.end()), m);
+
+  // A process that keeps part of the parameters reads only that part of both files.
+  Params part(net);
+  part.unfilled = {{3, 20}, {p.size() - 5, p.size()}};
+  const Checkpoint cp = load_checkpoint(dir_.string(), net, part);
+  for (int64_t i = 0; i < p.size(); ++i) {
+    const bool left = (i >= 3 && i < 20) || i >= p.size() - 5;
+    ASSERT_EQ(cp.momentum[size_t(i)], left ? 0.f : 0.25f) << i;
+    ASSERT_EQ(part.values[size_t(i)], left ? 0.f : p.values[size_t(i)]) << i;
+  }
 
   auto error_of = [&](const std::string& dir, const NetSpec& n) {
     try {
@@ -143,6 +153,10 @@ TEST_F(CheckpointTest, KeepsTheNewestAndRefusesBadOnes) {
   const std::string msg = error_of(dir_.string(), net);
   EXPECT_NE(msg.find("momentum"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  // ... and so is one with bytes beyond its values
+  fs::resize_file(mom, fs::file_size(mom) + 12);
+  const std::string longer = error_of(dir_.string(), net);
+  EXPECT_NE(longer.find("oversized"), std::string::npos) << longer;
 }
 
 // Written a layer at a time (as several processes save): a writer given the layers out of

@@ -549,7 +549,7 @@ TEST(GradCheckDropout, MaskFixedUntilUpdate) {
     for (float v : o1) zeros += v == 0.f;
     EXPECT_GT(zeros, 0);
     EXPECT_LT(zeros, int(o1.size()));
-    const std::vector<float> w0 = p.params.values;
+    const ZeroPageFloats w0 = p.params.values;
     p.tr->update();
     EXPECT_EQ(p.params.values, w0) << "learning rate 0 must keep the weights";
     p.tr->forward_backward(p.input.data(), p.truth.data());

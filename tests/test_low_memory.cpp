@@ -189,7 +189,7 @@ void run_case(const Case& c, int steps = 3, KernelPath path = KernelPath::Auto, 
     if (::testing::Test::HasFatalFailure()) return;
   }
   // gather_weights() with one process: Params already whole, nothing may change.
-  const std::vector<float> before = p_low.values;
+  const ZeroPageFloats before = p_low.values;
   low.gather_weights();
   EXPECT_TRUE(same_bits(before.data(), p_low.values.data(), P));
   // Printed, not asserted: the low-memory trainer's own accounting (maps + deltas, and

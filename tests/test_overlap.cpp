@@ -101,7 +101,7 @@ StepResult train(const NetSpec& net, const Params& p0, TrainOptions o, int steps
     r.grad.insert(r.grad.end(), tr.grad().begin(), tr.grad().end());
     tr.update();
   }
-  r.weights = p.values;
+  r.weights.assign(p.values.begin(), p.values.end());
   return r;
 }
 

@@ -685,7 +685,7 @@ EqResult run_equivalence(const EqConfig& c, const NetSpec& cfg_net) {
     }
     const std::vector<float> g_tiled(tiled.grad().begin(), tiled.grad().end()),
         g_ref(ref.grad().begin(), ref.grad().end());  // update() zeroes them
-    const std::vector<float> before = check.verbose ? p_tiled.values : std::vector<float>();
+    const ZeroPageFloats before = check.verbose ? p_tiled.values : ZeroPageFloats();
     tiled.update();
     ref.update();
     if (check.verbose) {

@@ -106,9 +106,15 @@ void print_kernel_warnings(const Trainer& t) {
   if (t.root()) print_kernel_warnings(t.kernel_uses());
 }
 
-// Random initial weights from the seed, or a Darknet .weights file.
-Params start_params(const NetSpec& net, const RunOptions& o, const std::string& weights_in) {
+Params params_to_fill(const NetSpec& net, const RunOptions& o, const Comm& comm) {
   Params params(net);
+  params.unfilled = Trainer::weights_not_kept(net, params, train_options(o, net), comm.rank(), comm.size());
+  return params;
+}
+
+// Random initial weights from the seed, or a Darknet .weights file.
+static Params start_params(const NetSpec& net, const RunOptions& o, const Comm& comm, const std::string& weights_in) {
+  Params params = params_to_fill(net, o, comm);
   if (weights_in.empty())
     init_params(params, net, o.seed);
   else
@@ -116,10 +122,10 @@ Params start_params(const NetSpec& net, const RunOptions& o, const std::string& 
   return params;
 }
 
-Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f) {
-  if (f.resume.empty()) return {start_params(net, o, f.weights_in), 0, {}};
+Start start_run(const NetSpec& net, RunOptions& o, const Comm& comm, const RunFiles& f) {
+  if (f.resume.empty()) return {start_params(net, o, comm, f.weights_in), 0, {}};
   if (!f.weights_in.empty()) fail("--weights and --resume exclude each other (a checkpoint has its own weights)");
-  Start s{Params(net), 0, {}};
+  Start s{params_to_fill(net, o, comm), 0, {}};
   Checkpoint c = load_checkpoint(f.resume, net, s.params);
   s.step = c.meta.step;
   s.momentum = std::move(c.momentum);
@@ -150,11 +156,12 @@ static CheckpointFolder claim_checkpoints(const RunOptions& o, const NetSpec& ne
 TrainingRun::TrainingRun(const RunOptions& run, Comm& comm, const RunFiles& f)
     : o(checked(run, comm, f)),
       net(load_run_net(o)),
-      start(start_run(net, o, f)),
+      start(start_run(net, o, comm, f)),
       checkpoints(claim_checkpoints(o, net, comm, f)),
       params(start.params),
       trainer(net, params, train_options(o, net), comm) {
   if (!start.momentum.empty()) trainer.restore_momentum(start.momentum);
+  ZeroPageFloats().swap(start.momentum);  // the trainer holds its part now
   trainer.set_step(start.step);
   if (trainer.root() && start.step > 0) std::printf("resumed at step %lld\n", (long long)start.step);
   print_kernel_warnings(trainer);
@@ -250,7 +257,7 @@ int cmd_bench(const RunOptions& o, Comm& comm, const BenchOptions& b) {
   FILE* const human = o.json ? stderr : stdout;  // with --json, stdout holds the JSON line alone
   const int steps = b.steps, warmup = b.warmup;
   NetSpec net = load_run_net(o);
-  Params params(net);
+  Params params = params_to_fill(net, o, comm);
   init_params(params, net, o.seed);
   Trainer trainer(net, params, train_options(o, net), comm);
   print_kernel_warnings(trainer);

@@ -121,9 +121,12 @@ void print_kernel_warnings(const std::vector<KernelUse>& uses);
 struct Start {
   Params params;
   int64_t step = 0;
-  std::vector<float> momentum;  // empty: zero
+  ZeroPageFloats momentum;  // empty: zero; what this process keeps of it (Params::unfilled)
 };
-Start start_run(const NetSpec& net, RunOptions& o, const RunFiles& f);
+Start start_run(const NetSpec& net, RunOptions& o, const Comm& comm, const RunFiles& f);
+// The net's parameters, all zero, with the ones this process will not keep under `o`
+// marked to be left unfilled (Params::unfilled): fill them, then make the Trainer.
+Params params_to_fill(const NetSpec& net, const RunOptions& o, const Comm& comm);
 // What every training subcommand sets up, in this order: the output checked writable, the
 // net, its starting point (which may replace o.seed), the checkpoint folder claimed for this
 // run (engine/checkpoint.hpp), the trainer resumed from it.

@@ -389,7 +389,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   refuse_trees(heads, o.cfg);
-  Params params(net);
+  Params params = params_to_fill(net, o, comm);
   load_weights(params, net, weights);
   // The .data file, every valid= picture's header and every label, before any work.
   DataConfig dc;
@@ -417,7 +417,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
   const int classes = output_classes(*heads.back());
   const std::vector<std::string> names = class_names(d.names, heads, o.cfg);
-  Params params(net);
+  Params params = params_to_fill(net, o, comm);
   load_weights(params, net, d.weights);
   std::vector<std::string> outputs;
   if (comm.rank() == kRoot) {

@@ -210,8 +210,16 @@ Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& p
     fail(mpath, ": not a momentum file");
   if (n != uint64_t(params.size())) fail(mpath, ": ", n, " momentum values for ", params.size(), " parameters");
   c.momentum.resize(n);
-  if (!in.read(reinterpret_cast<char*>(c.momentum.data()), std::streamsize(n * sizeof(float))))
-    fail(mpath, ": truncated (", n, " values expected)");
+  int64_t at = 0;  // floats read or skipped
+  for (const auto& [b, e] : filled_pieces(params.unfilled, 0, int64_t(n))) {
+    in.seekg((b - at) * int64_t(sizeof(float)), std::ios::cur);
+    in.read(reinterpret_cast<char*>(c.momentum.data() + b), std::streamsize((e - b) * int64_t(sizeof(float))));
+    at = e;
+  }
+  const std::streamoff end = in.tellg();
+  in.seekg(0, std::ios::end);
+  if (!in || in.tellg() - end != std::streamoff((int64_t(n) - at) * int64_t(sizeof(float))))
+    fail(mpath, ": truncated or oversized (", n, " values expected)");
   return c;
 }
 

@@ -83,10 +83,11 @@ void save_checkpoint(const std::string& dir, int keep, const NetSpec& net, const
 struct Checkpoint {
   std::string path;  // the folder read
   CheckpointMeta meta;
-  std::vector<float> momentum;
+  ZeroPageFloats momentum;  // zero where params.unfilled says
 };
-// Reads the newest complete checkpoint in `dir` into `params` (shaped for `net`). Throws
-// naming the folder or file if there is none, or it belongs to another net.
+// Reads the newest complete checkpoint in `dir` into `params` (shaped for `net`), the
+// weights and momentum in params.unfilled left zero and unread. Throws naming the folder or
+// file if there is none, or it belongs to another net.
 Checkpoint load_checkpoint(const std::string& dir, const NetSpec& net, Params& params);
 
 }  // namespace tt

@@ -75,7 +75,7 @@ BlockConv::BlockConv(DnnlContext& ctx, const NetSpec& net, Params& p, float* gra
   ps.biases = at.front().first;
   if (ps.scales >= 0) ps.scales = at[1].first;
   ps.weights = at.back().first;
-  std::vector<float>().swap(params_.values);
+  ZeroPageFloats().swap(params_.values);
   params_.held_by = &p.values;
   SegmentOptions so = whole_map_options(opt.batch, ctx.config.block, opt.bn, opt.trace);
   so.staged_weights = opt.staged_weights;

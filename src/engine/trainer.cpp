@@ -148,29 +148,17 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
   if (opt.adjust_plan) opt.adjust_plan(plan);
   std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, tiles_comm_.size());
   check_memory(plan, ranks);
-  // --tail filters: the other processes' blocks' weights are not this process's to keep.
-  std::vector<std::vector<GradientSync::Range>> blocks;
-  if (filters()) {
-    blocks = tail_block_ranges(net, params, cut_, block_ranks(ranks), comm.size());
-    if (!opt.need_input_delta)
-      for (int p = 0; p < comm.size(); ++p)
-        if (p != comm.rank()) unused_.insert(unused_.end(), blocks[size_t(p)].begin(), blocks[size_t(p)].end());
-  }
+  std::vector<std::vector<GradientSync::Range>> blocks;  // --tail filters: each process's
+  if (filters()) blocks = tail_block_ranges(net, params, cut_, block_ranks(opt, ranks, comm.size()), comm.size());
   grad_ = Buffer(params.values.size(), ctx_.device);
   momentum_ = Buffer(params.values.size(), ctx_.device);
   if (opt.record_grad_scales) grad_scales_.assign(net.layers.size(), GradScale{});
-  if (opt.low_memory) {
+  if (opt.low_memory)
     shards_ = std::make_unique<ShardPlan>(
         make_shard_plan(net, params, first_, cut_, comm.rank(), comm.size(), filters() ? tail_begin() : -1));
-    if (!opt.need_input_delta)  // keep only this process's parts of the sharded weights
-      for (const ShardPlan::Layer& L : shards_->layers) {
-        if (L.n == 0) continue;
-        const auto [b, e] = shards_->mine(L);
-        unused_.insert(unused_.end(), {{L.offset, b}, {e, L.offset + L.n}});
-      }
-  }
-  // Handed back before anything else is built: the caller filled all the weights, and
-  // the others' would add to the peak.
+  // Handed back before anything else is built, if the caller filled them (not leaving them
+  // out as Params::unfilled): they would add to the peak.
+  unused_ = weights_not_kept(net, params, opt, comm.rank(), comm.size());
   hand_back_unused_weights({0, params.size()});
   const std::vector<int> device = devices_of(tiles_comm_, opt.ranks_per_device);
   std::vector<bool> far;
@@ -248,15 +236,46 @@ void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
                                              .grad_scales = grad_scales(),
                                              .stats_log = log,
                                              .blocks = filters() ? &comm_ : nullptr,
-                                             .block_rank = block_ranks(ranks),
+                                             .block_rank = block_ranks(opt_, ranks, comm_.size()),
                                              .low_memory = opt_.low_memory});
   if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
 }
 
-std::vector<int> Trainer::block_ranks(const std::vector<int>& tile_rank) const {
-  if (opt_.filter_blocks <= 0 || size_t(opt_.filter_blocks) == tile_rank.size()) return tile_rank;
-  if (comm_.size() != 1) fail("internal: filter blocks other than the tiles on several processes");
-  return std::vector<int>(size_t(opt_.filter_blocks), 0);
+std::vector<int> Trainer::block_ranks(const TrainOptions& opt, const std::vector<int>& tile_rank, int size) {
+  if (opt.filter_blocks <= 0 || size_t(opt.filter_blocks) == tile_rank.size()) return tile_rank;
+  if (size != 1) fail("internal: filter blocks other than the tiles on several processes");
+  return std::vector<int>(size_t(opt.filter_blocks), 0);
+}
+
+std::vector<GradientSync::Range> Trainer::weights_not_kept(const NetSpec& net, const Params& params,
+                                                           const TrainOptions& opt, int rank, int size) {
+  std::vector<GradientSync::Range> out;
+  const bool filters = opt.tail == TailMode::Filters;
+  if (opt.need_input_delta || opt.replicas || size == 1 || !(filters || opt.low_memory)) return out;
+  const int cut = resolve_cut(net, opt.cut, opt.rows, opt.cols), first = net.first_tiled();
+  Plan plan = make_plan(net, opt.rows, opt.cols, first, cut, parse_groups(opt.groups, first, cut),
+                        {opt.split, opt.features});
+  if (opt.adjust_plan) opt.adjust_plan(plan);
+  const std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, size);
+  if (filters) {  // the other processes' filter blocks
+    const auto blocks = tail_block_ranges(net, params, cut, block_ranks(opt, ranks, size), size);
+    for (int p = 0; p < size; ++p)
+      if (p != rank) out.insert(out.end(), blocks[size_t(p)].begin(), blocks[size_t(p)].end());
+  }
+  if (opt.low_memory) {  // the other processes' parts of the sharded weights
+    const ShardPlan shards =
+        make_shard_plan(net, params, first, cut, rank, size, filters ? tail_begin(net, params, cut) : -1);
+    for (const ShardPlan::Layer& L : shards.layers) {
+      if (L.n == 0) continue;
+      const auto [b, e] = shards.mine(L);
+      out.insert(out.end(), {{L.offset, b}, {e, L.offset + L.n}});
+    }
+  }
+  std::erase_if(out, [](const GradientSync::Range& r) { return r.first >= r.second; });
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].first < out[i - 1].second) fail("internal: parameters from ", out[i].first, " left out twice");
+  return out;
 }
 
 Trainer::Memory Trainer::memory() const {
@@ -482,10 +501,10 @@ double Trainer::loss_and_backward(const float* truth) {
   return loss;
 }
 
-int64_t Trainer::tail_begin() const {
-  for (int l = cut_; l < int(net_.layers.size()); ++l)
-    if (net_.layers[size_t(l)].has_params()) return params_.slices[size_t(l)].biases;
-  return params_.size();
+int64_t Trainer::tail_begin(const NetSpec& net, const Params& params, int cut) {
+  for (int l = cut; l < int(net.layers.size()); ++l)
+    if (net.layers[size_t(l)].has_params()) return params.slices[size_t(l)].biases;
+  return params.size();
 }
 
 TensorView Trainer::cut_delta_view() {

@@ -93,6 +93,12 @@ class Trainer {
  public:
   Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Comm& comm);
   ~Trainer();
+  // The parameters process `rank` of `size` will neither run with nor update under `opt`
+  // (the other processes' shards and filter blocks), sorted and disjoint: what its
+  // Trainer hands back, and what the caller can leave unfilled (Params::unfilled) so that
+  // they never count in its memory.
+  static std::vector<std::pair<int64_t, int64_t>> weights_not_kept(const NetSpec& net, const Params& params,
+                                                                    const TrainOptions& opt, int rank, int size);
 
   // Forward + backward of one micro-batch (net.micro_batch() samples, plain NCHW input,
   // net.truth_size() floats of truth per sample); gradients accumulate. Returns the loss (summed).
@@ -171,9 +177,12 @@ class Trainer {
   void forward(const float* input, bool training);
   double loss_and_backward(const float* truth);
   void make_tail(const std::vector<int>& ranks, RunningStatsLog* log);
-  std::vector<int> block_ranks(const std::vector<int>& tile_rank) const;  // per filter block: its process
+  // Per filter block: its process.
+  static std::vector<int> block_ranks(const TrainOptions& opt, const std::vector<int>& tile_rank, int size);
   TensorView cut_delta_view();                                            // root: the whole delta at the cut
-  int64_t tail_begin() const;  // where the parameters of the layers after the cut begin
+  // Where the parameters of the layers after the cut begin.
+  static int64_t tail_begin(const NetSpec& net, const Params& params, int cut);
+  int64_t tail_begin() const { return tail_begin(net_, params_, cut_); }
   // Data parallel: the first micro-batch process r runs (r = processes: the batch's end).
   int first_micro_batch(int r) const { return int(int64_t(net_.subdivisions) * r / comm_.size()); }
   double forward_backward_replica(const float* input, const float* truth);

@@ -1,5 +1,6 @@
 #include "model/params.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -36,8 +37,44 @@ Params::Params(const NetSpec& net) {
   if (mb > limit)
     fail(net.path, ": the net's ", off, " parameters need ", int64_t(mb), " MB, more than this process may use (",
          int64_t(limit), " MB)");
-  values.assign(off, 0.f);
+  values.resize(size_t(off));
 }
+
+std::vector<std::pair<int64_t, int64_t>> filled_pieces(const std::vector<std::pair<int64_t, int64_t>>& unfilled,
+                                                       int64_t at, int64_t n) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t from = at;
+  for (const auto& [b, e] : unfilled) {
+    if (e <= from) continue;
+    if (b >= at + n) break;
+    if (b > from) out.push_back({from - at, b - at});
+    from = std::max(from, e);
+  }
+  if (from < at + n) out.push_back({from - at, n});
+  return out;
+}
+
+namespace {
+// The parts of n floats at v that are not in p.unfilled, as [begin, end) from v (all of them
+// where v is not in p.values: the running statistics).
+std::vector<std::pair<int64_t, int64_t>> kept_pieces(const Params& p, const float* v, int64_t n) {
+  const int64_t at = v - p.values.data();
+  if (v < p.values.data() || at >= p.size()) return {{0, n}};
+  return filled_pieces(p.unfilled, at, n);
+}
+
+// n values of `draw` into v where kept, drawing every one so the kept ones do not depend
+// on what is left out.
+template <class D>
+void fill_drawn(const Params& p, float* v, int64_t n, D&& draw) {
+  int64_t i = 0;
+  for (const auto& [b, e] : kept_pieces(p, v, n)) {
+    for (; i < b; ++i) draw();
+    for (; i < e; ++i) v[i] = draw();
+  }
+  for (; i < n; ++i) draw();
+}
+}  // namespace
 
 void init_params(Params& p, const NetSpec& net, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -48,7 +85,7 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
     if (l.is(kConvKind)) {
       std::normal_distribution<float> d(
           0.f, std::sqrt(2.f / (l.window().size * l.window().size * (l.in.c / l.conv().groups))));
-      for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
+      fill_drawn(p, w, s.n_weights, [&] { return d(rng); });
     } else {
       // Darknet's [local] draws only its first cell's filters (the others start at 0); here
       // every cell's filters get the same U(±sqrt(2/(k*k*c))).
@@ -56,11 +93,11 @@ void init_params(Params& p, const NetSpec& net, uint64_t seed) {
           l.is(kLocalKind) ? float(l.local().win.size * l.local().win.size * l.in.c) : float(l.in.size());
       float a = std::sqrt(2.f / fan_in);
       std::uniform_real_distribution<float> d(-a, a);
-      for (int64_t i = 0; i < s.n_weights; ++i) w[i] = d(rng);
+      fill_drawn(p, w, s.n_weights, [&] { return d(rng); });
     }
-    std::fill_n(p.values.data() + s.biases, s.n_out, 0.f);
+    fill_drawn(p, p.values.data() + s.biases, s.n_out, [] { return 0.f; });
     if (s.scales >= 0) {
-      std::fill_n(p.values.data() + s.scales, s.n_out, 1.f);
+      fill_drawn(p, p.values.data() + s.scales, s.n_out, [] { return 1.f; });
       p.rolling_mean[l.index].assign(s.n_out, 0.f);
       p.rolling_var[l.index].assign(s.n_out, 1.f);
     }
@@ -153,13 +190,22 @@ void load_weights(Params& p, const NetSpec& net, const std::string& path) {
   for_each_array(net, [&](const LayerSpec& l, const char* what) {
     int64_t n;
     float* dst = array_of(p, l, what, n);
-    in.read(reinterpret_cast<char*>(dst), n * 4);
+    const auto kept = kept_pieces(p, dst, n);  // the rest is skipped: not this process's
     if (transposed && l.is(kConnectedKind) && std::string(what) == "weights") {
       const int64_t outs = l.connected().outputs, ins = l.in.size();
-      tmp.assign(dst, dst + n);
-      for (int64_t o = 0; o < outs; ++o)
-        for (int64_t i = 0; i < ins; ++i) dst[o * ins + i] = tmp[size_t(i * outs + o)];
+      tmp.resize(size_t(n));
+      in.read(reinterpret_cast<char*>(tmp.data()), n * 4);
+      for (const auto& [b, e] : kept)
+        for (int64_t k = b; k < e; ++k) dst[k] = tmp[size_t((k % ins) * outs + k / ins)];
+      return;
     }
+    int64_t at = 0;
+    for (const auto& [b, e] : kept) {
+      in.seekg((b - at) * 4, std::ios::cur);
+      in.read(reinterpret_cast<char*>(dst + b), (e - b) * 4);
+      at = e;
+    }
+    in.seekg((n - at) * 4, std::ios::cur);
   });
   if (!in) fail(path, ": read error");
   if (p.seen < 0) fail(path, ": the header's image count (seen) is negative: ", p.seen);

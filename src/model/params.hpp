@@ -4,10 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/net_spec.hpp"
 #include "util/sys.hpp"
+#include "util/zero_pages.hpp"
 
 namespace tt {
 
@@ -18,7 +20,8 @@ struct ParamSlice {
 };
 
 struct Params {
-  std::vector<float> values;                     // all trainable parameters
+  // All trainable parameters; pages never written (see `unfilled`) hold no memory.
+  ZeroPageFloats values;
   std::vector<ParamSlice> slices;                // one per layer
   std::vector<std::vector<float>> rolling_mean;  // per layer, batch-normalized convs only
   std::vector<std::vector<float>> rolling_var;
@@ -26,7 +29,11 @@ struct Params {
   // Set when these parameters live in another Params' values (a filter block's, see
   // engine/filter_blocks.hpp): `values` is then empty and the slices are offsets there.
   // (The vector, not its data: that moves if the vector is assigned a new size.)
-  std::vector<float>* held_by = nullptr;
+  ZeroPageFloats* held_by = nullptr;
+  // Sorted, disjoint [begin, end) ranges of `values` that init_params and load_weights
+  // leave at zero, never writing their pages: the parameters this process will neither
+  // run with nor update (Trainer::weights_not_kept), so they never add to its peak memory.
+  std::vector<std::pair<int64_t, int64_t>> unfilled;
 
   float* data() { return held_by ? held_by->data() : values.data(); }
   const float* data() const { return held_by ? held_by->data() : values.data(); }
@@ -34,6 +41,10 @@ struct Params {
   explicit Params(const NetSpec& net);
   int64_t size() const { return int64_t(values.size()); }
 };
+
+// The parts of [at, at + n) outside `unfilled` (Params::unfilled), as [begin, end) from at.
+std::vector<std::pair<int64_t, int64_t>> filled_pieces(const std::vector<std::pair<int64_t, int64_t>>& unfilled,
+                                                       int64_t at, int64_t n);
 
 // Darknet-style random init: conv weights N(0, 2/(k*k*c)), connected U(±sqrt(2/in)), local
 // U(±sqrt(2/(k*k*c))),
