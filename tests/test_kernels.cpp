@@ -118,8 +118,9 @@ TEST(KernelTable, TheTableIsWhatTheTrainerBuilds) {
 // Odd geometries: wherever oneDNN offers only a reference kernel, auto runs an own one;
 // elsewhere auto runs oneDNN's, except forwards that need a fixed summation order (1x1
 // stride 1, and oneDNN's GEMM-based ones), which run on own kernels on every path, and
-// backward-weights: on x86 the own kernels', elsewhere OpenBLAS for wide windows (>= 512
-// inputs per output) where oneDNN has no JIT kernel for them.
+// backward-weights of wide windows (>= 512 inputs per output), which on boxes as small as
+// these (126 pixels over the batch: at most 200, below the own kernel's 144) run on
+// OpenBLAS, as after the cut.
 TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
   const DnnlContext onednn(KernelPath::OneDnn), automatic(KernelPath::Auto), own(KernelPath::Own);
   const int B = automatic.config.block;
@@ -143,7 +144,7 @@ TEST(KernelTable, AutoReplacesExactlyTheReferenceKernels) {
             const bool fixed_order = p == ConvPass::Forward && ((k == 1 && s == 1) || d.backend == ConvChoice::Own);
             if (fixed_order) {
               EXPECT_TRUE(a.backend == ConvChoice::Own && d.backend == ConvChoice::Own);
-            } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32 && is_reference_impl(d.name)) {
+            } else if (p == ConvPass::BackwardWeights && ic * k * k >= 512 && oc >= 32) {
               EXPECT_EQ(a.backend, ConvChoice::Gemm);
               EXPECT_EQ(a.name, "gemm:openblas");
               ++gemm;
@@ -201,8 +202,9 @@ TEST(KernelTable, EveryBoxOfALayerRunsOneForwardKernel) {
 }
 
 // On x86, tiled backward-weights of windows wider than 1x1 on blocked inputs run on the own
-// kernel where a box has at least 144 pixels (faster than oneDNN's there), oneDNN's JIT below;
-// on AVX-512 cores with two full-width FMA units oneDNN's everywhere (faster there).
+// kernel where a box has at least 144 pixels (faster than oneDNN's there), oneDNN's JIT below
+// (OpenBLAS for wide windows on boxes of at most 200 pixels, whose plain gradient needs no
+// reorder); on AVX-512 cores with two full-width FMA units oneDNN's JIT (faster there).
 TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {
   const DnnlContext automatic(KernelPath::Auto);
   const int B = automatic.config.block;
@@ -218,7 +220,8 @@ TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {
     EXPECT_NE(choose_conv(automatic, large, ConvPass::BackwardWeights).backend, ConvChoice::Own);
     return;
   }
-  for (const ConvGeom& g : {small, plain_in, one}) {
+  EXPECT_EQ(choose_conv(automatic, small, ConvPass::BackwardWeights).backend, ConvChoice::Gemm);  // 143 pixels
+  for (const ConvGeom& g : {plain_in, one}) {  // 1024 pixels; 64 inputs per output
     EXPECT_EQ(choose_conv(automatic, g, ConvPass::BackwardWeights).backend, ConvChoice::Dnnl);
   }
   for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData}) {
@@ -227,11 +230,14 @@ TEST(KernelTable, OwnBackwardWeightsOnLargeBoxesOnX86) {
 }
 
 // After the cut nothing is tiled: wide layers run every pass on OpenBLAS there unless
-// oneDNN has an AVX-512 kernel for the pass; where tiles are, only backward-weights, and
-// only where oneDNN has no JIT kernel for it.
+// oneDNN has an AVX-512 kernel for the pass; where tiles are, only backward-weights, on
+// boxes this small (169 pixels) where the own kernel does not take them (x86 without
+// full-width AVX-512 FMA units takes them from 144 pixels).
 TEST(KernelTable, UntiledWideLayersRunOnOpenBlas) {
   const DnnlContext automatic(KernelPath::Auto), onednn(KernelPath::OneDnn), own(KernelPath::Own);
   const int B = automatic.config.block;
+  const bool x86_own =
+      own_conv_target() == "avx2" || (own_conv_target().rfind("avx3", 0) == 0 && !full_width_avx512_fma());
   const ConvGeom wide = conv_geom(1, 64, 64, Window{3, 1, 1}, full_box(13, 13), 13, 13, B, B, false);
   const ConvGeom narrow = conv_geom(1, 16, 64, Window{3, 1, 1}, full_box(13, 13), 13, 13, B, B, false);
   for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights}) {
@@ -243,7 +249,7 @@ TEST(KernelTable, UntiledWideLayersRunOnOpenBlas) {
     EXPECT_EQ(choose_conv(automatic, wide, p, false).backend == ConvChoice::Gemm,
               !avx512 || p == ConvPass::BackwardWeights);
     EXPECT_EQ(choose_conv(automatic, wide, p, true).backend == ConvChoice::Gemm,
-              is_reference_impl(d) && p == ConvPass::BackwardWeights);
+              p == ConvPass::BackwardWeights && !x86_own);
     EXPECT_NE(choose_conv(automatic, narrow, p, false).backend, ConvChoice::Gemm);
     EXPECT_NE(choose_conv(onednn, wide, p, false).backend, ConvChoice::Gemm);
     EXPECT_EQ(choose_conv(own, wide, p, false).backend, ConvChoice::Own);

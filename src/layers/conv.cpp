@@ -382,11 +382,11 @@ constexpr long kGemmMaxPixels = 200;
 // cut, on small maps (kGemmMaxPixels) where oneDNN has no AVX-512 kernel: OpenBLAS outruns
 // oneDNN's AVX2 kernels there, not its AVX-512 ones. After the cut backward-weights on small
 // maps run on OpenBLAS on AVX-512 too: it adds into the plain gradient, where oneDNN's
-// blocked one needs a reorder pass over the weights. Tiled layers keep oneDNN's JIT kernels
-// for forward and backward-data (OpenBLAS rounds by the product's shape) and for
-// backward-weights where it has them (OpenBLAS did not pay there); on x86 their
-// backward-weights run on the own kernel where it is the faster (bench/RESULTS.md, kernels
-// per CPU).
+// blocked one needs a reorder pass over the weights; so do tiled layers' backward-weights on
+// boxes that small. Tiled layers keep oneDNN's JIT kernels for forward and backward-data
+// (OpenBLAS rounds by the product's shape) and for backward-weights on larger boxes where
+// it has them (OpenBLAS did not pay there); on x86 their backward-weights run on the own
+// kernel where it is the faster (bench/RESULTS.md, kernels per CPU).
 
 ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass, bool tiled) {
   if (g.choose_oc > 0 && g.choose_oc != g.oc) {  // a filter block: the whole layer's backend
@@ -422,7 +422,8 @@ ConvChoice choose_conv(const DnnlContext& ctx, const ConvGeom& g, ConvPass pass,
   const bool small_map = long(g.n) * g.oh * g.ow <= kGemmMaxPixels;
   const bool gemm_after_cut =
       small_map && (pass == ConvPass::BackwardWeights || impl.find("avx512") == std::string::npos);
-  if (gemm_candidate && (tiled ? is_reference_impl(impl) : gemm_after_cut)) return {ConvChoice::Gemm, "gemm:openblas"};
+  const bool gemm_tiled = is_reference_impl(impl) || (small_map && pass == ConvPass::BackwardWeights && !own_weights);
+  if (gemm_candidate && (tiled ? gemm_tiled : gemm_after_cut)) return {ConvChoice::Gemm, "gemm:openblas"};
   if (own_only) return {ConvChoice::Own, own};
   if (forward) {
     const std::string layer_impl = stable_forward_impl(ctx, g);

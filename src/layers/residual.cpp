@@ -1,6 +1,7 @@
 #include "layers/residual.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "layers/pointwise.hpp"
 
@@ -22,6 +23,21 @@ Box sampled_by(const Box& cells, int stride) {
   return {ceil_div(cells.y0, stride), ceil_div(cells.y1, stride), ceil_div(cells.x0, stride),
           ceil_div(cells.x1, stride)};
 }
+// f(A) with the activation as a compile-time constant where it is a cheap one, so that the
+// loops over a row vectorise (the switch in activate() folds away).
+template <class F>
+void with_act(Act act, F&& f) {
+  switch (act) {
+    case Act::Linear:
+      return f(std::integral_constant<Act, Act::Linear>{});
+    case Act::Leaky:
+      return f(std::integral_constant<Act, Act::Leaky>{});
+    case Act::Relu:
+      return f(std::integral_constant<Act, Act::Relu>{});
+    default:
+      return f(act);
+  }
+}
 }  // namespace
 
 JoinPairing join_pairing(const LayerSpec& s, const Shape& from) {
@@ -36,17 +52,24 @@ void residual_forward(const TensorView& a, const TensorView& b, const TensorView
   // The same layout, whole blocks joined: a block row at a time.
   if (b.cb == a.cb && a.c % a.cb == 0 && p.channels % a.cb == 0) {
     const int joined = p.channels / a.cb;
-    with_block(a.cb, [&](auto B) {
-      each_row(a, r, [&](int s, int blk, int y) {
-        const float* pa = a.at(s, blk, y, r.x0);
-        float* pz = z.at(s, blk, y, r.x0);
-        if (blk >= joined) {
-          for (int64_t i = 0; i < int64_t(r.w()) * B; ++i) pz[i] = activate(act, pa[i]);
-          return;
-        }
-        const float* pb = b.at(s, blk, y * st, r.x0 * st);
-        for (int x = 0; x < r.w(); ++x)
-          for (int i = 0; i < B; ++i) pz[x * B + i] = activate(act, pa[x * B + i] + pb[x * st * B + i]);
+    const int64_t k = int64_t(r.w()) * a.cb;
+    with_act(act, [&](auto A) {
+      with_block(a.cb, [&](auto B) {
+        each_row(a, r, [&](int s, int blk, int y) {
+          const float* pa = a.at(s, blk, y, r.x0);
+          float* pz = z.at(s, blk, y, r.x0);
+          if (blk >= joined) {
+            for (int64_t i = 0; i < k; ++i) pz[i] = activate(A, pa[i]);
+            return;
+          }
+          const float* pb = b.at(s, blk, y * st, r.x0 * st);
+          if (st == 1) {
+            for (int64_t i = 0; i < k; ++i) pz[i] = activate(A, pa[i] + pb[i]);
+            return;
+          }
+          for (int x = 0; x < r.w(); ++x)
+            for (int i = 0; i < B; ++i) pz[x * B + i] = activate(A, pa[x * B + i] + pb[x * st * B + i]);
+        });
       });
     });
     return;
@@ -72,10 +95,12 @@ void residual_backward(const TensorView& g, const TensorView& z, const Box& r, A
   if (act == Act::Linear) return;
   same_layout(g, z);
   const int64_t k = int64_t(r.w()) * g.cb;
-  each_row(g, r, [&](int s, int blk, int y) {
-    float* pg = g.at(s, blk, y, r.x0);
-    const float* pz = z.at(s, blk, y, r.x0);
-    for (int64_t i = 0; i < k; ++i) pg[i] *= gradient_at_output(act, pz[i]);
+  with_act(act, [&](auto A) {
+    each_row(g, r, [&](int s, int blk, int y) {
+      float* pg = g.at(s, blk, y, r.x0);
+      const float* pz = z.at(s, blk, y, r.x0);
+      for (int64_t i = 0; i < k; ++i) pg[i] *= gradient_at_output(A, pz[i]);
+    });
   });
 }
 
@@ -90,6 +115,10 @@ void residual_add_side(const TensorView& g, const TensorView& db, const Box& cel
           for (int y = o.y0; y < o.y1; ++y) {
             const float* pg = g.at(s, blk, y, o.x0);
             float* pd = db.at(s, blk, y * st, o.x0 * st);
+            if (st == 1) {
+              for (int64_t i = 0; i < int64_t(o.w()) * B; ++i) pd[i] += pg[i];
+              continue;
+            }
             for (int x = 0; x < o.w(); ++x)
               for (int i = 0; i < B; ++i) pd[x * st * B + i] += pg[x * B + i];
           }
