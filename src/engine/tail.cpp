@@ -111,6 +111,7 @@ Tail::Tail(DnnlContext& ctx, const NetSpec& net, Params& params, float* grad, in
     SegmentOptions so = whole_map_options(opt.batch, ctx.config.block, opt.bn, opt.trace);
     so.grad_scales = opt.grad_scales;
     so.stats_log = opt.stats_log;
+    so.staged_weights = opt.staged_weights;
     run->seg = std::make_unique<Segment>(ctx, net, params, grad, make_plan(net, 1, 1, first, last, {first}), comm_, so);
     run->seg->measure_pointwise_scales();
     for (int k = first; k < last; ++k) run_of_[size_t(k - cut)] = int(runs_.size());
@@ -162,7 +163,7 @@ std::unique_ptr<Tail::Blocks> Tail::make_blocks(int l) {
                                                BlockConv::Options{.batch = n,
                                                                   .bn = opt_.bn,
                                                                   .trace = opt_.trace,
-                                                                  .staged_weights = opt_.low_memory,
+                                                                  .staged_weights = opt_.staged_weights,
                                                                   .measure_scales = opt_.grad_scales != nullptr});
       parts_end += in_floats;
     }

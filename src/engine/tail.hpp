@@ -51,7 +51,7 @@ struct TailOptions {
   // convolution's filters runs on process block_rank[b]. Null: the root alone runs it.
   Comm* blocks = nullptr;
   std::vector<int> block_rank;
-  bool low_memory = false;  // blocks: formatted weights only while a block runs
+  bool staged_weights = false;  // formatted weights only while a layer (or block) runs (SegmentOptions)
 };
 
 class Tail {

@@ -173,6 +173,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .need_input_delta = opt.need_input_delta,
                                                     .tile_rank = ranks,
                                                     .shards = shards_.get(),
+                                                    .staged_weights = !opt.keep_formatted_weights,
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far),
                                                     .trace = &trace_,
@@ -237,7 +238,7 @@ void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
                                              .stats_log = log,
                                              .blocks = filters() ? &comm_ : nullptr,
                                              .block_rank = block_ranks(opt_, ranks, comm_.size()),
-                                             .low_memory = opt_.low_memory});
+                                             .staged_weights = opt_.low_memory || !opt_.keep_formatted_weights});
   if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
 }
 

@@ -44,6 +44,11 @@ struct TrainOptions {
   // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
   // in backward the convolution outputs forward does not otherwise keep.
   bool low_memory = false;
+  // Keep every convolution's weights formatted for its kernels between steps (formatted
+  // after each update) instead of formatting them just before each use into staging
+  // buffers every layer shares: the same work, more memory (the kernels' copies of all
+  // the weights). The planner's calibration measures that way (reload_s, weight copies).
+  bool keep_formatted_weights = false;
   KernelPath kernels = KernelPath::Auto;                    // see layers/backend.hpp
   int channel_block = 0;                                    // 0: oneDNN's preference on this CPU; else 8 or 16
   TileSplit split;                                          // weights of the grid's rows and columns (plan.hpp)

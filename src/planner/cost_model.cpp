@@ -206,6 +206,16 @@ struct Replay {
   }
 
   bool bn_sync(const LayerSpec& s) const { return s.batch_normalize() && P > 1; }
+  // The largest convolution's weights over all the net's convolutions' weights.
+  double largest_conv_share() const {
+    double all = 0, largest = 0;
+    for (const LayerSpec& l : net.layers)
+      if (l.is(kConvKind)) {
+        all += double(l.weight_count());
+        largest = std::max(largest, double(l.weight_count()));
+      }
+    return all > 0 ? largest / all : 0;
+  }
   int64_t conv_weights() const {
     int64_t n = 0;
     for (int l = 0; l < cut; ++l)
@@ -551,11 +561,10 @@ struct Replay {
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
       kept += tile_order_floats() + (p.tail_filters ? 3 * tail.params(r) : 0);
-      // The kernels' copies of the weights (calibrated for a whole replicated net): with
-      // filter blocks, of the head's and this rank's blocks' and whole layers' only.
-      const double runs_with =
-          p.tail_filters && net_params() > 0 ? (double(tiled_params()) + tail.params(r)) / double(net_params()) : 1;
-      a.filters_mb = kept * 4 / kMB + (p.low_memory ? 0 : m.weight_copies_mb * runs_with);
+      // The kernels' copies of the weights exist only while a layer runs (staging buffers
+      // every layer shares): about the largest convolution's share of the copies calibrated
+      // for the whole net (kept formatted, TrainOptions::keep_formatted_weights).
+      a.filters_mb = kept * 4 / kMB + m.weight_copies_mb * largest_conv_share();
       double extra = 0;
       // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
       // blocks: the maps on every rank, with the blocks' staging).

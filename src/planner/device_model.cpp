@@ -140,6 +140,7 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   init_params(params, net, 1);
   TrainOptions topt;
   topt.kernels = parse_kernel_path(o.kernels);
+  topt.keep_formatted_weights = true;  // measures the formatting as reload_s and its memory as weight copies
   LocalComm local;
   Trainer trainer(net, params, topt, local);
   std::vector<float> input, truth;
