@@ -297,8 +297,8 @@ TEST_F(Cli, PlanJsonParses) {
   EXPECT_EQ(j["tiles"].size(), 6u);
 }
 
-// plan --schedule lists the compiled steps (engine/schedule.hpp), numbered; with
-// --low-memory the weight fetches and gradient reductions are steps too.
+// plan --schedule lists the compiled steps (engine/schedule.hpp), numbered: the weights
+// formatted before each use are steps; with --low-memory the gradient reductions too.
 TEST_F(Cli, PlanPrintsTheSchedule) {
   const std::string cfg = "--grid 1x2 --groups 0,2 --cfg '" + fixture("pool_mix") + "'";
   const Result r = run("plan --schedule " + cfg);
@@ -306,7 +306,8 @@ TEST_F(Cli, PlanPrintsTheSchedule) {
   EXPECT_CONTAINS(r.out, "    1  scatter input\n");
   EXPECT_CONTAINS(r.out, "  post halo layer 2 convolutional (its input from layer 1)\n");
   EXPECT_CONTAINS(r.out, "  backward halo layer 2 convolutional\n");
-  EXPECT_EQ(r.out.find("fetch weights"), std::string::npos) << r.out;
+  EXPECT_CONTAINS(r.out, "  fetch weights layer 2 convolutional for forward\n");
+  EXPECT_EQ(r.out.find("reduce gradient"), std::string::npos) << r.out;
   const Result low = run("plan --schedule --low-memory --json " + cfg);
   ASSERT_EQ(low.code, 0) << low.err;
   const nlohmann::json j = nlohmann::json::parse(low.out);

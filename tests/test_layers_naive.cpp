@@ -259,7 +259,7 @@ TEST_P(ConvNaive, FullMapAndBoxes) {
   std::vector<double> dx_ref, dw_ref, db_ref;
   naive.bwd(x, dy, w, dx_ref, dw_ref, db_ref);
 
-  WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false);
+  WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false, false);
   const int all = ConvKernel::kFwd | ConvKernel::kBwdData | ConvKernel::kBwdWeights;
   const Box out_full = full_box(oh, ow);
   std::vector<std::unique_ptr<ConvKernel>> kernels;
@@ -431,7 +431,7 @@ TEST_P(ConvBitIdentical, ForwardOnBoxes) {
     Map x{c.n, c.ic, c.h, c.w, uniform(rng, size_t(c.n) * c.ic * c.h * c.w)};
     const std::vector<float> w = uniform(rng, size_t(c.oc) * (c.ic / c.groups) * c.k * c.k),
                              b = uniform(rng, size_t(c.oc));
-    WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false);
+    WeightCache wc(ctx, plain_conv_weights_desc(c.oc, c.ic, c.k, c.groups), false, false);
     std::vector<std::unique_ptr<ConvKernel>> kernels;
     auto forward = [&](const Box& o) {
       kernels.push_back(std::make_unique<ConvKernel>(

@@ -95,6 +95,12 @@ TrainOptions train_options(const RunOptions& o, const NetSpec& net) {
   return t;
 }
 
+TrainOptions inference_options(const RunOptions& o, const NetSpec& net) {
+  TrainOptions t = train_options(o, net);
+  t.keep_formatted_weights = true;  // no updates: formatted once, not before every forward
+  return t;
+}
+
 // The warnings every subcommand prints once (root only): a CPU without a fast path, and
 // any convolution pass that would run a reference kernel.
 void print_kernel_warnings(const std::vector<KernelUse>& uses) {

@@ -111,6 +111,8 @@ void check_data_outputs(const DataOptions& d, const Comm& comm);
 
 // Shared by the training subcommands.
 TrainOptions train_options(const RunOptions& o, const NetSpec& net);
+// For commands that only run forward (detect, map): the weights formatted once, kept.
+TrainOptions inference_options(const RunOptions& o, const NetSpec& net);
 // --tail auto: filter blocks where the grid has several tiles, no copies run, and a
 // convolution after the cut splits into blocks; else the root. As asked otherwise.
 TailMode tail_mode(const RunOptions& o, const NetSpec& net);

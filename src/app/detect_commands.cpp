@@ -400,7 +400,7 @@ int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const s
     if (dc.valid.empty()) fail(data, ": no valid= list to evaluate on");
     paths = checked_pictures(dc, true, max_pixels, false, detection_truth(dc.classes, yolov1_head(net) != nullptr));
   }
-  Trainer trainer(net, params, train_options(o, net), comm);
+  Trainer trainer(net, params, inference_options(o, net), comm);
   print_kernel_warnings(trainer);
   size_t used = 0;
   const MapResult m = evaluate_map(trainer, net, comm, paths, dc.classes, max_pixels, false, used);
@@ -435,7 +435,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
     if (!d.out.empty()) outputs = output_names(d.images, d.out);
     if (!d.montage.empty()) check_montage(d.montage, d.images, outputs);
   }
-  Trainer trainer(net, params, train_options(o, net), comm);
+  Trainer trainer(net, params, inference_options(o, net), comm);
   print_kernel_warnings(trainer);
   std::string failed;  // pictures that could not be decoded after all
   size_t n_failed = 0;

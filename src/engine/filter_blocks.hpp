@@ -39,7 +39,7 @@ class BlockConv {
     int batch = 1;
     BnMode bn = BnMode::Sync;
     Trace* trace = nullptr;
-    bool staged_weights = false;  // --low-memory: formatted weights only while the block runs
+    bool staged_weights = false;  // formatted weights only while the block runs (SegmentOptions)
     bool measure_scales = false;  // verify's reference measures its gradients' scales (take_scale)
   };
   // `p`, `grad`: the net's parameters and gradient (kept by reference).

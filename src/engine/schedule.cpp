@@ -54,7 +54,8 @@ Schedule compile_schedule(const NetSpec& net, const Plan& plan, const ScheduleOp
   const int first = plan.first, last = plan.last;
   auto weights = [&](int l) { return tiled_traits(net.layers[size_t(l)]).weights; };
   auto fetch = [&](std::vector<Step>& v, int l, int uses, int charge) {
-    if (opt.sharded && weights(l)) v.push_back({StepKind::FetchWeights, l, charge, false, false, false, uses});
+    if ((opt.sharded || opt.fetch_weights) && weights(l))
+      v.push_back({StepKind::FetchWeights, l, charge, false, false, false, uses});
   };
 
   std::vector<Step>& f = s.forward;

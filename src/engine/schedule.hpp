@@ -50,7 +50,8 @@ struct Schedule {
 };
 
 struct ScheduleOptions {
-  bool sharded = false;           // --low-memory: weights fetched before use, gradients reduce-scattered after
+  bool fetch_weights = false;  // weights formatted (sharded: gathered first) just before each use
+  bool sharded = false;        // --low-memory: weights fetched before use, gradients reduce-scattered after
   bool recompute = false;         // convolutions whose output is not kept are recomputed in backward
   bool need_input_delta = false;  // backward ends with the input delta gathered at the root
 };

@@ -80,8 +80,8 @@ struct SegmentOptions {
   std::vector<int> tile_rank;
   const ShardPlan* shards = nullptr;  // the convolution weights are sharded (shards.hpp); null: replicated
   // Not sharded, but formatted for the kernels just before each use, into the context's
-  // staging buffers that every segment shares, instead of kept formatted (--low-memory's
-  // filter blocks: a layer's formatted weights exist only while it runs).
+  // staging buffers that every segment shares, instead of kept formatted (a layer's
+  // formatted weights exist only while it runs: Trainer::stage_weights).
   bool staged_weights = false;
   // Convolutions whose activated output is not kept (e.g. before a max-pool) do not keep
   // their output either; backward recomputes it (one more convolution).

@@ -67,7 +67,7 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
     if (traits.weights)
       st->weights =
           std::make_unique<WeightCache>(ctx, plain_conv_weights_desc(s.out.c, s.in.c, s.window().size, s.conv().groups),
-                                        shards != nullptr || opt.staged_weights);
+                                        opt.staged_weights, shards != nullptr);
     if (traits.pre_activation) st->pw = std::make_unique<ConvPointwise>(s, st->out_cb, T, ctx.device, opt.stats_log);
     layers_.push_back(std::move(st));
   }
@@ -194,7 +194,8 @@ Segment::Segment(DnnlContext& ctx, const NetSpec& net, Params& params, float* gr
                                   : replicated_conv_weights(params, std::move(convs));
   weights_->refresh();
   schedule_ = compile_schedule(net, plan_,
-                               {.sharded = shards != nullptr || opt.staged_weights,
+                               {.fetch_weights = opt.staged_weights,
+                                .sharded = shards != nullptr,
                                 .recompute = opt.recompute,
                                 .need_input_delta = need_input_delta});
 }

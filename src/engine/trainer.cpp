@@ -173,7 +173,7 @@ Trainer::Trainer(const NetSpec& net, Params& params, const TrainOptions& opt, Co
                                                     .need_input_delta = opt.need_input_delta,
                                                     .tile_rank = ranks,
                                                     .shards = shards_.get(),
-                                                    .staged_weights = !opt.keep_formatted_weights,
+                                                    .staged_weights = stage_weights(),
                                                     .recompute = opt.low_memory,
                                                     .far = std::move(far),
                                                     .trace = &trace_,
@@ -238,45 +238,8 @@ void Trainer::make_tail(const std::vector<int>& ranks, RunningStatsLog* log) {
                                              .stats_log = log,
                                              .blocks = filters() ? &comm_ : nullptr,
                                              .block_rank = block_ranks(opt_, ranks, comm_.size()),
-                                             .staged_weights = opt_.low_memory || !opt_.keep_formatted_weights});
+                                             .staged_weights = opt_.low_memory || stage_weights()});
   if (filters()) truth_.assign(size_t(n_ * net_.truth_size()), 0.f);
-}
-
-std::vector<int> Trainer::block_ranks(const TrainOptions& opt, const std::vector<int>& tile_rank, int size) {
-  if (opt.filter_blocks <= 0 || size_t(opt.filter_blocks) == tile_rank.size()) return tile_rank;
-  if (size != 1) fail("internal: filter blocks other than the tiles on several processes");
-  return std::vector<int>(size_t(opt.filter_blocks), 0);
-}
-
-std::vector<GradientSync::Range> Trainer::weights_not_kept(const NetSpec& net, const Params& params,
-                                                           const TrainOptions& opt, int rank, int size) {
-  std::vector<GradientSync::Range> out;
-  const bool filters = opt.tail == TailMode::Filters;
-  if (opt.need_input_delta || opt.replicas || size == 1 || !(filters || opt.low_memory)) return out;
-  const int cut = resolve_cut(net, opt.cut, opt.rows, opt.cols), first = net.first_tiled();
-  Plan plan = make_plan(net, opt.rows, opt.cols, first, cut, parse_groups(opt.groups, first, cut),
-                        {opt.split, opt.features});
-  if (opt.adjust_plan) opt.adjust_plan(plan);
-  const std::vector<int> ranks = tile_ranks(plan.tiles_count(), opt.tiles_per_rank, size);
-  if (filters) {  // the other processes' filter blocks
-    const auto blocks = tail_block_ranges(net, params, cut, block_ranks(opt, ranks, size), size);
-    for (int p = 0; p < size; ++p)
-      if (p != rank) out.insert(out.end(), blocks[size_t(p)].begin(), blocks[size_t(p)].end());
-  }
-  if (opt.low_memory) {  // the other processes' parts of the sharded weights
-    const ShardPlan shards =
-        make_shard_plan(net, params, first, cut, rank, size, filters ? tail_begin(net, params, cut) : -1);
-    for (const ShardPlan::Layer& L : shards.layers) {
-      if (L.n == 0) continue;
-      const auto [b, e] = shards.mine(L);
-      out.insert(out.end(), {{L.offset, b}, {e, L.offset + L.n}});
-    }
-  }
-  std::erase_if(out, [](const GradientSync::Range& r) { return r.first >= r.second; });
-  std::sort(out.begin(), out.end());
-  for (size_t i = 1; i < out.size(); ++i)
-    if (out[i].first < out[i - 1].second) fail("internal: parameters from ", out[i].first, " left out twice");
-  return out;
 }
 
 Trainer::Memory Trainer::memory() const {
@@ -500,12 +463,6 @@ double Trainer::loss_and_backward(const float* truth) {
     prefix_->backward(OpStep{.batch = n_, .training = true, .step = step_, .seed = opt_.seed}, t);
   }
   return loss;
-}
-
-int64_t Trainer::tail_begin(const NetSpec& net, const Params& params, int cut) {
-  for (int l = cut; l < int(net.layers.size()); ++l)
-    if (net.layers[size_t(l)].has_params()) return params.slices[size_t(l)].biases;
-  return params.size();
 }
 
 TensorView Trainer::cut_delta_view() {

@@ -40,14 +40,17 @@ struct TrainOptions {
   bool record_grad_scales = false;  // verify: measure the parameter gradients' scales (take_grad_scales)
   uint64_t seed = 1;                // dropout masks
   int tiles_per_rank = 1;           // with several processes: tile t runs on process t / tiles_per_rank
-  // Shard the tiled convolutions' weights, gradients and momentum across processes, keep
-  // kernel-formatted weights for the running layer only (see shards.hpp), and recompute
-  // in backward the convolution outputs forward does not otherwise keep.
+  // Shard the tiled convolutions' weights, gradients and momentum across processes (see
+  // shards.hpp; kernel-formatted weights for the running layer only, whatever the
+  // micro-batches), and recompute in backward the convolution outputs forward does not
+  // otherwise keep.
   bool low_memory = false;
   // Keep every convolution's weights formatted for its kernels between steps (formatted
   // after each update) instead of formatting them just before each use into staging
-  // buffers every layer shares: the same work, more memory (the kernels' copies of all
-  // the weights). The planner's calibration measures that way (reload_s, weight copies).
+  // buffers every layer shares: the same work where a process runs one micro-batch per
+  // update (with more they stay kept), more memory (the kernels' copies of all the
+  // weights). The planner's calibration measures that way (reload_s, weight copies);
+  // commands that only run forward keep them (formatted once).
   bool keep_formatted_weights = false;
   KernelPath kernels = KernelPath::Auto;                    // see layers/backend.hpp
   int channel_block = 0;                                    // 0: oneDNN's preference on this CPU; else 8 or 16
@@ -196,6 +199,11 @@ class Trainer {
   // The tiled part and the tail run on this process's copy: the root of the tiles' comm.
   bool tile_root() const { return tiles_comm_.rank() == kRoot; }
   bool filters() const { return opt_.tail == TailMode::Filters; }
+  // Weights formatted before each use rather than kept formatted: where each process runs
+  // one micro-batch per update (with several, each would format them again).
+  bool stage_weights() const {
+    return !opt_.keep_formatted_weights && net_.subdivisions == (opt_.replicas ? opt_.replicas : 1);
+  }
 
   const NetSpec& net_;
   Params& params_;

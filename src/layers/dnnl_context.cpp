@@ -70,7 +70,7 @@ int WeightCache::slot(const memory::desc& d, Use use) {
   Entry e;
   e.desc = d;
   e.uses = use;
-  if (!staged_ && d == plain_) {  // read in place: no copy to keep
+  if (!sharded_ && d == plain_) {  // read in place: no copy to keep
     e.in_place = true;
     entries_.push_back(std::move(e));
     return int(entries_.size() - 1);

@@ -81,7 +81,11 @@ class DnnlContext {
 class WeightCache {
  public:
   enum Use { kForward = 1, kBackwardData = 2 };
-  WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged) : ctx_(ctx), plain_(plain), staged_(staged) {}
+  // staged: formats live in the context's staging buffers, made before each use; sharded:
+  // the plain weights come a chunk of rows at a time (refresh_rows), never whole, so no
+  // kernel can read them in place.
+  WeightCache(DnnlContext& ctx, const memory::desc& plain, bool staged, bool sharded)
+      : ctx_(ctx), plain_(plain), staged_(staged || sharded), sharded_(sharded) {}
   int slot(const memory::desc& d, Use use);
   // The formats serving any of `uses` (all by default) from the plain weights.
   void refresh(const float* plain_weights, int uses = kForward | kBackwardData);
@@ -115,7 +119,7 @@ class WeightCache {
   };
   DnnlContext& ctx_;
   memory::desc plain_;
-  bool staged_;
+  bool staged_, sharded_;
   std::vector<Entry> entries_;
   const float* master_ = nullptr;  // the plain weights of the last refresh
 };

@@ -58,9 +58,11 @@ namespace {
 // The parts of n floats at v that are not in p.unfilled, as [begin, end) from v (all of them
 // where v is not in p.values: the running statistics).
 std::vector<std::pair<int64_t, int64_t>> kept_pieces(const Params& p, const float* v, int64_t n) {
-  const int64_t at = v - p.values.data();
-  if (v < p.values.data() || at >= p.size()) return {{0, n}};
-  return filled_pieces(p.unfilled, at, n);
+  // Compared as addresses: v may point into another array (pointer arithmetic across
+  // arrays is undefined).
+  const auto a = reinterpret_cast<uintptr_t>(v), b = reinterpret_cast<uintptr_t>(p.values.data());
+  if (a < b || a >= b + uintptr_t(p.size()) * sizeof(float)) return {{0, n}};
+  return filled_pieces(p.unfilled, int64_t((a - b) / sizeof(float)), n);
 }
 
 // n values of `draw` into v where kept, drawing every one so the kept ones do not depend

@@ -11,6 +11,7 @@
 #include "engine/trainer.hpp"
 #include "layers/tensor.hpp"
 #include "planner/tail_shares.hpp"
+#include "planner/weights_memory.hpp"
 #include "tiling/plan.hpp"
 #include "tiling/tiled_traits.hpp"
 #include "util/error.hpp"
@@ -49,7 +50,8 @@ struct Replay {
     plan = make_plan(net, p.rows, p.cols, 0, cut,
                      p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, {p.split, p.features});
     T = plan.tiles_count();
-    schedule = compile_schedule(net, plan, {.sharded = p.low_memory, .recompute = p.low_memory});
+    schedule = compile_schedule(
+        net, plan, {.fetch_weights = formats_before_use(), .sharded = p.low_memory, .recompute = p.low_memory});
     if (p.tiles_per_rank < 1 || T % p.tiles_per_rank)
       fail("--tiles-per-rank ", p.tiles_per_rank, " does not divide ", T, " tiles");
     P = T / p.tiles_per_rank;
@@ -206,16 +208,6 @@ struct Replay {
   }
 
   bool bn_sync(const LayerSpec& s) const { return s.batch_normalize() && P > 1; }
-  // The largest convolution's weights over all the net's convolutions' weights.
-  double largest_conv_share() const {
-    double all = 0, largest = 0;
-    for (const LayerSpec& l : net.layers)
-      if (l.is(kConvKind)) {
-        all += double(l.weight_count());
-        largest = std::max(largest, double(l.weight_count()));
-      }
-    return all > 0 ? largest / all : 0;
-  }
   int64_t conv_weights() const {
     int64_t n = 0;
     for (int l = 0; l < cut; ++l)
@@ -242,14 +234,30 @@ struct Replay {
       clock[size_t(r)] = t[size_t(r)];
     }
   }
-  // Sharded weights of layer l: all-gathered (forward, backward-data, recomputation) and formatted.
-  void fetch_weights(int l) {
-    sync(chunked_gather_cost(l), &RankPrediction::weights_s);
+  // Before layer l's forward or backward-data (`uses`): sharded, its weights gathered and
+  // formatted; else formatted for that use, half the calibrated reload (both uses).
+  void fetch_weights(int l, int uses) {
+    const double w = double(net.layers[size_t(l)].weight_count());
+    if (p.low_memory) sync(chunked_gather_cost(l), &RankPrediction::weights_s);
     for (int r = 0; r < P; ++r)
-      run(r, reload_per_param(r) * double(net.layers[size_t(l)].weight_count()), &RankPrediction::weights_s);
+      run(r, (p.low_memory ? 1. : 0.5) * reload_per_param(r) * w,
+          p.low_memory                    ? &RankPrediction::weights_s
+          : uses == WeightCache::kForward ? &RankPrediction::fwd_s
+                                          : &RankPrediction::bwd_s);
   }
-  // Formatting weights for the kernels, per parameter: the calibrated reload of the whole
-  // (calibrated) net's weights.
+  // The tiled layers' weights formatted just before each use (Trainer::stage_weights).
+  bool formats_before_use() const { return !p.low_memory && net.subdivisions == 1; }
+  // What the update formats again: everything a rank runs with, or only the layers after
+  // the cut (the tiled ones are formatted before each use).
+  double reformat_after_update(int r) const {
+    if (!formats_before_use())
+      return p.tail_filters ? reload_per_param(r) * (double(tiled_params()) + tail.params(r))
+                            : model(r).reload_s * scale(r);
+    return reload_per_param(r) * (p.tail_filters ? tail.params(r)
+                                  : r == 0       ? double(net_params() - tiled_params())
+                                                 : 0.);
+  }
+  // Formatting weights for the kernels, per parameter: the calibrated net's reload.
   double reload_per_param(int r) const {
     return net_params() > 0 ? model(r).reload_s * scale(r) / double(net_params()) : 0;
   }
@@ -284,7 +292,7 @@ struct Replay {
       case StepKind::PostHalo:
         return;  // priced with the forward that waits for it
       case StepKind::FetchWeights:
-        return fetch_weights(l);
+        return fetch_weights(l, st.uses);
       case StepKind::Forward:
         return forward_layer(l, st.halo_in_flight);
       case StepKind::Pointwise: {
@@ -312,8 +320,9 @@ struct Replay {
                   &RankPrediction::bwd_s);
           }
         return;
-      case StepKind::ReduceGrad:
-        return reduce_scatter_chunks(l);
+      case StepKind::ReduceGrad:  // sharded: the gradient's chunks to their owners (else nothing to do)
+        if (p.low_memory) reduce_scatter_chunks(l);
+        return;
       case StepKind::SumDeltas:  // the additions are priced as nothing; the exchange where a reader is in a later group
         if (plan.group_start(l + 1)) return;
         for (int e : plan.consumers[size_t(l - plan.first)])
@@ -490,7 +499,7 @@ struct Replay {
     // Filter blocks: the parameters after the cut are updated where they run, never sent.
     const double n = p.tail_filters ? double(tiled_params()) : double(net_params());
     if (P == 1) {
-      run(0, (model(0).sgd_per_param * (n + tail.updated(0)) + model(0).reload_s) * scale(0),
+      run(0, model(0).sgd_per_param * (n + tail.updated(0)) * scale(0) + reformat_after_update(0),
           &RankPrediction::update_s);
       return;
     }
@@ -513,12 +522,7 @@ struct Replay {
         run(r, model(r).sgd_per_param * (n / P + tail.updated(r)) * scale(r), &RankPrediction::update_s);
       send_tail_whole_params();
       sync(chain ? device_share_time(cm.spec, rank_dev, 4 * n) : allgather_cost(4 * n), &RankPrediction::weights_s);
-      // Re-formatting the weights a rank runs with (filter blocks: the head's and its own).
-      for (int r = 0; r < P; ++r)
-        run(r,
-            p.tail_filters ? reload_per_param(r) * (double(tiled_params()) + tail.params(r))
-                           : model(r).reload_s * scale(r),
-            &RankPrediction::update_s);
+      for (int r = 0; r < P; ++r) run(r, reformat_after_update(r), &RankPrediction::update_s);
       return;
     }
     const double sharded = double(conv_weights());
@@ -538,18 +542,6 @@ struct Replay {
   }
   int64_t net_params() const { return net.param_count(); }
   int64_t tiled_params() const { return net.param_count(0, cut); }
-  // Not sharded: the gradients of a rank's tiles after the first, and the buffers of the
-  // sum in tile order (TileOrder: a piece per other rank's tile, in chunks of at most
-  // 4 Mi / T floats; with gradient buckets, --overlap on, the whole part at once instead).
-  double tile_order_floats() const {
-    if (p.low_memory || T == 1 || (P == 1 && net.subdivisions == 1)) return 0;  // Segment::tile_grads()
-    const double E = double(tiled_params());
-    const double part = P == 1 ? E : std::ceil(double(net_params()) / P);
-    const double chunk = std::min(std::max(65536., std::floor(4194304. / T)), std::min(part, E));
-    const bool buckets = P > 1 && p.overlap == Overlap::On;
-    return (p.tiles_per_rank - 1) * E + (buckets ? std::min(part, E) : chunk) * (T - p.tiles_per_rank);
-  }
-
   void memory() {
     // Filter blocks: the parameters after the cut are a rank's blocks' (and the whole layers').
     const double n = p.tail_filters ? double(tiled_params()) : double(net_params()), sharded = double(conv_weights());
@@ -560,11 +552,12 @@ struct Replay {
       a.maps_mb = mp.maps_bytes / kMB;
       a.deltas_mb = mp.deltas_bytes / kMB;
       double kept = P == 1 ? 3 * n : p.low_memory ? 3 * (n - sharded + sharded / P) : 2 * n + n / P;
-      kept += tile_order_floats() + (p.tail_filters ? 3 * tail.params(r) : 0);
-      // The kernels' copies of the weights exist only while a layer runs (staging buffers
-      // every layer shares): about the largest convolution's share of the copies calibrated
-      // for the whole net (kept formatted, TrainOptions::keep_formatted_weights).
-      a.filters_mb = kept * 4 / kMB + m.weight_copies_mb * largest_conv_share();
+      kept += tile_order_floats(net, p, T, P, double(tiled_params())) + (p.tail_filters ? 3 * tail.params(r) : 0);
+      // The kernels' copies of the weights, with filter blocks of the head's and this rank's
+      // blocks' and whole layers' only.
+      const double runs_with =
+          p.tail_filters && net_params() > 0 ? (double(tiled_params()) + tail.params(r)) / double(net_params()) : 1;
+      a.filters_mb = kept * 4 / kMB + kernel_copies_mb(net, m, p.low_memory || net.subdivisions == 1, runs_with);
       double extra = 0;
       // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
       // blocks: the maps on every rank, with the blocks' staging).
