@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "layers/affine_act.hpp"
 #include "layers/pointwise.hpp"
 
 namespace tt {
@@ -23,20 +24,12 @@ Box sampled_by(const Box& cells, int stride) {
   return {ceil_div(cells.y0, stride), ceil_div(cells.y1, stride), ceil_div(cells.x0, stride),
           ceil_div(cells.x1, stride)};
 }
-// f(A) with the activation as a compile-time constant where it is a cheap one, so that the
-// loops over a row vectorise (the switch in activate() folds away).
+// f(A) with the activation as a compile-time constant where it has a vector form, so that
+// the loops over a row vectorise (the switch in activate() folds away).
 template <class F>
 void with_act(Act act, F&& f) {
-  switch (act) {
-    case Act::Linear:
-      return f(std::integral_constant<Act, Act::Linear>{});
-    case Act::Leaky:
-      return f(std::integral_constant<Act, Act::Leaky>{});
-    case Act::Relu:
-      return f(std::integral_constant<Act, Act::Relu>{});
-    default:
-      return f(act);
-  }
+  if (act == Act::Logistic || act == Act::Ramp) return f(act);
+  with_vector_act(act, f);
 }
 }  // namespace
 
