@@ -61,8 +61,8 @@ namespace {
 // The steps of the tiled part as a process of this run compiles them (one training process
 // needs no input delta: verify's does, and gathers it at the end).
 Schedule schedule_of(const TrainOptions& t, const NetSpec& net, const Plan& p) {
-  const bool staged = !t.keep_formatted_weights && net.subdivisions == 1;  // Trainer::stage_weights
-  return compile_schedule(net, p, {.fetch_weights = staged, .sharded = t.low_memory, .recompute = t.low_memory});
+  return compile_schedule(
+      net, p, {.fetch_weights = Trainer::stage_weights(t, net), .sharded = t.low_memory, .recompute = t.low_memory});
 }
 
 void print_schedule(const NetSpec& net, const Plan& p, const Schedule& s) {

@@ -105,6 +105,11 @@ class Trainer {
   // (the other processes' shards and filter blocks), sorted and disjoint: what its
   // Trainer hands back, and what the caller can leave unfilled (Params::unfilled) so that
   // they never count in its memory.
+  // Weights formatted before each use rather than kept formatted: where each process runs
+  // one micro-batch per update (with several, each would format them again).
+  static bool stage_weights(const TrainOptions& opt, const NetSpec& net) {
+    return !opt.keep_formatted_weights && net.subdivisions == (opt.replicas ? opt.replicas : 1);
+  }
   static std::vector<std::pair<int64_t, int64_t>> weights_not_kept(const NetSpec& net, const Params& params,
                                                                     const TrainOptions& opt, int rank, int size);
 
@@ -199,11 +204,7 @@ class Trainer {
   // The tiled part and the tail run on this process's copy: the root of the tiles' comm.
   bool tile_root() const { return tiles_comm_.rank() == kRoot; }
   bool filters() const { return opt_.tail == TailMode::Filters; }
-  // Weights formatted before each use rather than kept formatted: where each process runs
-  // one micro-batch per update (with several, each would format them again).
-  bool stage_weights() const {
-    return !opt_.keep_formatted_weights && net_.subdivisions == (opt_.replicas ? opt_.replicas : 1);
-  }
+  bool stage_weights() const { return stage_weights(opt_, net_); }
 
   const NetSpec& net_;
   Params& params_;
