@@ -438,6 +438,99 @@ TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {
   }
 }
 
+// A [crop] before the tiled layers (vgg-16, strided): it runs whole on the root, so the
+// root's memory holds its output, its forward is the root's, and groupings start at the
+// first tiled layer. The planner's memory against the trainer's, the crop's time against a
+// grid of one tile, and the grouping search against every grouping of the tiled layers.
+TEST(PlannerCostModel, CropBeforeTheTiledLayers) {
+  NetSpec net = parse_net(
+      "[net]\nbatch=2\nwidth=40\nheight=36\nchannels=3\n[crop]\ncrop_height=32\ncrop_width=32\n"
+      "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\npad=1\nactivation=leaky\n[maxpool]\nsize=2\n"
+      "stride=2\n[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=leaky\n[convolutional]\nfilters=4\n"
+      "size=1\nactivation=leaky\n[connected]\noutput=3\nactivation=linear\n[softmax]\n",
+      "crop.cfg");
+  ASSERT_EQ(net.first_tiled(), 1);
+  const int cut = resolve_cut(net, -1);
+  const DnnlContext ctx;
+  DeviceModel m = synthetic_model(net);
+  m.channel_block = ctx.config.block;
+  m.weight_copies_mb = 0;
+  const ClusterModel one = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
+  for (auto [r, c] : {std::pair{1, 1}, {2, 2}}) {
+    Partition p = part(r, c, "none", cut, r * c, 1);
+    p.group_starts = parse_groups("none", 1, cut);
+    const Prediction pr = predict(net, p, one);
+    Params params(net);
+    init_params(params, net, 1);
+    TrainOptions topt;
+    topt.rows = r;
+    topt.cols = c;
+    LocalComm local;
+    Trainer tr(net, params, topt, local);
+    const Trainer::Memory mem = tr.memory();
+    EXPECT_NEAR(pr.ranks[0].maps_mb, mem.maps_mb, 1e-9) << p.str();
+    EXPECT_NEAR(pr.ranks[0].deltas_mb, mem.deltas_mb, 1e-9) << p.str();
+    // The crop's forward, at its fitted time for the batch's output cells, on the root.
+    const double crop_s = m.layers[0].fwd.at(2. * 32 * 32);
+    EXPECT_NEAR(pr.layer_s[0], crop_s, 1e-12) << p.str();
+  }
+  const ClusterModel cm = synthetic_cluster(net, 4, 30);
+  Partition base = part(2, 2, "none", cut);
+  base.group_starts = parse_groups("none", 1, cut);
+  int replays = 0;
+  const std::vector<int> found = best_grouping(net, base, cm, &replays);
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0], 1);
+  base.group_starts = found;
+  const double found_s = predict(net, base, cm).step_s;
+  double best = 1e300;
+  for (unsigned mask = 0; mask < 1u << (cut - 2); ++mask) {
+    Partition p = base;
+    p.group_starts = {1};
+    for (int l = 2; l < cut; ++l)
+      if (mask >> (l - 2) & 1u) p.group_starts.push_back(l);
+    best = std::min(best, predict(net, p, cm).step_s);
+  }
+  EXPECT_EQ(found_s, best);
+  // Every variant prices the crop on the root: sharded weights, exchanged features, a cut
+  // after the first tiled layer.
+  for (bool lm : {false, true})
+    for (BackwardFeatures f : {BackwardFeatures::Recompute, BackwardFeatures::Exchange})
+      for (int c : {2, cut}) {
+        Partition p = part(2, 2, "none", c, 1, 1, lm);
+        p.group_starts = parse_groups("all", 1, c);
+        p.features = f;
+        const Prediction pr = predict(net, p, cm);
+        EXPECT_GE(pr.ranks[0].fwd_s, m.layers[0].fwd.at(2. * 32 * 32)) << p.str();
+        EXPECT_GT(pr.step_s, pr.ranks[0].fwd_s) << p.str();
+      }
+}
+
+// A batch in S micro-batches (--subdivisions) runs forward and backward S times, then
+// exchanges the gradients and updates once: 3 micro-batches against 2 of the same size
+// (both keep the weights formatted between micro-batches).
+TEST(PlannerCostModel, MicroBatchesEachRunForwardAndBackward) {
+  NetSpec two = net_at("cfgs/yolov2-16.cfg", 64, 64, 2);
+  two.batch = 4;
+  two.subdivisions = 2;
+  NetSpec three = two;
+  three.batch = 6;
+  three.subdivisions = 3;
+  ASSERT_EQ(three.micro_batch(), two.micro_batch());
+  const int cut = resolve_cut(two, -1);
+  for (auto [r, c] : {std::pair{1, 1}, {2, 2}}) {
+    const ClusterModel cm = synthetic_cluster(two, r * c, 100);
+    const Partition p = part(r, c, "none", cut);
+    const Prediction a = predict(two, p, cm), b = predict(three, p, cm);
+    EXPECT_NEAR(b.ranks[0].fwd_s, 1.5 * a.ranks[0].fwd_s, 1e-9 * a.ranks[0].fwd_s) << p.str();
+    EXPECT_NEAR(b.ranks[0].bwd_s, 1.5 * a.ranks[0].bwd_s, 1e-9 * a.ranks[0].bwd_s) << p.str();
+    EXPECT_NEAR(b.ranks[0].update_s, a.ranks[0].update_s, 1e-12) << p.str();
+    EXPECT_GE(b.ranks[0].weights_s, 0.99 * a.ranks[0].weights_s) << p.str();
+    EXPECT_LT(b.ranks[0].weights_s, 1.01 * a.ranks[0].weights_s + 1e-12) << p.str();
+    EXPECT_NEAR(b.peak_rss_mb_max, a.peak_rss_mb_max, 1e-9) << p.str();
+  }
+}
+
 // Every contiguous grouping, predicted one by one, against the grouping search: on a small
 // net (exhaustive inside the search too) and on W1's 16 layers (dynamic programming and
 // boundary toggling: 2^15 groupings here, a few hundred predictions there).

@@ -435,7 +435,7 @@ Partition partition_of(const RunOptions& o, const PlanOptions& po, const NetSpec
   Partition p;
   std::tie(p.rows, p.cols) = parse_pair(o.grid, "--grid");
   p.cut = resolve_cut(net, o.cut, p.rows, p.cols);
-  p.group_starts = parse_groups(o.groups, 0, p.cut);
+  p.group_starts = parse_groups(o.groups, net.first_tiled(), p.cut);
   p.tiles_per_rank = o.tiles_per_rank;
   p.low_memory = o.low_memory;
   p.replicas = o.replicas;

@@ -254,6 +254,8 @@ Trainer::Memory Trainer::memory() const {
   m.scratch_mb = ctx_.scratch_bytes() / 1048576.0;
   m.maps_mb += cut_map_.size() * 4 / 1048576.0;
   m.deltas_mb += cut_delta_.size() * 4 / 1048576.0;
+  m.maps_mb += prefix_out_.size() * 4 / 1048576.0;  // a [crop] before the tiled part
+  m.deltas_mb += prefix_delta_.size() * 4 / 1048576.0;
   // Weights, gradients and momentum: all of them, or the replicated ones and this process's parts.
   const double kept = sync_->kept_floats();
   m.kept_mb = kept * 4 / 1048576.0;
@@ -367,7 +369,8 @@ StepTimes Trainer::times() const {
 
 std::vector<LayerTimes> Trainer::layer_times() const {
   std::vector<LayerTimes> v(net_.layers.size());
-  std::copy(tiled_->layer_times.begin(), tiled_->layer_times.end(), v.begin());
+  if (first_ > 0) v[size_t(first_ - 1)] = prefix_times_;
+  std::copy(tiled_->layer_times.begin(), tiled_->layer_times.end(), v.begin() + first_);
   if (tail_) tail_->collect_layer_times(v);
   return v;
 }
@@ -376,6 +379,7 @@ void Trainer::reset_times() {
   times_ = {};
   tiled_->times = {};
   std::fill(tiled_->layer_times.begin(), tiled_->layer_times.end(), LayerTimes{});
+  prefix_times_ = {};
   if (tail_) {
     tail_->reset_times();
     tail_->detector_loss = {};
@@ -390,7 +394,9 @@ void Trainer::forward(const float* input, bool training) {
     OpTensors t;
     t.in = {input};
     t.out = prefix_out_.data();
+    const double t0 = now_s();
     prefix_->forward(OpStep{.batch = n_, .training = training, .step = step_, .seed = opt_.seed}, t);
+    prefix_times_.fwd += now_s() - t0;
     x = prefix_out_.data();
   }
   const Shape in = first_ > 0 ? net_.layers[size_t(first_ - 1)].out : net_.input();
@@ -460,7 +466,9 @@ double Trainer::loss_and_backward(const float* truth) {
     t.out = prefix_out_.data();
     t.dout = prefix_delta_.data();
     t.din = {input_delta_.data()};
+    const double t0 = now_s();
     prefix_->backward(OpStep{.batch = n_, .training = true, .step = step_, .seed = opt_.seed}, t);
+    prefix_times_.bwd_data += now_s() - t0;
   }
   return loss;
 }

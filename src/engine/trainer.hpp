@@ -239,6 +239,7 @@ class Trainer {
   // input) and that output's delta.
   std::unique_ptr<Op> prefix_;
   std::vector<float> prefix_out_, prefix_delta_;
+  LayerTimes prefix_times_;  // the layer before the tiled part (layer_times()[first_ - 1])
   const float* input_ = nullptr;  // the micro-batch forward last read
   const float* out_ = nullptr;
   int64_t step_ = 0;

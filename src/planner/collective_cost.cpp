@@ -212,7 +212,7 @@ double small_allreduce_time(const ClusterSpec& c, const std::vector<int>& rank_d
 
 std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut, int l, int channel_block, int P) {
   int64_t total = 0, v = 0;
-  for (int k = 0; k < cut; ++k)
+  for (int k = net.first_tiled(); k < cut; ++k)
     if (tiled_traits(net.layers[size_t(k)]).weights) {
       if (k < l) v += net.layers[size_t(k)].weight_count();
       total += net.layers[size_t(k)].weight_count();
@@ -230,6 +230,34 @@ std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut,
     parts.push_back(std::move(mine));
   }
   return parts;
+}
+
+std::vector<double> point_to_point_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                          const std::vector<PointToPoint>& messages, const std::vector<double>& start) {
+  const size_t P = start.size();
+  const int D = int(c.devices.size());
+  std::vector<double> dev_out(size_t(D), 0), dev_in(size_t(D), 0), shm(P, 0), lat(P, 0), ready = start;
+  for (const PointToPoint& m : messages) {
+    const int da = rank_dev[size_t(m.from)], db = rank_dev[size_t(m.to)];
+    const LinkSpec l = c.link(da, db);
+    if (da == db) {
+      shm[size_t(m.from)] += m.bytes / l.bytes_per_s();
+      shm[size_t(m.to)] += m.bytes / l.bytes_per_s();
+    } else {
+      dev_out[size_t(da)] += m.bytes / l.bytes_per_s() / c.many_flows_efficiency;
+      dev_in[size_t(db)] += m.bytes / l.bytes_per_s() / c.many_flows_efficiency;
+    }
+    for (int r : {m.from, m.to}) lat[size_t(r)] = std::max(lat[size_t(r)], l.latency_s());
+    ready[size_t(m.to)] = std::max(ready[size_t(m.to)], start[size_t(m.from)]);
+    ready[size_t(m.from)] = std::max(ready[size_t(m.from)], start[size_t(m.to)]);  // rendezvous: the receiver posts
+  }
+  std::vector<double> done = start;
+  for (size_t r = 0; r < P; ++r) {
+    if (lat[r] == 0) continue;
+    const int d = rank_dev[r];
+    done[r] = std::max(start[r], ready[r] + lat[r] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[r]);
+  }
+  return done;
 }
 
 }  // namespace tt

@@ -55,4 +55,15 @@ double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& r
 std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
                                       const std::vector<std::vector<double>>& chunks, std::vector<double> start);
 
+// Messages between ranks (halos), posted together by ranks that got there at `start[r]`:
+// when each rank is done. Each rank waits for its partners (rendezvous), then for its own
+// traffic: its device's link in the busier direction (both ways at once, at the many-flows
+// efficiency), shared memory for partners on its device, and one latency.
+struct PointToPoint {
+  int from, to;  // ranks
+  double bytes;
+};
+std::vector<double> point_to_point_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
+                                          const std::vector<PointToPoint>& messages, const std::vector<double>& start);
+
 }  // namespace tt

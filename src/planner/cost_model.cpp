@@ -31,7 +31,7 @@ struct Replay {
   const ClusterModel& cm;
   Plan plan;
   Schedule schedule;  // what the Segment runs, in order
-  int P = 1, T = 1, cut = 0, dense_begin = 0, batch = 1;
+  int P = 1, T = 1, first = 0, cut = 0, dense_begin = 0, batch = 1;  // first: the first tiled layer
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
   TailShares tail;                      // what each rank runs and holds after the cut
@@ -43,12 +43,12 @@ struct Replay {
   Prediction out;
 
   Replay(const NetSpec& n, const Partition& part, const ClusterModel& c) : net(n), p(part), cm(c) {
-    check_modelled(net);
+    first = net.first_tiled();
     cut = resolve_cut(net, p.cut, p.rows, p.cols);
     dense_begin = net.first_untileable();
     batch = net.micro_batch();
-    plan = make_plan(net, p.rows, p.cols, 0, cut,
-                     p.group_starts.empty() ? parse_groups("none", 0, cut) : p.group_starts, {p.split, p.features});
+    plan = make_plan(net, p.rows, p.cols, first, cut,
+                     p.group_starts.empty() ? parse_groups("none", first, cut) : p.group_starts, {p.split, p.features});
     T = plan.tiles_count();
     schedule = compile_schedule(
         net, plan, {.fetch_weights = formats_before_use(), .sharded = p.low_memory, .recompute = p.low_memory});
@@ -92,8 +92,9 @@ struct Replay {
                                                  local[size_t(r)], far));
     }
   }
-  // Layouts (channel blocks) of every tiled layer, alike on every rank.
-  const SegmentMemoryPlan& layout() const { return rank_layouts[0]; }
+  // Layouts (channel blocks) of tiled layer l's input and output maps, alike on every rank.
+  int in_cb(int l) const { return rank_layouts[0].in_cb[size_t(l - first)]; }
+  int out_cb(int l) const { return rank_layouts[0].out_cb[size_t(l - first)]; }
 
   const DeviceModel& model(int r) const { return cm.models[size_t(rank_dev[size_t(r)])]; }
   double scale(int r) const { return cm.slowdown[size_t(rank_dev[size_t(r)])] * crowd[size_t(r)]; }
@@ -142,38 +143,21 @@ struct Replay {
   // `overlap[r]`: compute rank r does after posting, while its messages are in flight.
   void exchange(const std::vector<Message>& messages, double RankPrediction::*bucket,
                 const std::vector<double>& overlap = {}) {
-    const int D = int(cm.spec.devices.size());
-    std::vector<double> dev_out(size_t(D), 0), dev_in(size_t(D), 0), shm(size_t(P), 0), lat(size_t(P), 0);
-    std::vector<double> ready = clock;
+    std::vector<PointToPoint> m;
     for (const Message& pc : messages) {
       const int a = tile_rank[size_t(pc.from)], b = tile_rank[size_t(pc.to)];
       if (a == b) continue;
-      const double bytes = pc.bytes;
-      out.halo_bytes += bytes / batch;
+      m.push_back({a, b, pc.bytes});
+      out.halo_bytes += pc.bytes / batch;
       ++out.halo_messages;
-      const int da = rank_dev[size_t(a)], db = rank_dev[size_t(b)];
-      const LinkSpec l = link(a, b);
-      if (da == db) {
-        shm[size_t(a)] += bytes / l.bytes_per_s();
-        shm[size_t(b)] += bytes / l.bytes_per_s();
-      } else {
-        dev_out[size_t(da)] += bytes / l.bytes_per_s() / cm.spec.many_flows_efficiency;
-        dev_in[size_t(db)] += bytes / l.bytes_per_s() / cm.spec.many_flows_efficiency;
-      }
-      for (int r : {a, b}) lat[size_t(r)] = std::max(lat[size_t(r)], l.latency_s());
-      ready[size_t(b)] = std::max(ready[size_t(b)], clock[size_t(a)]);
-      ready[size_t(a)] = std::max(ready[size_t(a)], clock[size_t(b)]);  // rendezvous: the receiver posts
     }
+    const std::vector<double> done = point_to_point_finish(cm.spec, rank_dev, m, clock);
     for (int r = 0; r < P; ++r) {
       const double busy = overlap.empty() ? 0 : overlap[size_t(r)];
       if (busy > 0) run(r, busy, &RankPrediction::fwd_s);
-      if (lat[size_t(r)] == 0) continue;
-      const int d = rank_dev[size_t(r)];
-      const double done =
-          ready[size_t(r)] + lat[size_t(r)] + std::max(dev_out[size_t(d)], dev_in[size_t(d)]) + shm[size_t(r)];
-      if (done <= clock[size_t(r)]) continue;
-      acc[size_t(r)].*bucket += done - clock[size_t(r)];
-      clock[size_t(r)] = done;
+      if (done[size_t(r)] <= clock[size_t(r)]) continue;
+      acc[size_t(r)].*bucket += done[size_t(r)] - clock[size_t(r)];
+      clock[size_t(r)] = done[size_t(r)];
     }
   }
   // Rank 0's whole map → every tile's box (or back with `to_root`), over rank 0's link.
@@ -210,7 +194,7 @@ struct Replay {
   bool bn_sync(const LayerSpec& s) const { return s.batch_normalize() && P > 1; }
   int64_t conv_weights() const {
     int64_t n = 0;
-    for (int l = 0; l < cut; ++l)
+    for (int l = first; l < cut; ++l)
       if (tiled_traits(net.layers[size_t(l)]).weights) n += net.layers[size_t(l)].weight_count();
     return n;
   }
@@ -327,12 +311,12 @@ struct Replay {
         if (plan.group_start(l + 1)) return;
         for (int e : plan.consumers[size_t(l - plan.first)])
           if (plan.side_edge(e) && plan.crosses_groups(e))
-            return exchange(plan.bwd_halo[size_t(e)], net.layers[size_t(l)].out.c, layout().out_cb[size_t(l)],
+            return exchange(plan.bwd_halo[size_t(e)], net.layers[size_t(l)].out.c, out_cb(l),
                             &RankPrediction::halo_s);
         return;
       case StepKind::BackwardHalo:
         return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c,
-                        layout().out_cb[size_t(l - 1)], &RankPrediction::halo_s);
+                        out_cb(l - 1), &RankPrediction::halo_s);
       case StepKind::GatherInputDelta:
         fail("internal: the cost model prices no input delta");
     }
@@ -345,16 +329,17 @@ struct Replay {
     std::vector<double> bytes(size_t(P), 0);
     const LayerSpec& s = net.layers[size_t(l)];
     for (int t = 0; t < T; ++t)
-      bytes[size_t(tile_rank[size_t(t)])] += map_bytes(s.out.c, layout().out_cb[size_t(l)], plan.at(t, l).*box);
+      bytes[size_t(tile_rank[size_t(t)])] += map_bytes(s.out.c, out_cb(l), plan.at(t, l).*box);
     root_transfer(bytes, to_root);
   }
 
-  // Every tile's input box of the first layer, from the root to its rank.
+  // Every tile's input box of the first tiled layer, from the root to its rank.
   void scatter_input() {
     if (P == 1) return;
     std::vector<double> bytes(size_t(P), 0);
     for (int t = 0; t < T; ++t)
-      bytes[size_t(tile_rank[size_t(t)])] += map_bytes(net.layers[0].in.c, layout().in_cb[0], plan.at(t, 0).in[0]);
+      bytes[size_t(tile_rank[size_t(t)])] +=
+          map_bytes(net.layers[size_t(first)].in.c, in_cb(first), plan.at(t, first).in[0]);
     root_transfer(bytes, false);
   }
 
@@ -363,7 +348,7 @@ struct Replay {
   void forward_layer(int l, bool halo_in_flight) {
     const LayerSpec& s = net.layers[size_t(l)];
     auto parts = [&](int r, int t) -> const std::vector<Box>& {
-      return rank_layout(r).tiles[size_t(t)].layers[size_t(l)].parts;
+      return rank_layout(r).tiles[size_t(t)].layers[size_t(l - first)].parts;
     };
     if (halo_in_flight) {
       std::vector<double> interior(size_t(P), 0);
@@ -376,7 +361,7 @@ struct Replay {
         if (!plan.crosses_groups(e)) continue;
         const PlanEdge& pe = plan.edges[size_t(e)];
         const int c = pe.slot == 0 ? s.in.c : net.layers[size_t(pe.from)].out.c;
-        const int cb = pe.slot == 0 ? layout().in_cb[size_t(l)] : layout().out_cb[size_t(pe.from)];
+        const int cb = pe.slot == 0 ? in_cb(l) : out_cb(pe.from);
         for (const Piece& pc : plan.fwd_halo[size_t(e)]) m.push_back({pc.from, pc.to, map_bytes(c, cb, pc.box)});
       }
       exchange(m, &RankPrediction::halo_s, interior);
@@ -407,7 +392,12 @@ struct Replay {
   }
 
   void forward() {
-    out.layer_s.assign(size_t(cut), 0.);
+    if (first > 0) {  // a [crop] before the tiled part: whole, on the root
+      const LayerSpec& pre = net.layers[size_t(first - 1)];
+      const double t = comp(0, pre.index, lm(0, pre.index).fwd, double(batch) * pre.out.h * pre.out.w);
+      run(0, t, &RankPrediction::fwd_s);
+      out.layer_s[size_t(pre.index)] += t;
+    }
     run_steps(schedule.forward);
     // Gather at the cut (filter blocks: then from the root to every rank).
     scatter_map(cut - 1, true, &TileLayer::own);
@@ -440,7 +430,8 @@ struct Replay {
     for (int r = 0; r < P; ++r) run(r, pw[size_t(r)] / 2, bucket);
   }
 
-  void backward() {
+  // last: the batch's last micro-batch, where gradient buckets may leave during backward.
+  void backward(bool last) {
     for (int r = 0; r < P; ++r)
       run(r, model(r).head_bwd_per_sample * batch * scale(r) * tail.head_share(r), &RankPrediction::bwd_s);
     for (int l = int(net.layers.size()) - 1; l >= dense_begin; --l) block_exchange(l, true);
@@ -457,7 +448,7 @@ struct Replay {
     }
     // Gradient buckets (engine/gradient_sync.hpp, --overlap on): the first leaves when every
     // rank has begun the tiled backward (the tail's, from the root).
-    if (P > 1 && !p.low_memory && p.overlap == Overlap::On) grads_leave = *std::max_element(clock.begin(), clock.end());
+    if (last && P > 1 && !p.low_memory && p.overlap == Overlap::On) grads_leave = *std::max_element(clock.begin(), clock.end());
     run_steps(schedule.backward);
   }
 
@@ -468,8 +459,8 @@ struct Replay {
     for (int l = end;; --l) {
       const LayerSpec& s = net.layers[size_t(l)];
       const double scale = tiled_traits(s).feature_bytes / sizeof(float);
-      for (const Piece& pc : plan.feature_halo[size_t(l)])
-        m.push_back({pc.from, pc.to, scale * map_bytes(s.out.c, layout().out_cb[size_t(l)], pc.box)});
+      for (const Piece& pc : plan.feature_halo[size_t(l - first)])
+        m.push_back({pc.from, pc.to, scale * map_bytes(s.out.c, out_cb(l), pc.box)});
       if (plan.group_start(l)) break;
     }
     if (!m.empty()) exchange(m, &RankPrediction::halo_s);
@@ -491,7 +482,7 @@ struct Replay {
 
   bool recomputed(int t, int l) const {
     const auto& tl = rank_layout(tile_rank[size_t(t)]).tiles[size_t(t)].layers;
-    return !tl.empty() && tl[size_t(l)].recompute;
+    return !tl.empty() && tl[size_t(l - first)].recompute;
   }
   const SegmentMemoryPlan& rank_layout(int r) const { return rank_layouts[size_t(r)]; }
 
@@ -562,11 +553,12 @@ struct Replay {
       // The input, the whole maps at the cut, the untiled tail and the head: on the root (filter
       // blocks: the maps on every rank, with the blocks' staging).
       if (r == 0) extra += 4. * batch * (net.input().size() + net.output().size()) / kMB;
+      if (r == 0 && first > 0) a.maps_mb += 4. * batch * net.layers[size_t(first - 1)].out.size() / kMB;  // the crop's
       if (r == 0 || p.tail_filters) {
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
         const TailShares::Memory t = tail.memory(
             r, batch, m.channel_block,
-            map_bytes(at_cut.out.c, layout().out_cb[size_t(cut - 1)], full_box(at_cut.out.h, at_cut.out.w)));
+            map_bytes(at_cut.out.c, out_cb(cut - 1), full_box(at_cut.out.h, at_cut.out.w)));
         a.maps_mb += t.maps / kMB;
         a.deltas_mb += t.deltas / kMB;
       }
@@ -574,9 +566,13 @@ struct Replay {
     }
   }
 
+  // A step: every micro-batch's forward and backward (--subdivisions), then the update.
   Prediction finish() {
-    forward();
-    backward();
+    out.layer_s.assign(size_t(cut), 0.);
+    for (int m = 0; m < net.subdivisions; ++m) {
+      forward();
+      backward(m + 1 == net.subdivisions);
+    }
     update();
     memory();
     const double end = *std::max_element(clock.begin(), clock.end());

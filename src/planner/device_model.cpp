@@ -80,13 +80,6 @@ double capacity_of(double share) {
 
 double cpu_capacity() { return capacity_of(cpu_time_share()); }
 
-void check_modelled(const NetSpec& net) {
-  if (net.first_tiled() > 0)
-    fail(net.path, ":", net.layers[0].line, ": the planner (calibrate, plan --cluster, plan --optimize) does not model",
-         " a [", net.layers[0].type_name(), "] before the tiled layers yet; train, verify and plan without --cluster",
-         " run it");
-}
-
 std::string net_signature(const NetSpec& net) {
   std::string s;
   for (const LayerSpec& l : net.layers) {
@@ -245,7 +238,6 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   m.threads = o.threads;
   m.cpu_capacity = o.cpu_capacity > 0 ? o.cpu_capacity : cpu_capacity();
   m.batch = net0.micro_batch();
-  check_modelled(net0);
   const int spatial = net0.first_untileable();
   std::vector<NetSpec> sized;  // the net at each map size it accepts
   for (double s : o.scales) {

@@ -84,8 +84,6 @@ double cpu_capacity();
 // The layer shapes a model depends on, e.g. "conv3/1:3>32 max2/2 ...": a model is only
 // valid for a net with the same signature (the input size may differ).
 std::string net_signature(const NetSpec& net);
-// Throws for what the planner does not model yet: a layer before the tiled part ([crop]).
-void check_modelled(const NetSpec& net);
 
 struct CalibrateOptions {
   int threads = 1;

@@ -19,11 +19,12 @@ double step_of(const NetSpec& net, Partition p, const std::vector<int>& starts, 
   return predict(net, p, cm).step_s;
 }
 
-// Group starts from a bit mask over layers 1 .. cut-1 (layer 0 always starts one).
-std::vector<int> starts_of(unsigned mask, int cut) {
-  std::vector<int> s{0};
-  for (int l = 1; l < cut; ++l)
-    if (mask >> (l - 1) & 1u) s.push_back(l);
+// Group starts from a bit mask over layers first+1 .. cut-1 (the first tiled layer always
+// starts one).
+std::vector<int> starts_of(unsigned mask, int first, int cut) {
+  std::vector<int> s{first};
+  for (int l = first + 1; l < cut; ++l)
+    if (mask >> (l - first - 1) & 1u) s.push_back(l);
   return s;
 }
 
@@ -31,16 +32,16 @@ std::vector<int> starts_of(unsigned mask, int cut) {
 // together (the batch-norm sums synchronise them at every layer); ranks drifting apart
 // across layers without them make it approximate, so single boundaries are then toggled
 // while that helps.
-std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const ClusterModel& cm, int cut,
+std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const ClusterModel& cm, int first, int cut,
                                 int* replays) {
   // cost[s][e]: layers [s, e) as one group, every other layer a group of its own.
   std::vector<std::vector<double>> cost(size_t(cut), std::vector<double>(size_t(cut + 1), 0.));
-  for (int s = 0; s < cut; ++s)
+  for (int s = first; s < cut; ++s)
     for (int e = s + 1; e <= cut; ++e) {
       Partition p = base;
       p.cut = cut;
       p.group_starts.clear();
-      for (int l = 0; l < cut; ++l)
+      for (int l = first; l < cut; ++l)
         if (l <= s || l >= e) p.group_starts.push_back(l);
       const Prediction pr = predict(net, p, cm);
       ++*replays;
@@ -48,20 +49,20 @@ std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const
     }
   std::vector<double> best(size_t(cut + 1), std::numeric_limits<double>::infinity());
   std::vector<int> from(size_t(cut + 1), 0);
-  best[0] = 0;
-  for (int e = 1; e <= cut; ++e)
-    for (int s = 0; s < e; ++s)
+  best[size_t(first)] = 0;
+  for (int e = first + 1; e <= cut; ++e)
+    for (int s = first; s < e; ++s)
       if (best[size_t(s)] + cost[size_t(s)][size_t(e)] < best[size_t(e)]) {
         best[size_t(e)] = best[size_t(s)] + cost[size_t(s)][size_t(e)];
         from[size_t(e)] = s;
       }
   std::vector<int> starts;
-  for (int e = cut; e > 0; e = from[size_t(e)]) starts.push_back(from[size_t(e)]);
+  for (int e = cut; e > first; e = from[size_t(e)]) starts.push_back(from[size_t(e)]);
   std::reverse(starts.begin(), starts.end());
   double t = step_of(net, base, starts, cm, replays);
   for (bool better = true; better;) {
     better = false;
-    for (int l = 1; l < cut; ++l) {
+    for (int l = first + 1; l < cut; ++l) {
       std::vector<int> s = starts;
       const auto it = std::lower_bound(s.begin(), s.end(), l);
       if (it != s.end() && *it == l)
@@ -82,18 +83,18 @@ std::vector<int> grouping_by_dp(const NetSpec& net, const Partition& base, const
 }  // namespace
 
 std::vector<int> best_grouping(const NetSpec& net, const Partition& base, const ClusterModel& cm, int* replays) {
-  const int cut = resolve_cut(net, base.cut);
-  if (cut - 1 > kExhaustiveGroupingBits) return grouping_by_dp(net, base, cm, cut, replays);
+  const int cut = resolve_cut(net, base.cut), first = net.first_tiled();
+  if (cut - first - 1 > kExhaustiveGroupingBits) return grouping_by_dp(net, base, cm, first, cut, replays);
   unsigned best_mask = 0;
   double best = std::numeric_limits<double>::infinity();
-  for (unsigned mask = 0; mask < 1u << (cut - 1); ++mask) {
-    const double t = step_of(net, base, starts_of(mask, cut), cm, replays);
+  for (unsigned mask = 0; mask < 1u << (cut - first - 1); ++mask) {
+    const double t = step_of(net, base, starts_of(mask, first, cut), cm, replays);
     if (t < best) {
       best = t;
       best_mask = mask;
     }
   }
-  return starts_of(best_mask, cut);
+  return starts_of(best_mask, first, cut);
 }
 
 namespace {
@@ -156,11 +157,12 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   // the map smaller (smaller maps at the cut); where a join reads across that layer (a
   // residual stage's strided block), just before it, at the end of the stage.
   std::vector<int> cuts{default_cut};
-  for (int l = 0; l + 1 < default_cut; ++l) {
+  const int first = net.first_tiled();
+  for (int l = first; l + 1 < default_cut; ++l) {
     const LayerSpec& x = net.layers[size_t(l)];
     if (x.out.h * x.out.w >= x.in.h * x.in.w) continue;
-    const int cut = net.split_reader(l + 1) < 0 ? l + 1 : l > 0 && net.split_reader(l) < 0 ? l : 0;
-    if (cut > 0 && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) cuts.push_back(cut);
+    const int cut = net.split_reader(l + 1) < 0 ? l + 1 : l > first && net.split_reader(l) < 0 ? l : 0;
+    if (cut > first && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) cuts.push_back(cut);
   }
 
   std::vector<Candidate> all;
@@ -224,7 +226,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
                         .tail_filters = filters};
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
-            for (const std::vector<int>& g : {parse_groups("none", 0, cut), parse_groups("all", 0, cut)}) {
+            for (const std::vector<int>& g : {parse_groups("none", first, cut), parse_groups("all", first, cut)}) {
               if (R * C == 1 && g.size() == 1 && cut > 1) continue;
               p.group_starts = g;
               try {
@@ -244,7 +246,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
   for (int P = 2; P <= std::min(D, net.subdivisions); ++P) {
     ++res.configs;
     Partition dp;  // 1x1, one tile per copy
-    dp.group_starts = parse_groups("all", 0, default_cut);
+    dp.group_starts = parse_groups("all", first, default_cut);
     dp.cut = default_cut;
     dp.replicas = P;
     consider(dp);
