@@ -305,5 +305,33 @@ TEST(OpRegistry, TiledLayersHaveNoOp) {
   EXPECT_THROW(make_op(net, net.layers[0]), Error);
 }
 
+// Why [reorg] runs after the cut: Darknet's reorg (YOLOv2's passthrough, 64x26x26 with
+// stride 2) reads its input as if it were 16x52x52, so one output cell gathers cells from
+// across the whole map, not from a window a tile's halo could bring (docs/tiling.md).
+TEST(OpRegistry, DarknetsReorgReadsAcrossTheMap) {
+  const NetSpec net = parse_net("[net]\nwidth=26\nheight=26\nchannels=64\n[reorg]\nstride=2\n", "reorg.cfg");
+  const std::unique_ptr<Op> op = make_op(net, net.layers[0]);
+  const LayerSpec& l = net.layers[0];
+  ASSERT_EQ(l.out.c * l.out.h * l.out.w, l.in.c * l.in.h * l.in.w);
+  // Every input cell holds its own position: row * w + column (+1, so that 0 is unset).
+  std::vector<float> in(size_t(l.in.size())), out(size_t(l.out.size()), 0.f);
+  for (int c = 0; c < l.in.c; ++c)
+    for (int y = 0; y < l.in.h; ++y)
+      for (int x = 0; x < l.in.w; ++x) in[size_t((c * l.in.h + y) * l.in.w + x)] = float(y * l.in.w + x + 1);
+  OpTensors t;
+  t.in = {in.data()};
+  t.out = out.data();
+  op->forward(OpStep{.batch = 1, .training = false}, t);
+  // The input rows read by output cell (0, 0) over all its channels.
+  int lo = l.in.h, hi = -1;
+  for (int c = 0; c < l.out.c; ++c) {
+    const int row = (int(out[size_t(c * l.out.h * l.out.w)]) - 1) / l.in.w;
+    lo = std::min(lo, row);
+    hi = std::max(hi, row);
+  }
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, l.in.h - 1);  // a window of stride 2 would read rows 0 and 1
+}
+
 }  // namespace
 }  // namespace tt
