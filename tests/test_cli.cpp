@@ -592,6 +592,40 @@ coord_scale=5
   EXPECT_CONTAINS(r.err, "v1.cfg:28: [detection] has classes=4 but ");
 }
 
+// YOLO9000's way on the shapes set: a [region] over a class tree whose leaves are the four
+// shapes (map=). Training scores the held-out pictures, and map, in the data set's classes.
+TEST_F(CliDetection, ClassTreeIsScoredThroughItsMap) {
+  const std::string data = shapes();
+  if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";
+  write("shapes.tree", "round -1\nstraight -1\ncircle 0\nsquare 1\ntriangle 1\ncross 1\n");
+  write("shapes.map", "2\n3\n4\n5\n");  // circle, square, triangle, cross (shapes.names)
+  std::string text = slurp(cfg);
+  const size_t filters = text.rfind("filters=45");
+  ASSERT_NE(filters, std::string::npos);
+  text.replace(filters, 10, "filters=55");  // 5 boxes x (4 + 1 + 6 classes)
+  const size_t classes = text.find("classes=4", filters);
+  ASSERT_NE(classes, std::string::npos);
+  text.replace(classes, 9, "classes=6\ntree=" + path("shapes.tree") + "\nmap=" + path("shapes.map"));
+  write("tree.cfg", text);
+  Result r = run("train --cfg tree.cfg --data '" + data + "' --batch 4 --steps 2 --grid 2x2 --save-weights t.weights");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "VOC mAP@0.5 on 4 pictures");
+  r = run("map --cfg tree.cfg --weights t.weights --data '" + data + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "VOC mAP@0.5 on 4 pictures");
+  EXPECT_CONTAINS(r.out, "triangle");  // the data set's names: its classes, not the tree's
+  EXPECT_EQ(r.out.find("straight"), std::string::npos) << r.out;
+  // detect names the tree's classes: a data set's name where one maps there, else a number.
+  r = run("detect --cfg tree.cfg --weights t.weights --names '" + data + "' --thresh 0 '" +
+          path("shapes/images/valid/00000.jpg") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "%  box (");
+  // By position the data's four names would label tree classes 0-3 and leave 4 and 5
+  // (triangle, cross) numbered.
+  EXPECT_EQ(r.out.find("class 4: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("class 5: "), std::string::npos) << r.out;
+}
+
 TEST_F(CliDetection, BadInputIsNamed) {
   const std::string data = shapes();
   if (data.empty()) GTEST_SKIP() << "python3-pil or python3-numpy missing (scripts/setup.sh installs them)";

@@ -800,6 +800,51 @@ TEST(DetectionsHead, ThresholdIsExclusive) {
   }
 }
 
+// Scored in the data set's classes through a class map (YOLO9000's coco9k.map): box class j
+// is the layer's class map[j] with objectness x that class's probability, along the tree if
+// there is one (each class's probability times its ancestors', from tests/fixtures'
+// tree.txt: 7 and 8 under 6 under 1), thresholded like any class.
+TEST(DetectionsHead, ClassMapScoresTheDataSetsClasses) {
+  const ClassTree tree = read_class_tree(test::source_dir() + "/tests/fixtures/class_tree/tree.txt", "test");
+  const std::vector<int> map = {3, 4, 7, 8, 5};
+  const std::vector<int> parent = {-1, -1, -1, 0, 0, 1, 1, 6, 6};  // tree.txt
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> u(0.05f, 1.f);
+  for (bool with_tree : {true, false}) {
+    DetectionHead h;
+    h.w = 2;
+    h.h = 1;
+    h.n = 1;
+    h.classes = 9;
+    h.biases = {1, 1};
+    h.tree = with_tree ? &tree : nullptr;
+    h.class_map = &map;
+    std::vector<float> out(size_t(head_outputs(h)));
+    for (float& v : out) v = u(rng);
+    const float thresh = 0.02f;
+    std::vector<Detection> d;
+    head_detections(h, out.data(), 10, 10, 10, 10, thresh, true, d);
+    ASSERT_EQ(d.size(), 2u);
+    int kept = 0;
+    for (int cell = 0; cell < 2; ++cell) {
+      const float scale = out[size_t(4 * 2 + cell)];
+      ASSERT_EQ(d[size_t(cell)].prob.size(), map.size());
+      for (size_t j = 0; j < map.size(); ++j) {
+        float p = 1;
+        for (int c = map[j]; c >= 0; c = with_tree ? parent[size_t(c)] : -1) p *= out[size_t((5 + c) * 2 + cell)];
+        const float want = scale * p > thresh ? scale * p : 0;
+        EXPECT_FLOAT_EQ(d[size_t(cell)].prob[j], want) << "cell " << cell << " class " << j << " tree " << with_tree;
+        kept += want > 0;
+      }
+    }
+    EXPECT_GT(kept, 2) << "too few above the threshold to prove much";
+    EXPECT_LT(kept, 10) << "none below the threshold";
+    std::vector<int> bad = {3, 9};  // not one of the 9 classes
+    h.class_map = &bad;
+    EXPECT_THROW(head_detections(h, out.data(), 10, 10, 10, 10, thresh, true, d), Error);
+  }
+}
+
 // ---------------------------------------------------------------- mAP by hand
 
 Detection pred(BoxF b, std::vector<float> prob) { return det(b, 1.f, std::move(prob)); }

@@ -43,19 +43,13 @@ int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection
 // those of its map.
 int output_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().classes; }
 
-// Boxes over a class tree (YOLO9000) are detected (each box's class from the tree's top
-// prediction) but not scored: map, and the held-out mAP after training, leave them out.
-// (A class map alone, too: its boxes' classes are the layer's, its truths' the map's.)
+// A head whose classes are not the data set's: YOLO9000's over a class tree (its truths'
+// classes through the map=, or the tree's own). detect names its boxes by the layer's
+// classes (the tree's top prediction); map and the held-out mAP score them in the data's
+// classes, through the map (DetectionHead::class_map).
 bool mapped(const LayerSpec& l) { return l.detector() && (!l.det().tree.empty() || !l.det().map.empty()); }
 bool over_a_tree(const std::vector<const LayerSpec*>& heads) {
   return std::any_of(heads.begin(), heads.end(), [](const LayerSpec* l) { return mapped(*l); });
-}
-void refuse_trees(const std::vector<const LayerSpec*>& heads, const std::string& cfg) {
-  for (const LayerSpec* l : heads)
-    if (mapped(*l))
-      fail(cfg, ":", l->line,
-           ": [region] over a class tree or map (YOLO9000) trains and detects; its mAP is not computed yet (its "
-           "boxes' classes are the layer's, the truths' those of its map)");
 }
 
 // YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
@@ -81,24 +75,26 @@ void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig&
 
 // Every rank runs the tiled forward of `n` pictures (root: net_picture()s in `input`); the
 // root turns each detector layer's output into detections, normalised to each picture, and
-// suppresses overlaps at `nms`.
+// suppresses overlaps at `nms`. truth_classes: boxes in the data set's classes (a layer's
+// map= applied), as map scores them; else in the layer's.
 std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net, const float* input,
                                                  const std::vector<std::pair<int, int>>& sizes, float thresh,
-                                                 float nms) {
+                                                 float nms, bool truth_classes) {
   tr.predict(input);
   std::vector<std::vector<Detection>> out(sizes.size());
   if (!tr.root()) return out;
   int classes = 0;
   for (const LayerSpec& l : net.layers) {
     if (!l.box_loss()) continue;
-    classes = output_classes(l);
+    classes = truth_classes ? head_classes(l) : output_classes(l);
     const float* y = tr.output_of(l.index);
     if (l.is(kDetectionKind)) {
       for (size_t k = 0; k < sizes.size(); ++k)
         yolov1_detections(l.detection(), y + int64_t(k) * l.out.size(), 1, 1, thresh, out[k]);
       continue;
     }
-    const DetectionHead h = detection_head(l);
+    DetectionHead h = detection_head(l);
+    if (truth_classes && !l.det().map.empty()) h.class_map = &l.det().map;
     for (size_t k = 0; k < sizes.size(); ++k)
       head_detections(h, y + int64_t(k) * l.out.size(), sizes[k].first, sizes[k].second, net.width, net.height, thresh,
                       true, out[k]);
@@ -148,7 +144,7 @@ MapResult evaluate_map(Trainer& tr, const NetSpec& net, Comm& comm, const std::v
     const bool v1 = yolov1_head(net) != nullptr;
     std::vector<std::vector<Detection>> d = detect_batch(tr, net, tr.root() ? input.data() : nullptr, sizes,
                                                          v1 ? kDarknetYolov1ValidThresh : kDarknetValidThresh,
-                                                         v1 ? kDarknetYolov1ValidNms : kDarknetValidNms);
+                                                         v1 ? kDarknetYolov1ValidNms : kDarknetValidNms, true);
     if (!tr.root()) continue;
     for (int k = 0; k < n && start + k < int64_t(count); ++k) {
       if (!ok[size_t(k)]) continue;
@@ -180,10 +176,19 @@ std::vector<std::string> class_names(const std::string& file, const std::vector<
   if (!file.empty()) {
     if (is_data_file(file)) {
       const DataConfig dc = load_data_config(file);
-      // The .data's classes are the truths'; a class map's boxes name the layer's (the tree's)
-      // classes, so there its names only label the first ones (the rest are numbered).
-      if (!over_a_tree(heads)) check_classes(heads, dc, cfg);
+      check_classes(heads, dc, cfg);
       names = dc.class_names;
+      // The .data's classes are the truths'; boxes over a class map are named by the layer's
+      // (the tree's) classes: each of the data's names labels the class it maps to, the
+      // others are numbered.
+      const LayerSpec& head = *heads.back();
+      if (head.detector() && !head.det().map.empty()) {
+        names.assign(size_t(classes), "");
+        for (size_t j = 0; j < head.det().map.size() && j < dc.class_names.size(); ++j)
+          names[size_t(head.det().map[j])] = dc.class_names[j];
+        for (int c = 0; c < classes; ++c)
+          if (names[size_t(c)].empty()) names[size_t(c)] = "class " + std::to_string(c);
+      }
     } else {
       names = read_list(file, "names file");
     }
@@ -359,12 +364,8 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
   print_rank_times(comm, trainer, ran);
   // The trained weights first: nothing the evaluation meets can lose them.
   save_weights_if_asked(trainer, net, params, f);
-  // Held-out mAP when the .data file names a valid= list (not over a class tree yet).
-  if (root && over_a_tree(heads) && !valid_paths.empty())
-    std::printf(
-        "(no held-out mAP: boxes over a class tree (YOLO9000) are not scored yet; the valid= pictures were "
-        "checked but not used)\n");
-  double has_valid = root && !over_a_tree(heads) && !valid_paths.empty() ? 1 : 0;
+  // Held-out mAP when the .data file names a valid= list.
+  double has_valid = root && !valid_paths.empty() ? 1 : 0;
   comm.broadcast(&has_valid, 1, kRoot);
   if (has_valid != 0) {
     size_t used = 0;
@@ -388,7 +389,6 @@ int cmd_train_detection(const RunOptions& run, Comm& comm, const DataOptions& d,
 int cmd_map(const RunOptions& o, Comm& comm, const std::string& weights, const std::string& data, int64_t max_pixels) {
   NetSpec net = load_run_net(o);
   const std::vector<const LayerSpec*> heads = detector_layers(net, o.cfg);
-  refuse_trees(heads, o.cfg);
   Params params = params_to_fill(net, o, comm);
   load_weights(params, net, weights);
   // The .data file, every valid= picture's header and every label, before any work.
@@ -466,7 +466,7 @@ int cmd_detect(const RunOptions& o, Comm& comm, const DetectOptions& d) {
     }
     const std::vector<std::vector<Detection>> dets =
         detect_batch(trainer, net, trainer.root() ? input.data() : nullptr, sizes, d.thresh,
-                     yolov1_head(net) ? kDarknetYolov1TestNms : kDarknetTestNms);
+                     yolov1_head(net) ? kDarknetYolov1TestNms : kDarknetTestNms, false);
     if (trainer.root() && !ok && montage) montage->add(int(i), Image(), file_name(i));
     if (!trainer.root() || !ok) continue;
     int found = 0;

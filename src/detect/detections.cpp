@@ -131,6 +131,10 @@ void check_head(const DetectionHead& h) {
       fail("[region] head: ", h.biases.size(), " anchor values for num=", h.n, " (need ", 2 * h.n, ")");
     if (!h.mask.empty()) fail("[region] head: has a mask (only [yolo] heads select anchors)");
   }
+  if (h.class_map)
+    for (int c : *h.class_map)
+      if (h.yolo || c < 0 || c >= h.classes)
+        fail(kind, " head: class map entry ", c, " is not one of its ", h.classes, " classes");
 }
 
 int64_t head_outputs(const DetectionHead& h) { return int64_t(h.w) * h.h * h.n * (h.coords + 1 + h.classes); }
@@ -166,17 +170,23 @@ void activate_head(const DetectionHead& h, float* out) {
 
 namespace {
 
-// hierarchy_predictions (each class's probability times its parent's, parents first) on a
-// copy of one box's classes `stride` apart, then hierarchy_top_prediction: from the roots
-// down, the most probable class of each group while the path's probability stays above
-// thresh; a leaf, or where it falls below, the last class taken (at the roots: the best one).
-int tree_top_class(const ClassTree& tree, const float* classes, int stride, float thresh) {
+// hierarchy_predictions: each class's probability times its parent's (parents first), on a
+// copy of one box's classes `stride` apart.
+std::vector<float> tree_probabilities(const ClassTree& tree, const float* classes, int stride) {
   std::vector<float> p(size_t(tree.size()));
   for (int j = 0; j < tree.size(); ++j) {
     p[size_t(j)] = classes[int64_t(j) * stride];
     const int parent = tree.parent[size_t(j)];
     if (parent >= 0) p[size_t(j)] *= p[size_t(parent)];
   }
+  return p;
+}
+
+// hierarchy_top_prediction: from the roots down, the most probable class of each group
+// while the path's probability stays above thresh; a leaf, or where it falls below, the last
+// class taken (at the roots: the best one).
+int tree_top_class(const ClassTree& tree, const float* classes, int stride, float thresh) {
+  const std::vector<float> p = tree_probabilities(tree, classes, stride);
   float path = 1;
   for (int group = 0;;) {
     float max = 0;
@@ -226,7 +236,19 @@ void head_detections(const DetectionHead& h, const float* out, int img_w, int im
         det.box.w = float(std::exp(double(out[bi + 2 * hw])) * double(h.biases[2 * a]) / double(h.w));
         det.box.h = float(std::exp(double(out[bi + 3 * hw])) * double(h.biases[2 * a + 1]) / double(h.h));
         det.objectness = scale > thresh ? scale : 0;
-        if (h.tree) {
+        const float* cls = out + entry(h, a, cell, h.coords + 1);
+        if (h.class_map) {
+          det.prob.assign(h.class_map->size(), 0.f);
+          std::vector<float> p;
+          if (h.tree)
+            p = tree_probabilities(*h.tree, cls, hw);
+          else
+            for (int c = 0; c < h.classes; ++c) p.push_back(cls[int64_t(c) * hw]);
+          for (size_t j = 0; j < h.class_map->size(); ++j) {
+            const float prob = scale * p[size_t((*h.class_map)[j])];
+            det.prob[j] = prob > thresh ? prob : 0;
+          }
+        } else if (h.tree) {
           const int c = tree_top_class(*h.tree, out + entry(h, a, cell, h.coords + 1), hw, h.tree_thresh);
           det.prob[size_t(c)] = scale > thresh ? scale : 0;
         } else if (det.objectness != 0) {

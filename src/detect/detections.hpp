@@ -51,6 +51,11 @@ struct DetectionHead {
   // hierarchy_top_prediction picks at tree_thresh (Darknet's -hier), with its objectness.
   const ClassTree* tree = nullptr;
   float tree_thresh = 0.5f;
+  // Scored against a data set whose classes map onto the layer's (the [region]'s map=,
+  // YOLO9000's coco9k.map): box class j is the layer's class_map[j], its probability the
+  // objectness times that class's (along the tree, if any), as Darknet's validation asks
+  // get_region_detections with a map. Else (null) the layer's classes.
+  const std::vector<int>* class_map = nullptr;
 };
 
 struct Detection {
