@@ -101,6 +101,28 @@ Partition part(int r, int c, const std::string& groups, int cut, int k = 1, int 
                    .split = {}};
 }
 
+// The synthetic model with this CPU's channel block (memory plans depend on it) and no
+// weight copies (the trainer's memory report counts none in one process).
+DeviceModel model_here(const NetSpec& net, const DnnlContext& ctx) {
+  DeviceModel m = synthetic_model(net);
+  m.channel_block = ctx.config.block;
+  m.weight_copies_mb = 0;
+  return m;
+}
+
+// What a trainer of `net` tiled r x c in one process allocates.
+Trainer::Memory one_process_memory(const NetSpec& net, int r, int c, const std::string& groups) {
+  Params params(net);
+  init_params(params, net, 1);
+  TrainOptions topt;
+  topt.rows = r;
+  topt.cols = c;
+  topt.groups = groups;
+  LocalComm local;
+  Trainer tr(net, params, topt, local);
+  return tr.memory();
+}
+
 TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {
   const LinearFit f = fit_linear({100, 1000, 10000, 100000},
                                  {1e-3 + 2e-7 * 100, 1e-3 + 2e-7 * 1000, 1e-3 + 2e-7 * 10000, 1e-3 + 2e-7 * 100000});
@@ -415,25 +437,14 @@ TEST(PlannerCostModel, MemoryOfOneProcessMatchesTheTrainer) {
   const DnnlContext ctx;  // the model's channel block must be this CPU's
   for (const std::string groups : {"none", "all", "0,4,8,12"}) {
     for (auto [r, c] : {std::pair{1, 1}, {2, 2}, {1, 3}}) {
-      DeviceModel m = synthetic_model(net);
-      m.channel_block = ctx.config.block;
-      m.weight_copies_mb = 0;
-      ClusterModel cm = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
+      const ClusterModel cm = local_cluster(model_here(net, ctx), 4, 4096, LinkSpec{40000, 1});
       const Partition p = part(r, c, groups, cut, r * c, 1);
       const Prediction pr = predict(net, p, cm);
-      Params params(net);
-      init_params(params, net, 1);
-      TrainOptions topt;
-      topt.rows = r;
-      topt.cols = c;
-      topt.groups = groups;
-      LocalComm local;
-      Trainer tr(net, params, topt, local);
-      const Trainer::Memory mem = tr.memory();
+      const Trainer::Memory mem = one_process_memory(net, r, c, groups);
       EXPECT_NEAR(pr.ranks[0].maps_mb, mem.maps_mb, 1e-9) << p.str();
       EXPECT_NEAR(pr.ranks[0].deltas_mb, mem.deltas_mb, 1e-9) << p.str();
       EXPECT_NEAR(pr.ranks[0].filters_mb, mem.kept_mb, 1e-9) << p.str();
-      EXPECT_GE(mem.kept_mb, 3. * params.size() * 4 / 1048576.0) << p.str();
+      EXPECT_GE(mem.kept_mb, 3. * Params(net).size() * 4 / 1048576.0) << p.str();
     }
   }
 }
@@ -452,22 +463,13 @@ TEST(PlannerCostModel, CropBeforeTheTiledLayers) {
   ASSERT_EQ(net.first_tiled(), 1);
   const int cut = resolve_cut(net, -1);
   const DnnlContext ctx;
-  DeviceModel m = synthetic_model(net);
-  m.channel_block = ctx.config.block;
-  m.weight_copies_mb = 0;
+  const DeviceModel m = model_here(net, ctx);
   const ClusterModel one = local_cluster(m, 4, 4096, LinkSpec{40000, 1});
   for (auto [r, c] : {std::pair{1, 1}, {2, 2}}) {
     Partition p = part(r, c, "none", cut, r * c, 1);
     p.group_starts = parse_groups("none", 1, cut);
     const Prediction pr = predict(net, p, one);
-    Params params(net);
-    init_params(params, net, 1);
-    TrainOptions topt;
-    topt.rows = r;
-    topt.cols = c;
-    LocalComm local;
-    Trainer tr(net, params, topt, local);
-    const Trainer::Memory mem = tr.memory();
+    const Trainer::Memory mem = one_process_memory(net, r, c, "none");
     EXPECT_NEAR(pr.ranks[0].maps_mb, mem.maps_mb, 1e-9) << p.str();
     EXPECT_NEAR(pr.ranks[0].deltas_mb, mem.deltas_mb, 1e-9) << p.str();
     // The crop's forward, at its fitted time for the batch's output cells, on the root.

@@ -23,7 +23,8 @@
 #          here (one process and 4 ranks) and on the 4 devices at 100 Mbit/s.
 #   residual  issue #29's networks on the 4 devices at 1 Gbit/s: ResNet-18 and MobileNetV2
 #          at 128x128 (each calibrated on its own cfg), grids 1x1 to 2x2, stage groupings,
-#          exchanged features, --low-memory, 2 ranks per device.
+#          exchanged features, --low-memory, 2 ranks per device; the tail as --tail auto
+#          (filter blocks) takes it.
 #   whole  issue #30's whole networks on the 4 devices at 1 Gbit/s: yolov2-voc at 224x224
 #          (calibrated on it): one device, tiled with the tail on the root, filter blocks
 #          after the cut (2 and 4 devices, --low-memory, batch 2), data parallel at batch 4.
@@ -212,8 +213,8 @@ if want residual; then
     log "residual: $net on 4 devices, 1gbit"
     c=$out/residual-$net-cluster.json
     cluster/edge.sh run -- calibrate --cfg $cfg --size 128x128 --threads 1 --out "$c" >&2
-    run() { local n=$1; shift; record "residual-$net" "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 600 -- :: --size 128x128 --tail root "$@"; }
-    run8() { record "residual-$net" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: --size 128x128 --tail root "$@"; }
+    run() { local n=$1; shift; record "residual-$net" "$c" "$n" 1 cluster/edge.sh run --devices "$n" --timeout 600 -- :: --size 128x128 "$@"; }
+    run8() { record "residual-$net" "$c" 8 2 cluster/edge.sh run --ranks-per-device 2 --timeout 600 -- :: --size 128x128 "$@"; }
     run 1 --grid 1x1
     run 2 --grid 1x2 --groups none
     run 4 --grid 2x2 --groups none

@@ -76,7 +76,8 @@ def main(out):
         ax.set_ylabel(f"predicted ({unit})")
         ax.set_title("step time" if key == "step" else "peak memory of the largest rank")
         ax.legend(fontsize=7)
-    fig.suptitle("tiletrain plan --cluster against bench (W1); dotted: +-10 %")
+    nets = sorted({os.path.basename(r.get("cfg", "yolov2-16.cfg")).removesuffix(".cfg") for r in runs})
+    fig.suptitle(f"tiletrain plan --cluster against bench ({', '.join(nets)}); dotted: +-10 %")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "scatter.png"), dpi=110)
 

@@ -194,7 +194,7 @@ void save_weights_if_asked(Trainer& tr, const NetSpec& net, const Params& params
   if (f.weights_out.empty()) return;
   std::optional<WeightsWriter> w;
   if (tr.root()) w.emplace(f.weights_out, params.seen);
-  tr.save_layers({.weights = [&](const LayerSpec& l) { w->write(params, l); }});
+  tr.save_layers({.weights = [&](const LayerSpec& l) { w->write(params, l); }, .momentum = {}});
   if (!tr.root()) return;
   w->commit(net);
   std::printf("saved %s\n", f.weights_out.c_str());

@@ -43,14 +43,9 @@ int head_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection
 // those of its map.
 int output_classes(const LayerSpec& l) { return l.is(kDetectionKind) ? l.detection().classes : l.det().classes; }
 
-// A head whose classes are not the data set's: YOLO9000's over a class tree (its truths'
-// classes through the map=, or the tree's own). detect names its boxes by the layer's
-// classes (the tree's top prediction); map and the held-out mAP score them in the data's
-// classes, through the map (DetectionHead::class_map).
-bool mapped(const LayerSpec& l) { return l.detector() && (!l.det().tree.empty() || !l.det().map.empty()); }
-bool over_a_tree(const std::vector<const LayerSpec*>& heads) {
-  return std::any_of(heads.begin(), heads.end(), [](const LayerSpec* l) { return mapped(*l); });
-}
+// A [region] with map= (YOLO9000's over a class tree): detect names its boxes by the
+// layer's classes (the tree's top prediction); map and the held-out mAP score them in the
+// data set's, through the map (DetectionHead::class_map).
 
 // YOLOv1's [detection] layer if the net has one: it sees pictures resized, not letterboxed,
 // trains on Darknet's region data, and its programs use other thresholds.

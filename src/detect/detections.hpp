@@ -54,7 +54,8 @@ struct DetectionHead {
   // Scored against a data set whose classes map onto the layer's (the [region]'s map=,
   // YOLO9000's coco9k.map): box class j is the layer's class_map[j], its probability the
   // objectness times that class's (along the tree, if any), as Darknet's validation asks
-  // get_region_detections with a map. Else (null) the layer's classes.
+  // get_region_detections with a map (its map from the .data file; Darknet applies one
+  // only over a tree, here also without). Else (null) the layer's classes.
   const std::vector<int>* class_map = nullptr;
 };
 

@@ -356,8 +356,8 @@ StepTimes Trainer::times() const {
   SegmentTimes s = tiled_->times;
   if (tail_) s += tail_->total_times();
   StepTimes t = times_;
-  t.fwd += s.fwd;
-  t.bwd += s.bwd;
+  t.fwd += s.fwd + prefix_times_.fwd;  // a [crop] before the tiled part
+  t.bwd += s.bwd + prefix_times_.bwd_data;
   t.halo += s.halo;
   t.io += s.io;
   t.weights += s.weights;

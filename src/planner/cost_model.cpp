@@ -573,6 +573,9 @@ struct Replay {
       forward();
       backward(m + 1 == net.subdivisions);
     }
+    out.cells_computed /= net.subdivisions;  // per sample: each micro-batch counted them
+    out.halo_bytes /= net.subdivisions;
+    out.halo_messages /= net.subdivisions;
     update();
     memory();
     const double end = *std::max_element(clock.begin(), clock.end());

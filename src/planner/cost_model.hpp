@@ -41,9 +41,10 @@ struct Prediction {
   double cells_computed = 0;  // forward cells of every tile and layer (redundant included)
   double halo_bytes = 0;      // forward and backward halo bytes between different ranks (and backward features)
   int halo_messages = 0;
-  // Per tiled layer: how much later the last rank finishes because of the layer (its
-  // forward with the halo before it, its backward with the halo after it; the input
-  // scatter counts to layer 0). With the cut, the tail and the update they add up to
+  // Per layer before the cut: how much later the last rank finishes because of the layer
+  // over the step's micro-batches (a tiled layer's forward with the halo before it, its
+  // backward with the halo after it; the input scatter counts to the first tiled layer, a
+  // [crop] before it to itself). With the cut, the tail and the update they add up to
   // step_s. The grouping search adds these up per group (optimizer.hpp).
   std::vector<double> layer_s;
 };

@@ -227,7 +227,7 @@ SearchResult optimize(const NetSpec& net, const ClusterModel& cm, const SearchOp
             if (weighted) p.split = split_by_speed(p, cm);
             Config cfg{p};
             for (const std::vector<int>& g : {parse_groups("none", first, cut), parse_groups("all", first, cut)}) {
-              if (R * C == 1 && g.size() == 1 && cut > 1) continue;
+              if (R * C == 1 && g.size() == 1 && cut - first > 1) continue;
               p.group_starts = g;
               try {
                 if (const Candidate* c = consider(p)) cfg.best = std::min(cfg.best, c->pred.step_s);

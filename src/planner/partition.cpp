@@ -5,7 +5,8 @@
 namespace tt {
 
 std::string Partition::groups_str() const {
-  if (group_starts.empty() || int(group_starts.size()) == cut) return "none";
+  // A group per tiled layer (they start at group_starts[0]: 1 after a [crop]).
+  if (group_starts.empty() || int(group_starts.size()) == cut - group_starts[0]) return "none";
   if (group_starts.size() == 1) return "all";
   std::string s;
   for (int g : group_starts) {
