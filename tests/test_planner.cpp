@@ -508,6 +508,33 @@ TEST(PlannerCostModel, CropBeforeTheTiledLayers) {
       }
 }
 
+// How long ranks wait for the slowest at a synchronisation: the spread of their compute
+// (the calibrated jitter) as one draw per device. Ranks of one device are slowed alike (its
+// quota's pauses, the host's other work), so on one host the jitter adds nothing; on four
+// devices it adds waits.
+TEST(PlannerCostModel, ComputeSpreadIsOneDrawPerDevice) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 64, 64, 1);
+  const int cut = resolve_cut(net, -1);
+  DeviceModel calm = synthetic_model(net), jittery = calm;
+  calm.jitter = 0;
+  jittery.jitter = 0.5;
+  const Partition one_host = part(2, 2, "none", cut, 1, 4), p = part(2, 2, "none", cut);
+  const LinkSpec shm{20000, 7};
+  EXPECT_NEAR(predict(net, one_host, local_cluster(jittery, 4, 4096, shm)).step_s,
+              predict(net, one_host, local_cluster(calm, 4, 4096, shm)).step_s, 1e-12);
+  auto four_devices = [&](const DeviceModel& m) {
+    nlohmann::json devs = nlohmann::json::array();
+    for (int d = 0; d < 4; ++d)
+      devs.push_back({{"name", std::string("d").append(std::to_string(d))}, {"cores", 4}, {"memory_mb", 4096},
+                      {"model", device_model_to_json(m)}});
+    const nlohmann::json j{{"devices", devs}, {"links", {{"bandwidth_mbit", 1000}, {"latency_us", 100}}}};
+    return resolve_cluster(parse_cluster(j, "four.json", {}), net, nullptr);
+  };
+  const Prediction a = predict(net, p, four_devices(calm)), b = predict(net, p, four_devices(jittery));
+  EXPECT_GT(b.step_s, a.step_s + 1e-4);
+  EXPECT_NEAR(b.ranks[0].fwd_s, a.ranks[0].fwd_s, 1e-12);  // the waits, not the compute
+}
+
 // A batch in S micro-batches (--subdivisions) runs forward and backward S times, then
 // exchanges the gradients and updates once: 3 micro-batches against 2 of the same size
 // (both keep the weights formatted between micro-batches).

@@ -80,7 +80,7 @@ for r in runs:
     # DIR's own cluster file (DIR may be a copy, with a cluster file changed)
     cluster = os.path.join(out, os.path.basename(r["cluster"]))
     args = r["args"].split()
-    if "--tail" not in args:  # measured before --tail auto became the default
+    if "--tail" not in args and r.get("tail_default") != "auto":  # measured when the root was the default
         args += ["--tail", "root"]
     cmd = [bin, "plan", "--cfg", r.get("cfg", "cfgs/yolov2-16.cfg"), *args, "--cluster", cluster,
            "--ranks-per-device", str(r["per"]), "--json"]
@@ -119,7 +119,7 @@ import json, sys
 setting, ranks, plan, bench, args, cluster, per, cfg = sys.argv[1:]
 p = json.load(open(plan))["prediction"]
 b = json.loads([l for l in open(bench) if l.startswith("{")][-1])
-print(json.dumps({"setting": setting, "cfg": cfg, "ranks": int(ranks), "args": args, "cluster": cluster, "per": int(per), "predicted": {k: v for k, v in p.items() if k != "ranks"},
+print(json.dumps({"setting": setting, "cfg": cfg, "ranks": int(ranks), "args": args, "cluster": cluster, "per": int(per), "tail_default": "auto", "predicted": {k: v for k, v in p.items() if k != "ranks"},
                   "measured": {k: b[k] for k in ("step_s", "fwd_s", "bwd_s", "halo_s", "weights_s", "io_s", "update_s", "peak_rss_mb_max")}}))
 EOF
   python3 -c "import json,sys; r=json.loads(open('$runs').readlines()[-1]); print('  %-40s predicted %.3f s %.0f MB, measured %.3f s %.0f MB' % (r['setting']+' '+r['args'][:40], r['predicted']['step_s'], r['predicted']['peak_rss_mb_max'], r['measured']['step_s'], r['measured']['peak_rss_mb_max']))" >&2

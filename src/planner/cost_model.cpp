@@ -32,6 +32,7 @@ struct Replay {
   Plan plan;
   Schedule schedule;  // what the Segment runs, in order
   int P = 1, T = 1, first = 0, cut = 0, dense_begin = 0, batch = 1;  // first: the first tiled layer
+  int devices_used = 0;
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
   TailShares tail;                      // what each rank runs and holds after the cut
@@ -73,7 +74,7 @@ struct Replay {
     std::vector<int> per_dev(size_t(D), 0);
     for (int r = 0; r < P; ++r) {
       rank_dev.push_back(r / p.ranks_per_device);
-      ++per_dev[size_t(rank_dev.back())];
+      devices_used += per_dev[size_t(rank_dev.back())]++ == 0;
     }
     for (int r = 0; r < P; ++r) {
       const int d = rank_dev[size_t(r)];
@@ -111,12 +112,15 @@ struct Replay {
 
   // Every rank waits for the last one, then `cost` more; waits go to `bucket`. The last
   // one is later than the replay's clocks say by the spread of the compute since the
-  // last synchronisation: the expected largest of P draws.
+  // last synchronisation: the expected largest of one draw per device. What slows a
+  // device's compute (its CPU quota's pauses, the host's other work) slows all of its
+  // ranks alike: ranks on one host wait for each other no longer than their compute says.
   void sync(double cost, double RankPrediction::*bucket) {
     double spread = 0;
     for (int r = 0; r < P; ++r) spread += since_sync[size_t(r)] * model(r).jitter / P;
     std::fill(since_sync.begin(), since_sync.end(), 0.);
-    const double m = *std::max_element(clock.begin(), clock.end()) + cost + expected_max_normal(P) * spread;
+    const double m =
+        *std::max_element(clock.begin(), clock.end()) + cost + expected_max_normal(devices_used) * spread;
     for (int r = 0; r < P; ++r) {
       acc[size_t(r)].*bucket += m - clock[size_t(r)];
       clock[size_t(r)] = m;
