@@ -73,8 +73,8 @@ void check_classes(const std::vector<const LayerSpec*>& heads, const DataConfig&
 // suppresses overlaps at `nms`. truth_classes: boxes in the data set's classes (a layer's
 // map= applied), as map scores them; else in the layer's.
 std::vector<std::vector<Detection>> detect_batch(Trainer& tr, const NetSpec& net, const float* input,
-                                                 const std::vector<std::pair<int, int>>& sizes, float thresh,
-                                                 float nms, bool truth_classes) {
+                                                 const std::vector<std::pair<int, int>>& sizes, float thresh, float nms,
+                                                 bool truth_classes) {
   tr.predict(input);
   std::vector<std::vector<Detection>> out(sizes.size());
   if (!tr.root()) return out;

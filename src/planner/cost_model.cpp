@@ -31,8 +31,7 @@ struct Replay {
   const ClusterModel& cm;
   Plan plan;
   Schedule schedule;  // what the Segment runs, in order
-  int P = 1, T = 1, first = 0, cut = 0, dense_begin = 0, batch = 1;  // first: the first tiled layer
-  int devices_used = 0;
+  int P = 1, T = 1, first = 0, cut = 0, dense_begin = 0, batch = 1, devices_used = 0;  // first: the first tiled layer
   std::vector<int> tile_rank, rank_dev;
   std::vector<std::vector<int>> local;  // per rank: its tiles
   TailShares tail;                      // what each rank runs and holds after the cut
@@ -111,16 +110,14 @@ struct Replay {
   const LayerModel& lm(int r, int l) const { return model(r).layers.at(size_t(l)); }
 
   // Every rank waits for the last one, then `cost` more; waits go to `bucket`. The last
-  // one is later than the replay's clocks say by the spread of the compute since the
-  // last synchronisation: the expected largest of one draw per device. What slows a
-  // device's compute (its CPU quota's pauses, the host's other work) slows all of its
-  // ranks alike: ranks on one host wait for each other no longer than their compute says.
+  // one is later than the replay's clocks say by the spread of the compute since the last
+  // synchronisation: the expected largest of one draw per device (its quota's pauses and
+  // its host's other work slow all of its ranks alike).
   void sync(double cost, double RankPrediction::*bucket) {
     double spread = 0;
     for (int r = 0; r < P; ++r) spread += since_sync[size_t(r)] * model(r).jitter / P;
     std::fill(since_sync.begin(), since_sync.end(), 0.);
-    const double m =
-        *std::max_element(clock.begin(), clock.end()) + cost + expected_max_normal(devices_used) * spread;
+    const double m = *std::max_element(clock.begin(), clock.end()) + cost + expected_max_normal(devices_used) * spread;
     for (int r = 0; r < P; ++r) {
       acc[size_t(r)].*bucket += m - clock[size_t(r)];
       clock[size_t(r)] = m;
@@ -315,12 +312,11 @@ struct Replay {
         if (plan.group_start(l + 1)) return;
         for (int e : plan.consumers[size_t(l - plan.first)])
           if (plan.side_edge(e) && plan.crosses_groups(e))
-            return exchange(plan.bwd_halo[size_t(e)], net.layers[size_t(l)].out.c, out_cb(l),
-                            &RankPrediction::halo_s);
+            return exchange(plan.bwd_halo[size_t(e)], net.layers[size_t(l)].out.c, out_cb(l), &RankPrediction::halo_s);
         return;
       case StepKind::BackwardHalo:
-        return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c,
-                        out_cb(l - 1), &RankPrediction::halo_s);
+        return exchange(plan.bwd_halo[size_t(plan.edge(l))], net.layers[size_t(l - 1)].out.c, out_cb(l - 1),
+                        &RankPrediction::halo_s);
       case StepKind::GatherInputDelta:
         fail("internal: the cost model prices no input delta");
     }
@@ -452,7 +448,7 @@ struct Replay {
     }
     // Gradient buckets (engine/gradient_sync.hpp, --overlap on): the first leaves when every
     // rank has begun the tiled backward (the tail's, from the root).
-    if (last && P > 1 && !p.low_memory && p.overlap == Overlap::On) grads_leave = *std::max_element(clock.begin(), clock.end());
+    if (last && P > 1 && !p.low_memory && p.overlap == Overlap::On) grads_leave = last_end();
     run_steps(schedule.backward);
   }
 
@@ -561,8 +557,7 @@ struct Replay {
       if (r == 0 || p.tail_filters) {
         const LayerSpec& at_cut = net.layers[size_t(cut - 1)];
         const TailShares::Memory t = tail.memory(
-            r, batch, m.channel_block,
-            map_bytes(at_cut.out.c, out_cb(cut - 1), full_box(at_cut.out.h, at_cut.out.w)));
+            r, batch, m.channel_block, map_bytes(at_cut.out.c, out_cb(cut - 1), full_box(at_cut.out.h, at_cut.out.w)));
         a.maps_mb += t.maps / kMB;
         a.deltas_mb += t.deltas / kMB;
       }
