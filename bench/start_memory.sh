@@ -4,18 +4,19 @@
 # 416x416, batch 1, on P processes of this machine with --low-memory (the tail in filter
 # blocks by default). Each process's peak RSS comes from /usr/bin/time (the whole process
 # life: start-up, training, checkpoint, exit). Prints one line per binary and run.
-#   bench/start_memory.sh [-np P] [--grid RxC] BINARY... (default 6 processes, grid 3x2)
+#   bench/start_memory.sh [-np P] [--grid RxC] [--no-low-memory] BINARY... (default 6 processes, grid 3x2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-np=6 grid=3x2
+np=6 grid=3x2 low_memory=(--low-memory)
 while [ $# -gt 0 ]; do
   case $1 in
   -np) np=$2 && shift 2 ;;
   --grid) grid=$2 && shift 2 ;;
+  --no-low-memory) low_memory=() && shift ;;
   *) break ;;
   esac
 done
-[ $# -gt 0 ] || { echo "usage: bench/start_memory.sh [-np P] [--grid RxC] BINARY..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: bench/start_memory.sh [-np P] [--grid RxC] [--no-low-memory] BINARY..." >&2; exit 2; }
 command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -25,7 +26,7 @@ exec /usr/bin/time -f "%M" -o "$PEAKS/rank-${OMPI_COMM_WORLD_RANK}" "$@"
 EOF
 chmod +x "$tmp/rank.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-args=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 416x416 --batch 1 --grid "$grid" --low-memory
+args=(train --cfg /usr/share/darknet/cfg/yolov2-voc.cfg --size 416x416 --batch 1 --grid "$grid" "${low_memory[@]}"
   --threads 1)
 for bin in "$@"; do
   for run in fresh resumed; do

@@ -34,6 +34,30 @@ std::vector<std::vector<Range>> within(const std::vector<std::vector<Range>>& ra
   return out;
 }
 
+// Each process's ranges, straight from where it keeps them to where the root keeps them:
+// no packing, so a layer's gather costs the root nothing beyond the layer, and the other
+// processes nothing at all.
+void gather_ranges_to_root(Comm& comm, float* v, const std::vector<std::vector<Range>>& owned) {
+  if (comm.size() == 1) return;
+  const int me = comm.rank();
+  for (size_t p = 0; p < owned.size(); ++p) {
+    if (int(p) == kRoot || (me != kRoot && int(p) != me)) continue;
+    for (const auto& [b, e] : owned[p])
+      if (me == kRoot)
+        comm.irecv_floats(v + b, size_t(e - b), int(p), 0);
+      else
+        comm.isend_floats(v + b, size_t(e - b), kRoot, 0);
+  }
+  comm.wait_all();
+}
+
+// The parts counts/displs give each process, as ranges.
+std::vector<std::vector<Range>> parts(const std::vector<int>& counts, const std::vector<int>& displs) {
+  std::vector<std::vector<Range>> out(counts.size());
+  for (size_t p = 0; p < counts.size(); ++p) out[p] = {{displs[p], int64_t(displs[p]) + counts[p]}};
+  return out;
+}
+
 }  // namespace
 
 // A bucket goes once this many floats are ready: large enough that a link's latency is paid
@@ -147,6 +171,10 @@ void TileOrderSync::share_weights(float* weights) {
 
 void TileOrderSync::gather(float* v, Range r) { all_gather_within(comm_, v, counts_, displs_, r); }
 
+void TileOrderSync::gather_to_root(float* v, Range r) {
+  gather_ranges_to_root(comm_, v, within(parts(counts_, displs_), r));
+}
+
 // Weights and gradient whole, momentum only in the updated part (its other pages are never
 // written); the gradients of this process's tiles after the first, and the sum's buffers.
 double TileOrderSync::kept_floats() const {
@@ -259,6 +287,10 @@ void MicroBatchSync::zero(float* grad) {
 
 void MicroBatchSync::gather(float* v, Range r) { all_gather_within(comm_, v, counts_, displs_, r); }
 
+void MicroBatchSync::gather_to_root(float* v, Range r) {
+  gather_ranges_to_root(comm_, v, within(parts(counts_, displs_), r));
+}
+
 // Weights and the working gradient whole, one gradient per micro-batch here but the last,
 // the momentum only in the updated part; the sum's buffers.
 double MicroBatchSync::kept_floats() const {
@@ -347,29 +379,12 @@ void FilterBlocksSync::gather(float* v, Range r) {
 
 void FilterBlocksSync::gather_to_root(float* v, Range r) {
   head_->gather_to_root(v, {r.first, std::min(r.second, tail_begin_)});
-  gather_owned_to_root(v, r);
+  gather_ranges_to_root(comm_, v, within(owned_, r));
 }
 
 void FilterBlocksSync::gather_weights(float* weights, Range r) {
   head_->gather_weights(weights, {r.first, std::min(r.second, tail_begin_)});
-  gather_owned_to_root(weights, r);
-}
-
-// Each range straight from where its owner keeps it to where the root keeps it: no packing,
-// so a layer's gather costs the root nothing beyond the layer.
-void FilterBlocksSync::gather_owned_to_root(float* v, Range r) {
-  if (comm_.size() == 1) return;
-  const int me = comm_.rank();
-  const std::vector<std::vector<Range>> owned = within(owned_, r);
-  for (size_t p = 0; p < owned.size(); ++p) {
-    if (int(p) == kRoot || (me != kRoot && int(p) != me)) continue;
-    for (const auto& [b, e] : owned[p])
-      if (me == kRoot)
-        comm_.irecv_floats(v + b, size_t(e - b), int(p), 0);
-      else
-        comm_.isend_floats(v + b, size_t(e - b), kRoot, 0);
-  }
-  comm_.wait_all();
+  gather_ranges_to_root(comm_, weights, within(owned_, r));
 }
 
 void FilterBlocksSync::gather_owned(float* v, const std::vector<std::vector<Range>>& all, Range r) {

@@ -111,6 +111,7 @@ class TileOrderSync final : public GradientSync {
   void zero(float* grad) override;
   void share_weights(float* weights) override;
   void gather(float* v, Range r) override;
+  void gather_to_root(float* v, Range r) override;
   double kept_floats() const override;
 
  private:
@@ -149,6 +150,7 @@ class MicroBatchSync final : public GradientSync {
   void zero(float* grad) override;
   void share_weights(float* weights) override { gather(weights, {0, n_}); }
   void gather(float* v, Range r) override;
+  void gather_to_root(float* v, Range r) override;
   double kept_floats() const override;
 
  private:
@@ -212,9 +214,8 @@ class FilterBlocksSync final : public GradientSync {
   std::vector<Range> rest_;                // the part of the root's that every process runs with
   std::vector<Range> updated_;
   // Gathers the ranges owned[p] of v, as far as they lie in r, from each process p to every
-  // process; ... to the root only.
+  // process.
   void gather_owned(float* v, const std::vector<std::vector<Range>>& owned, Range r);
-  void gather_owned_to_root(float* v, Range r);
 };
 
 }  // namespace tt
