@@ -152,6 +152,36 @@ TEST(PlannerFit, RecoversALineAndKeepsCoefficientsNonNegative) {
   EXPECT_THROW(fit_linear({}, {}), Error);
 }
 
+// A CPU quota pauses a step in one layer or another: each layer's median misses the
+// pauses, `paused` is how much longer the median step is than the medians' sum.
+TEST(PlannerFit, LayerMediansAndTheQuotasPauses) {
+  const int L = 4;
+  std::vector<std::vector<LayerTimes>> steps(5, std::vector<LayerTimes>(L));
+  for (size_t k = 0; k < steps.size(); ++k)
+    for (int l = 0; l < L; ++l) {
+      steps[k][size_t(l)].fwd = 1e-3 * (l + 1);
+      steps[k][size_t(l)].bwd_data = 2e-3;
+      if (int(k) % L == l) steps[k][size_t(l)].fwd += 10e-3;  // this step's pause
+    }
+  const LayerMedians m = layer_medians(steps);
+  ASSERT_EQ(m.layers.size(), size_t(L));
+  for (int l = 0; l < L; ++l) {
+    EXPECT_EQ(m.layers[size_t(l)].fwd, 1e-3 * (l + 1));
+    EXPECT_EQ(m.layers[size_t(l)].bwd_data, 2e-3);
+  }
+  const double medians = 10e-3 + 4 * 2e-3;
+  EXPECT_NEAR(m.paused, (medians + 10e-3) / medians, 1e-12);
+  // Steady steps: no pause, and never below 1.
+  std::vector<std::vector<LayerTimes>> steady(3, std::vector<LayerTimes>(1));
+  const double fwd[] = {1e-3, 1.1e-3, 0.9e-3}, bwd[] = {2e-3, 1.8e-3, 2.2e-3};
+  for (size_t k = 0; k < 3; ++k) steady[k][0].fwd = fwd[k], steady[k][0].bwd_data = bwd[k];
+  const LayerMedians s = layer_medians(steady);
+  EXPECT_EQ(s.layers[0].fwd, 1e-3);
+  EXPECT_EQ(s.layers[0].bwd_data, 2e-3);
+  EXPECT_EQ(s.paused, 1.);
+  EXPECT_TRUE(layer_medians({}).layers.empty());
+}
+
 // Halo bytes and messages as the model counts them, against a count over the plan's
 // pieces written out here; cells against the plan's forward boxes.
 TEST(PlannerCostModel, HaloBytesMessagesAndCellsMatchTheBruteForceCount) {
@@ -544,6 +574,48 @@ TEST(PlannerCostModel, ComputeSpreadIsOneDrawPerDevice) {
 // A batch in S micro-batches (--subdivisions) runs forward and backward S times, then
 // exchanges the gradients and updates once: 3 micro-batches against 2 of the same size
 // (both keep the weights formatted between micro-batches).
+// A device under a CPU quota: alone it computes without a break and its step is its
+// compute with the quota's pauses; on 4 devices with slow links it waits for the weights
+// between bursts, and the pauses no longer show.
+TEST(PlannerCostModel, QuotaPausesBoundADevicesStep) {
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 64, 64, 1);
+  const int cut = resolve_cut(net, -1);
+  DeviceModel steady = synthetic_model(net);
+  steady.cpu_capacity = 0.45;
+  steady.reload_s = 0;  // no formatting: fwd and bwd are the kernels alone
+  DeviceModel paused = steady;
+  paused.paused = 2.5;
+  auto devices = [&](const DeviceModel& m, int n, double mbit) {
+    nlohmann::json devs = nlohmann::json::array();
+    for (int d = 0; d < n; ++d)
+      devs.push_back({{"name", std::string("d").append(std::to_string(d))},
+                      {"cores", 1},
+                      {"memory_mb", 4096},
+                      {"model", device_model_to_json(m)}});
+    const nlohmann::json j{{"devices", devs}, {"links", {{"bandwidth_mbit", mbit}, {"latency_us", 100}}}};
+    return resolve_cluster(parse_cluster(j, "quota.json", {}), net, nullptr);
+  };
+  const Partition alone = part(1, 1, "none", cut);
+  const Prediction a = predict(net, alone, devices(steady, 1, 1000)), b = predict(net, alone, devices(paused, 1, 1000));
+  // The kernels' pauses; the update was timed with its own.
+  const double kernels = a.fwd_s + a.bwd_s;
+  EXPECT_GT(a.update_s, 0);
+  EXPECT_NEAR(b.step_s, a.step_s + 1.5 * kernels, 1e-9);
+  EXPECT_NEAR(b.fwd_s + b.bwd_s + b.update_s, 2.5 * kernels + a.update_s, 1e-9);  // the parts still add up
+  EXPECT_NEAR(b.fwd_s / b.bwd_s, a.fwd_s / a.bwd_s, 1e-9);
+  // Two ranks side by side on the one core: their compute adds up before the pauses.
+  const Partition two = part(1, 2, "none", cut, 1, 2);
+  const Prediction c = predict(net, two, devices(paused, 1, 1000)), d = predict(net, two, devices(steady, 1, 1000));
+  EXPECT_GT(c.step_s, d.step_s);
+  EXPECT_NEAR(c.ranks[0].fwd_s + c.ranks[0].bwd_s + c.ranks[0].update_s + c.ranks[0].halo_s + c.ranks[0].weights_s +
+                  c.ranks[0].io_s,
+              c.step_s, 1e-9);
+  // Four devices at 10 Mbit/s: the weights take far longer than the paused compute.
+  const Partition four = part(2, 2, "none", cut);
+  const Prediction e = predict(net, four, devices(steady, 4, 10)), f = predict(net, four, devices(paused, 4, 10));
+  EXPECT_NEAR(f.step_s, e.step_s, 1e-12);
+}
+
 TEST(PlannerCostModel, MicroBatchesEachRunForwardAndBackward) {
   NetSpec two = net_at("cfgs/yolov2-16.cfg", 64, 64, 2);
   two.batch = 4;

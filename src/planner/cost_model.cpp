@@ -1,8 +1,6 @@
 #include "planner/cost_model.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 
 #include "engine/filter_blocks.hpp"
 #include "engine/memory_plan.hpp"
@@ -37,6 +35,7 @@ struct Replay {
   TailShares tail;                      // what each rank runs and holds after the cut
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
   std::vector<double> since_sync;       // compute since the last synchronisation
+  AloneCompute alone;                   // the step's, at each rank's device speed alone
   double grads_leave = -1;              // gradient buckets during backward: when the first leaves (-1: after it)
   std::vector<RankPrediction> acc;
   std::vector<SegmentMemoryPlan> rank_layouts;  // per rank: the Segment's memory plan of its tiles
@@ -79,8 +78,7 @@ struct Replay {
       const int d = rank_dev[size_t(r)];
       crowd.push_back(crowd_slowdown(cm.models[size_t(d)], per_dev[size_t(d)], cm.capacity[size_t(d)]));
     }
-    clock.assign(size_t(P), 0.);
-    since_sync.assign(size_t(P), 0.);
+    clock = since_sync = alone.cpu = alone.kernels = std::vector<double>(size_t(P), 0.);
     acc.resize(size_t(P));
     for (int r = 0; r < P; ++r) acc[size_t(r)].device = rank_dev[size_t(r)];
     for (int r = 0; r < P; ++r) {
@@ -123,9 +121,13 @@ struct Replay {
       clock[size_t(r)] = m;
     }
   }
-  void run(int r, double secs, double RankPrediction::*bucket) {
+  // `kernels`: layer compute from the fits (else e.g. formatting, timed as one long phase).
+  void run(int r, double secs, double RankPrediction::*bucket, bool kernels = true) {
     clock[size_t(r)] += secs;
-    if (bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s) since_sync[size_t(r)] += secs;
+    const bool layers = bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s;
+    if (layers) since_sync[size_t(r)] += secs;
+    if (layers || bucket == &RankPrediction::update_s) alone.cpu[size_t(r)] += secs / crowd[size_t(r)];
+    if (layers && kernels) alone.kernels[size_t(r)] += secs / crowd[size_t(r)];
     acc[size_t(r)].*bucket += secs;
   }
   // Messages `pieces` (cells of a map with c channels in layout cb) between ranks; each
@@ -228,7 +230,8 @@ struct Replay {
       run(r, (p.low_memory ? 1. : 0.5) * reload_per_param(r) * w,
           p.low_memory                    ? &RankPrediction::weights_s
           : uses == WeightCache::kForward ? &RankPrediction::fwd_s
-                                          : &RankPrediction::bwd_s);
+                                          : &RankPrediction::bwd_s,
+          false);
   }
   // The tiled layers' weights formatted just before each use (Trainer::stage_weights).
   bool formats_before_use() const { return !p.low_memory && net.subdivisions == 1; }
@@ -577,6 +580,7 @@ struct Replay {
     out.halo_messages /= net.subdivisions;
     update();
     memory();
+    stretch_to_quota_pauses(cm, rank_dev, alone, clock, acc);
     const double end = *std::max_element(clock.begin(), clock.end());
     out.step_s = end;
     for (int r = 0; r < P; ++r) acc[size_t(r)].step_s = clock[size_t(r)];

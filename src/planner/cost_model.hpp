@@ -56,4 +56,17 @@ Prediction predict_replicas(const NetSpec& net, const Partition& p, const Cluste
 
 nlohmann::json prediction_to_json(const Prediction& p);
 
+// A device under a CPU quota computes at its unpaused speed in bursts between waits, but no
+// step is shorter than its compute with the quota's pauses (DeviceModel::paused, which the
+// kernels' fits leave out; the update and the formatting were timed as long phases, pauses
+// included): alone, MobileNetV2 at 0.45 of a core took 2.4 times its unpaused kernels. When
+// that bound is longer than the ranks' `clock`s, they all end at it: the bound device's
+// ranks' compute stretches, the others wait (priced as halo waits, as at a synchronisation).
+struct AloneCompute {
+  std::vector<double> cpu;      // per rank: its compute, update and formatting, at its device's speed alone
+  std::vector<double> kernels;  // the part of it from the layer fits
+};
+void stretch_to_quota_pauses(const ClusterModel& cm, const std::vector<int>& rank_dev, const AloneCompute& alone,
+                             std::vector<double>& clock, std::vector<RankPrediction>& ranks);
+
 }  // namespace tt

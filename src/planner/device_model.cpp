@@ -125,8 +125,35 @@ struct SizePoint {
   std::vector<LayerTimes> layers;
   std::vector<double> cells;       // per layer: batch x rows x columns of its output map
   double compute = 0, jitter = 0;  // layer compute per step (median); relative spread of layer times
+  double paused = 1;               // see LayerMedians
+  // The head: everything from the first untileable layer on.
   double head_fwd = 0, head_bwd = 0, update = 0, reload = 0, total = 0;
 };
+
+}  // namespace
+
+LayerMedians layer_medians(const std::vector<std::vector<LayerTimes>>& steps) {
+  LayerMedians m;
+  if (steps.empty()) return m;
+  const size_t L = steps[0].size();
+  m.layers.resize(L);
+  std::vector<double> step_sum(steps.size(), 0.);
+  double sum_of_medians = 0;
+  for (size_t l = 0; l < L; ++l)
+    for (const LayerPass& e : kLayerPasses) {
+      std::vector<double> all;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        all.push_back(steps[k][l].*e.time);
+        step_sum[k] += steps[k][l].*e.time;
+      }
+      m.layers[l].*e.time = median(all);
+      sum_of_medians += m.layers[l].*e.time;
+    }
+  m.paused = sum_of_medians > 0 ? std::max(1., median(step_sum) / sum_of_medians) : 1.;
+  return m;
+}
+
+namespace {
 
 SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* full) {
   Params params(net);
@@ -140,21 +167,12 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   synthetic_batch(net, net.batch, 1, input, truth);
   trainer.train_step(input.data(), truth.data());
   std::vector<std::vector<LayerTimes>> steps;
-  std::vector<double> head_fwd, head_bwd, update, reload, total;
+  std::vector<double> update, reload, total;
   for (int k = 0; k < o.steps; ++k) {
     trainer.reset_times();
     trainer.train_step(input.data(), truth.data());
     steps.push_back(trainer.layer_times());
     const StepTimes t = trainer.times();
-    // Everything from the first layer that cannot be tiled is the head, on the root.
-    double hf = 0, hb = 0;
-    for (size_t l = size_t(net.first_untileable()); l < net.layers.size(); ++l) {
-      const LayerTimes& h = steps.back()[l];
-      hf += h.fwd + h.fwd_pointwise;
-      hb += h.bwd_pointwise + h.bwd_data + h.bwd_weights;
-    }
-    head_fwd.push_back(hf);
-    head_bwd.push_back(hb);
     update.push_back(t.update - t.reload);
     reload.push_back(t.reload);
     total.push_back(t.total);
@@ -163,16 +181,12 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
   p.height = net.height;
   p.width = net.width;
   const size_t L = net.layers.size();
-  p.layers.resize(L);
   for (const LayerSpec& l : net.layers) p.cells.push_back(double(net.batch) * l.out.h * l.out.w);
-  // Per layer and pass: the median over steps.
-  for (size_t l = 0; l < L; ++l)
-    for (const PassEntry& e : kPasses) {
-      std::vector<double> all;
-      for (auto& st : steps) all.push_back(st[l].*e.time);
-      p.layers[l].*e.time = median(all);
-      p.compute += p.layers[l].*e.time;
-    }
+  LayerMedians lm = layer_medians(steps);
+  p.layers = std::move(lm.layers);
+  p.paused = lm.paused;
+  for (const LayerTimes& t : p.layers)
+    for (const LayerPass& e : kLayerPasses) p.compute += t.*e.time;
   // The spread, standard deviation / mean across steps, of what a rank computes between
   // two synchronisations: a layer's forward (with its batch-norm and activation), its
   // backward; those of over 1 ms. Not of each pass: under a CPU quota a pass's time swings
@@ -190,8 +204,10 @@ SizePoint measure(const NetSpec& net, const CalibrateOptions& o, DeviceModel* fu
       spreads.push_back(std::sqrt(v) / m);
     }
   p.jitter = median(spreads);
-  p.head_fwd = median(head_fwd);
-  p.head_bwd = median(head_bwd);
+  for (size_t l = size_t(net.first_untileable()); l < L; ++l) {
+    p.head_fwd += p.layers[l].fwd + p.layers[l].fwd_pointwise;
+    p.head_bwd += p.layers[l].bwd_pointwise + p.layers[l].bwd_data + p.layers[l].bwd_weights;
+  }
   p.update = median(update);
   p.reload = median(reload);
   p.total = median(total);
@@ -296,6 +312,7 @@ DeviceModel calibrate_device(const NetSpec& net0, const CalibrateOptions& o) {
   }
   m.solo_compute_s = pts[0].compute;
   m.jitter = pts[0].jitter;
+  m.paused = pts[0].paused;
   m.head_fwd_per_sample = pts[0].head_fwd / m.batch;
   m.head_bwd_per_sample = pts[0].head_bwd / m.batch;
   m.fit_median_err = median(errs);
@@ -386,6 +403,7 @@ nlohmann::json device_model_to_json(const DeviceModel& m) {
           {"concurrent_ranks", m.concurrent_ranks},
           {"concurrent_slowdown", m.concurrent_slowdown},
           {"jitter", m.jitter},
+          {"paused", m.paused},
           {"head_fwd_s_per_sample", m.head_fwd_per_sample},
           {"head_bwd_s_per_sample", m.head_bwd_per_sample},
           {"sgd_s_per_param", m.sgd_per_param},
@@ -425,6 +443,7 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
     m.concurrent_ranks = int(json_whole(get("concurrent_ranks"), 1, 1 << 20, where + ": concurrent_ranks"));
     m.concurrent_slowdown = get("concurrent_slowdown").get<double>();
     m.jitter = get("jitter").get<double>();
+    if (j.contains("paused")) m.paused = std::max(1., get("paused").get<double>());  // older files: never paused
     m.head_fwd_per_sample = get("head_fwd_s_per_sample").get<double>();
     m.head_bwd_per_sample = get("head_bwd_s_per_sample").get<double>();
     m.sgd_per_param = get("sgd_s_per_param").get<double>();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/segment.hpp"  // LayerTimes
 #include "model/net_spec.hpp"
 
 namespace tt {
@@ -52,6 +53,12 @@ struct DeviceModel {
   // step with every rank busy: what ranks lose waiting for each other at each
   // synchronisation (batch-norm sums, halos).
   double jitter = 0;
+  // The median step's compute over the sum of the layers' medians, at least 1: what a CPU
+  // quota's pauses add when the device computes without a break. Its layer fits, the
+  // update and the formatting are unpaused (a quota that waits at a synchronisation starts
+  // the next burst afresh); the cost model bounds a device's step below by its compute
+  // times this (cost_model.cpp).
+  double paused = 1;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
   // What the fits miss at each calibrated map size (derive_size_correction): per point,
@@ -109,6 +116,17 @@ std::vector<Point> fastest_of_sweeps(size_t n, int rounds, Measure measure, Time
     }
   return best;
 }
+
+// From the engine's layer times of several steps: per layer and pass the median over the
+// steps, and how much longer the median step's sum is than the medians' sum (at least 1).
+// Under a CPU quota (an emulated device) the quota's pauses fall in a few layers of each
+// step, so each layer's median is about its unpaused time; `paused` gives the rest back
+// where the device computes without a break (DeviceModel::paused).
+struct LayerMedians {
+  std::vector<LayerTimes> layers;
+  double paused = 1;
+};
+LayerMedians layer_medians(const std::vector<std::vector<LayerTimes>>& steps);
 
 // Times the untiled engine on whole maps of each scale in this process (one process:
 // run it on one rank per device at a time).

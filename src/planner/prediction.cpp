@@ -6,6 +6,32 @@
 
 namespace tt {
 
+void stretch_to_quota_pauses(const ClusterModel& cm, const std::vector<int>& rank_dev, const AloneCompute& alone,
+                             std::vector<double>& clock, std::vector<RankPrediction>& ranks) {
+  const size_t P = rank_dev.size();
+  std::vector<double> need(cm.spec.devices.size(), 0.);
+  std::vector<int> on(need.size(), 0);
+  for (int d : rank_dev) on[size_t(d)]++;
+  for (size_t r = 0; r < P; ++r) {
+    const size_t d = size_t(rank_dev[r]);
+    // The ranks that compute side by side on it (crowd_slowdown's `busy`).
+    const double side_by_side = std::min(double(on[d]), std::max(1., cm.capacity[d] / cm.models[d].threads));
+    need[d] += (alone.cpu[r] + alone.kernels[r] * (cm.models[d].paused - 1)) / side_by_side;
+  }
+  const double end = *std::max_element(clock.begin(), clock.end());
+  const double bound = *std::max_element(need.begin(), need.end());
+  if (bound <= end) return;
+  for (size_t r = 0; r < P; ++r) {
+    RankPrediction& a = ranks[r];
+    const double extra = bound - clock[r], compute = a.fwd_s + a.bwd_s;
+    if (need[size_t(rank_dev[r])] < bound || compute <= 0)
+      a.halo_s += extra;
+    else  // the pauses fall in the kernels
+      for (double* part : {&a.fwd_s, &a.bwd_s}) *part += extra * *part / compute;
+    clock[r] = bound;
+  }
+}
+
 bool Prediction::fits() const {
   for (double s : memory_short_mb)
     if (s > 0) return false;
