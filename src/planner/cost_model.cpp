@@ -163,10 +163,9 @@ struct Replay {
       clock[size_t(r)] = done[size_t(r)];
     }
   }
-  // Rank 0's whole map → every tile's box (or back with `to_root`), over rank 0's link.
-  // The flows all go one way through rank 0's link, at the rate one pair measured: the
-  // many-flows efficiency is for all-to-all traffic, where every link carries data both
-  // ways, and priced with it the scatter and gather come out too slow.
+  // Rank 0's whole map → every tile's box (or back with `to_root`), over rank 0's link, at
+  // the rate one pair measured: the many-flows efficiency is for all-to-all traffic (every
+  // link both ways); priced with it the scatter and gather come out too slow.
   void root_transfer(const std::vector<double>& bytes_of_rank, bool to_root) {
     double link_time = 0, lat = 0;
     for (int r = 1; r < P; ++r) {
@@ -210,9 +209,8 @@ struct Replay {
     return t;
   }
   // Layer l's gradient chunks round the ring one after another, overlapping on different
-  // links (not a synchronisation: the ranks go on when their own steps are done), so a run
-  // of one owner's chunks costs about two hops a chunk, not three; priced a chunk at a time
-  // they come out too slow. bench/planner/chunk_ring.sh times the same calls.
+  // links (the ranks go on when their own steps are done): a run of one owner's chunks
+  // costs about two hops a chunk, not three. bench/planner/chunk_ring.sh times the calls.
   void reduce_scatter_chunks(int l) {
     const std::vector<double> t =
         chunk_ring_finish(cm.spec, rank_dev, weight_chunk_parts(net, cut, l, model(0).channel_block, P), clock);
