@@ -42,6 +42,7 @@ ClusterModel resolve_cluster(const ClusterSpec& c, const NetSpec& net, const Dev
     const Profile* pr = c.profile_of(int(d));
     if (!pr) fail(c.path, ": devices[", d, "] has neither a model nor a profile");
     cm.models[d] = ref;
+    cm.models[d].paused = 1;  // a profile is a device's own cores, not the reference's quota
     cm.slowdown.push_back(ref.gflops / std::max(1, ref.threads) / (pr->gflops * dev.speed));
     cm.capacity.push_back(dev.cores);
   }

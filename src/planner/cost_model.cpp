@@ -121,7 +121,7 @@ struct Replay {
       clock[size_t(r)] = m;
     }
   }
-  // `kernels`: layer compute from the fits (else e.g. formatting, timed as one long phase).
+  // `kernels`: compute from the layer fits (not e.g. formatting, timed as one long phase).
   void run(int r, double secs, double RankPrediction::*bucket, bool kernels = true) {
     clock[size_t(r)] += secs;
     const bool layers = bucket == &RankPrediction::fwd_s || bucket == &RankPrediction::bwd_s;
@@ -256,7 +256,6 @@ struct Replay {
   }
   double allgather_cost(double bytes) const { return all_gather_time(cm.spec, rank_dev, bytes); }
   double reduce_scatter_cost(double bytes) const { return reduce_scatter_time(cm.spec, rank_dev, bytes); }
-
   double last_end() const { return *std::max_element(clock.begin(), clock.end()); }
 
   // The Segment's schedule (engine/schedule.hpp), step by step; each step's time goes to
@@ -409,7 +408,8 @@ struct Replay {
       const double cells = double(batch) * s.out.h * s.out.w;
       for (int r = 0; r < P; ++r) {
         const double all = comp(r, l, lm(r, l).fwd, cells) + comp(r, l, lm(r, l).fwd_pointwise, cells);
-        run(r, tail.share(r, l) * all + staged_block_weights(r, l), &RankPrediction::fwd_s);
+        run(r, tail.share(r, l) * all, &RankPrediction::fwd_s);
+        run(r, staged_block_weights(r, l), &RankPrediction::fwd_s, false);
       }
       block_exchange(l, false);
     }
@@ -442,8 +442,8 @@ struct Replay {
       for (int r = 0; r < P; ++r) {
         const LayerModel& m = lm(r, l);
         const double all = comp(r, l, m.bwd_pointwise, cells) + comp(r, l, m.bwd_data, cells);
-        run(r, tail.share(r, l) * (all + comp(r, l, m.bwd_weights, cells)) + staged_block_weights(r, l),
-            &RankPrediction::bwd_s);
+        run(r, tail.share(r, l) * (all + comp(r, l, m.bwd_weights, cells)), &RankPrediction::bwd_s);
+        run(r, staged_block_weights(r, l), &RankPrediction::bwd_s, false);
       }
       block_exchange(l, true);
     }
@@ -579,7 +579,7 @@ struct Replay {
     update();
     memory();
     stretch_to_quota_pauses(cm, rank_dev, alone, clock, acc);
-    const double end = *std::max_element(clock.begin(), clock.end());
+    const double end = last_end();
     out.step_s = end;
     for (int r = 0; r < P; ++r) acc[size_t(r)].step_s = clock[size_t(r)];
     out.ranks = acc;

@@ -63,7 +63,7 @@ nlohmann::json prediction_to_json(const Prediction& p);
 // that bound is longer than the ranks' `clock`s, they all end at it: the bound device's
 // ranks' compute stretches, the others wait (priced as halo waits, as at a synchronisation).
 struct AloneCompute {
-  std::vector<double> cpu;      // per rank: its compute, update and formatting, at its device's speed alone
+  std::vector<double> cpu;      // per rank: its forward, backward and update work, at its device's speed alone
   std::vector<double> kernels;  // the part of it from the layer fits
 };
 void stretch_to_quota_pauses(const ClusterModel& cm, const std::vector<int>& rank_dev, const AloneCompute& alone,

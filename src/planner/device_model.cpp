@@ -149,7 +149,7 @@ LayerMedians layer_medians(const std::vector<std::vector<LayerTimes>>& steps) {
       m.layers[l].*e.time = median(all);
       sum_of_medians += m.layers[l].*e.time;
     }
-  m.paused = sum_of_medians > 0 ? std::max(1., median(step_sum) / sum_of_medians) : 1.;
+  if (steps.size() >= 3 && sum_of_medians > 0) m.paused = std::max(1., median(step_sum) / sum_of_medians);
   return m;
 }
 
@@ -443,7 +443,11 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
     m.concurrent_ranks = int(json_whole(get("concurrent_ranks"), 1, 1 << 20, where + ": concurrent_ranks"));
     m.concurrent_slowdown = get("concurrent_slowdown").get<double>();
     m.jitter = get("jitter").get<double>();
-    if (j.contains("paused")) m.paused = std::max(1., get("paused").get<double>());  // older files: never paused
+    if (j.contains("paused")) {  // older files: never paused
+      m.paused = get("paused").get<double>();
+      if (!(m.paused >= 1 && m.paused <= 100))
+        fail(where, ": paused is ", m.paused, "; calibrate writes 1 to about 3 (1: no CPU quota)");
+    }
     m.head_fwd_per_sample = get("head_fwd_s_per_sample").get<double>();
     m.head_bwd_per_sample = get("head_bwd_s_per_sample").get<double>();
     m.sgd_per_param = get("sgd_s_per_param").get<double>();

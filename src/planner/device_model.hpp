@@ -53,11 +53,11 @@ struct DeviceModel {
   // step with every rank busy: what ranks lose waiting for each other at each
   // synchronisation (batch-norm sums, halos).
   double jitter = 0;
-  // The median step's compute over the sum of the layers' medians, at least 1: what a CPU
-  // quota's pauses add when the device computes without a break. Its layer fits, the
-  // update and the formatting are unpaused (a quota that waits at a synchronisation starts
-  // the next burst afresh); the cost model bounds a device's step below by its compute
-  // times this (cost_model.cpp).
+  // The median step's layer compute over the sum of the layers' medians (at least 1; 1
+  // when fewer than 3 steps were timed): what a CPU quota's pauses add to the layer fits
+  // when the device computes without a break. The update and the formatting were timed as
+  // long phases and hold their pauses. The cost model bounds a device's step below by its
+  // kernels times this plus the rest (stretch_to_quota_pauses, cost_model.hpp).
   double paused = 1;
   double fit_median_err = 0, fit_max_err = 0;  // relative residuals of the per-layer fits
   nlohmann::json points;                       // the measurements the fits came from
@@ -118,7 +118,8 @@ std::vector<Point> fastest_of_sweeps(size_t n, int rounds, Measure measure, Time
 }
 
 // From the engine's layer times of several steps: per layer and pass the median over the
-// steps, and how much longer the median step's sum is than the medians' sum (at least 1).
+// steps, and how much longer the median step's sum is than the medians' sum (at least 1;
+// 1 with fewer than 3 steps, where the upper median of two is never above the sum).
 // Under a CPU quota (an emulated device) the quota's pauses fall in a few layers of each
 // step, so each layer's median is about its unpaused time; `paused` gives the rest back
 // where the device computes without a break (DeviceModel::paused).

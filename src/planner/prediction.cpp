@@ -1,4 +1,5 @@
-// What a Prediction says about itself: whether it fits, and its JSON for plan --json.
+// What a Prediction says about itself (whether it fits, its JSON for plan --json), and the
+// bound a CPU quota's pauses put on a step (stretch_to_quota_pauses).
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
