@@ -377,6 +377,45 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
 
 // calibrate on one host takes the shared memory's rate from the update's collectives when
 // the ping-pong's is faster: solving the model's two formulas for the rate gives it back.
+// A link shaped by a token bucket (`tc tbf`, links.burst_kb) passes what the bucket holds
+// at once and the rest at its rate; the bucket refills at the rate after a send.
+TEST(PlannerCostModel, LinkBurstsFollowTheBucket) {
+  ClusterSpec c;
+  c.devices.resize(2);
+  c.burst_bytes = 250e3;
+  LinkBuckets b(c);
+  const double R = 100e6;                                            // bytes/s
+  EXPECT_EQ(b.send(0, 0, 100e3, R), 0);                              // within the full bucket
+  EXPECT_NEAR(b.send(0, 0, 200e3, R), 50e3 / R, 1e-15);              // 150 KB left: the rest at the rate
+  EXPECT_NEAR(b.send(0, 0.5e-3 + 1e-3, 150e3, R), 50e3 / R, 1e-15);  // 1 ms after: 100 KB back
+  EXPECT_NEAR(b.send(0, 1, 1e6, R), 750e3 / R, 1e-12);               // long after: full again
+  EXPECT_EQ(b.send(1, 0, 250e3, R), 0);                              // another device's link has its own
+  EXPECT_NEAR(LinkBuckets().send(0, 0, 1e6, R), 1e6 / R, 1e-15);     // none: the rate alone
+
+  // A one-owner chunk gather: its owner's link sends 3 copies, the first burst at once;
+  // a second right after finds the bucket about empty.
+  const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
+  ClusterSpec spec = synthetic_spec(net, 4, 100);
+  spec.burst_bytes = 250e3;
+  const std::vector<int> devs{0, 1, 2, 3};
+  const std::vector<double> owned{65536, 0, 0, 0};  // 256 KB
+  const double plain = chunk_gather_time(spec, devs, owned), rate = spec.link(0, 1).bytes_per_s();
+  LinkBuckets buckets(spec);
+  const double first = chunk_gather_time(spec, devs, owned, &buckets, 0);
+  EXPECT_NEAR(first, plain - 250e3 / rate, 1e-12);
+  // (its bucket refilled only while the first one's last bytes crossed: one latency's worth)
+  EXPECT_NEAR(chunk_gather_time(spec, devs, owned, &buckets, first), plain - spec.link(0, 1).latency_s(), 1e-12);
+  // Saved and read back; a --low-memory step with bursts is faster, one without the same.
+  EXPECT_EQ(parse_cluster(cluster_to_json(spec), "back.json", {}).burst_bytes, 250e3);
+  const int cut = resolve_cut(net, -1);
+  const Partition lm = part(2, 2, "none", cut, 1, 1, true), plain_part = part(2, 2, "none", cut);
+  const ClusterSpec none = synthetic_spec(net, 4, 100);
+  EXPECT_LT(predict(net, lm, resolve_cluster(spec, net, nullptr)).weights_s,
+            predict(net, lm, resolve_cluster(none, net, nullptr)).weights_s);
+  EXPECT_NEAR(predict(net, plain_part, resolve_cluster(spec, net, nullptr)).step_s,
+              predict(net, plain_part, resolve_cluster(none, net, nullptr)).step_s, 1e-12);
+}
+
 TEST(PlannerCostModel, SharedMemoryRateFromTheCollectivesRoundTrips) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const ClusterModel cm = local_cluster(synthetic_model(net), 2, 4096, LinkSpec{20000, 7});

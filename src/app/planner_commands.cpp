@@ -266,6 +266,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   };
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> by_devices;  // latency, bytes/s
   std::vector<std::pair<double, double>> shm;
+  std::vector<double> bursts;  // bytes, per pair of ranks on different devices
   std::printf("links (one way, fitted latency + bytes / bandwidth over 1 KB - 8 MB):\n");
   for (const std::string& s : all_pairs)
     for (const auto& p : nlohmann::json::parse(s)) {
@@ -274,10 +275,15 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
       std::printf("  rank %d (%s) - rank %d (%s): %.1f us, %.1f Mbit/s\n", a, hosts[size_t(a)].c_str(), b,
                   hosts[size_t(b)].c_str(), lat * 1e6, bw * 8 / 1e6);
       const int da = dev_of(a), db = dev_of(b);
-      if (da == db)
+      if (da == db) {
         shm.push_back({lat, bw});
-      else
-        by_devices[{std::min(da, db), std::max(da, db)}].push_back({lat, bw});
+        continue;
+      }
+      by_devices[{std::min(da, db), std::max(da, db)}].push_back({lat, bw});
+      // What the link passes at once (a token bucket): the line through the largest
+      // message at the measured rate starts that many bytes' time below the latency.
+      const auto& largest = p[4].back();
+      bursts.push_back(std::max(0., (lat - (largest[1].get<double>() - largest[0].get<double>() / bw)) * bw));
     }
   auto mean = [](const std::vector<std::pair<double, double>>& v) {
     std::pair<double, double> m{0, 0};
@@ -318,6 +324,9 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
     std::sort(bws.begin(), bws.end());
     links["latency_us"] = lats[lats.size() / 2] * 1e6;  // for pairs not measured (other devices)
     links["bandwidth_mbit"] = bws[bws.size() / 2] * 8 / 1e6;
+    std::sort(bursts.begin(), bursts.end());
+    links["burst_kb"] = bursts[bursts.size() / 2] / 1024;
+    std::printf("links pass %.0f KB at once after a pause (median over the pairs)\n", bursts[bursts.size() / 2] / 1024);
   } else {  // one host: its shared memory is all there is
     links["latency_us"] = links["shared_memory"]["latency_us"];
     links["bandwidth_mbit"] = links["shared_memory"]["bandwidth_mbit"];

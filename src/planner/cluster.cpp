@@ -422,7 +422,9 @@ ClusterSpec parse_cluster(const json& j, const std::string& path, const std::map
   const At lat = root["links"];
   if (!links) lat.fail("missing (an object with bandwidth_mbit and latency_us)");
   need_object(*links, lat);
-  check_keys(*links, lat, {"topology", "bandwidth_mbit", "latency_us", "pairs", "shared_memory", "efficiency"});
+  check_keys(*links, lat,
+             {"topology", "bandwidth_mbit", "latency_us", "burst_kb", "pairs", "shared_memory", "efficiency"});
+  if (const json* x = member(*links, "burst_kb")) c.burst_bytes = 1024 * non_negative(*x, lat["burst_kb"]);
   if (const json* ef = member(*links, "efficiency")) {
     const At eat = lat["efficiency"];
     need_object(*ef, eat);
@@ -546,6 +548,7 @@ json cluster_to_json(const ClusterSpec& c) {
                          {"chunk_reduce_scatter_overhead_s", c.chunk_reduce_scatter_overhead_s}};
   if (c.bandwidth_mbit) links["bandwidth_mbit"] = *c.bandwidth_mbit;
   if (c.latency_us) links["latency_us"] = *c.latency_us;
+  if (c.burst_bytes > 0) links["burst_kb"] = c.burst_bytes / 1024;
   if (!c.pairs.empty()) {
     json ps = json::array();
     for (const auto& p : c.pairs) {

@@ -91,6 +91,10 @@ struct ClusterSpec {
   // many-flows call cost, and the ring's values.
   double chunk_gather_efficiency = 1, chunk_reduce_scatter_efficiency = 1;
   double chunk_gather_overhead_s = 0, chunk_reduce_scatter_overhead_s = 0;
+  // links.burst_kb: what a device's link passes at once after a pause, in bytes (a token
+  // bucket's depth, as `tc tbf` shapes cluster/edge.sh's links; its level refills at the
+  // link's rate), calibrate's estimate from the ping-pong; 0: none (a real Ethernet link).
+  double burst_bytes = 0;
   // The links as the file gives them; link() resolves them.
   std::optional<double> bandwidth_mbit;  // links.bandwidth_mbit: default for every pair
   std::optional<double> latency_us;      // links.latency_us: default for every pair

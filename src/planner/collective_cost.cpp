@@ -153,17 +153,37 @@ bool across_devices(const std::vector<int>& rank_dev) {
 
 }  // namespace
 
-double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats) {
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats,
+                         LinkBuckets* buckets, double start) {
   const double P = double(rank_dev.size());
   double chunk = 0, busiest = 0;
   for (double f : floats) chunk += f;
   for (double f : floats) busiest = std::max(busiest, std::max((P - 1) * f, chunk - f));
-  return worst_link(c, rank_dev, 4 * busiest, c.chunk_gather_efficiency) +
-         (across_devices(rank_dev) ? c.chunk_gather_overhead_s : 0);
+  const bool across = across_devices(rank_dev);
+  double t = worst_link(c, rank_dev, 4 * busiest, c.chunk_gather_efficiency) + (across ? c.chunk_gather_overhead_s : 0);
+  if (!buckets || buckets->burst <= 0 || !across) return t;
+  // The largest owner's link, when it is the one that limits: what its bucket holds goes
+  // at once.
+  const size_t o = size_t(std::max_element(floats.begin(), floats.end()) - floats.begin());
+  if ((P - 1) * floats[o] < busiest) return t;
+  const int d = rank_dev[o], e = d == rank_dev[0] ? rank_dev.back() : rank_dev[0];
+  const double rate = c.link(d, e).bytes_per_s() * c.chunk_gather_efficiency, out = 4 * busiest;
+  return t - out / rate + buckets->send(d, start, out, rate);
+}
+
+double LinkBuckets::send(int d, double t, double bytes, double rate) {
+  if (burst <= 0) return bytes / rate;
+  double& l = level[size_t(d)];
+  const double held = std::min(burst, l + std::max(0., t - at[size_t(d)]) * rate);
+  const double now = std::min(held, bytes), secs = (bytes - now) / rate;
+  l = held - now;
+  at[size_t(d)] = std::max(t, at[size_t(d)]) + secs;
+  return secs;
 }
 
 std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
-                                      const std::vector<std::vector<double>>& chunks, std::vector<double> t) {
+                                      const std::vector<std::vector<double>>& chunks, std::vector<double> t,
+                                      LinkBuckets* buckets) {
   const int P = int(rank_dev.size());
   const int D = *std::max_element(rank_dev.begin(), rank_dev.end()) + 1;
   const bool across = across_devices(rank_dev);
@@ -181,7 +201,9 @@ std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<in
           end = start + bytes / k.bytes_per_s();
         } else {
           start = std::max({start, up[size_t(a)], down[size_t(b)]});
-          end = up[size_t(a)] = down[size_t(b)] = start + bytes / k.bytes_per_s() / c.chunk_reduce_scatter_efficiency;
+          const double rate = k.bytes_per_s() * c.chunk_reduce_scatter_efficiency;
+          end = up[size_t(a)] = down[size_t(b)] =
+              start + (buckets ? buckets->send(a, start, bytes, rate) : bytes / rate);
         }
         end += k.latency_s();
         done[size_t(r)] = std::max(done[size_t(r)], end);  // the send completes once on the wire

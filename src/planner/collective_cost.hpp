@@ -42,18 +42,36 @@ double small_allreduce_time(const ClusterSpec& c, const std::vector<int>& rank_d
 std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut, int l, int channel_block, int P);
 // One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
 // link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
-// r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs.
-double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats);
+// r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs. The
+// gather starting at `start` with `buckets` (LinkBuckets, declared below): what the
+// largest owner's link holds goes at once, and the bucket follows.
+struct LinkBuckets;
+double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats,
+                         LinkBuckets* buckets = nullptr, double start = 0);
 double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
                                  const std::vector<double>& floats);
+// Each device link's token bucket (ClusterSpec::burst_bytes) as a step goes on: what it
+// holds at time `at`, refilled at the link's rate up to the burst. Empty: no bursts.
+struct LinkBuckets {
+  double burst = 0;
+  std::vector<double> level, at;  // per device
+  LinkBuckets() = default;
+  LinkBuckets(const ClusterSpec& c) : burst(c.burst_bytes), level(c.devices.size(), burst), at(c.devices.size(), 0.) {}
+  // Seconds device d's link takes to send `bytes` from time t at `rate` bytes/s: what the
+  // bucket holds goes at once, the rest at the rate, which keeps the bucket empty; it
+  // refills from the end of the send.
+  double send(int d, double t, double bytes, double rate);
+};
 // Chunks `chunks[k][r]` (floats of chunk k rank r owns) reduce-scattered round the ring one
 // after another (MpiComm::reduce_scatter, engine/conv_weights.hpp), the ranks starting
 // at `start[r]`: when each rank is done. Each step's message goes once the receiver has
 // posted for it (rendezvous), through both devices' links in turn, and its sender is done
 // with the step when it is on the wire, so a rank moves on to the next chunk while the
-// ring's later steps of this one are still running elsewhere.
+// ring's later steps of this one are still running elsewhere. `buckets` (may be null):
+// the sending links' bursts, followed.
 std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
-                                      const std::vector<std::vector<double>>& chunks, std::vector<double> start);
+                                      const std::vector<std::vector<double>>& chunks, std::vector<double> start,
+                                      LinkBuckets* buckets = nullptr);
 
 // Messages between ranks (halos), posted together by ranks that got there at `start[r]`:
 // when each rank is done. Each rank waits for its partners (rendezvous), then for its own

@@ -36,6 +36,7 @@ struct Replay {
   std::vector<double> clock, crowd;     // crowd: compute slowdown from ranks sharing a device
   std::vector<double> since_sync;       // compute since the last synchronisation
   AloneCompute alone;                   // the step's, at each rank's device speed alone
+  LinkBuckets buckets{cm.spec};         // the device links' bursts (ClusterSpec::burst_bytes)
   double grads_leave = -1;              // gradient buckets during backward: when the first leaves (-1: after it)
   std::vector<RankPrediction> acc;
   std::vector<SegmentMemoryPlan> rank_layouts;  // per rank: the Segment's memory plan of its tiles
@@ -200,20 +201,19 @@ struct Replay {
       if (tiled_traits(net.layers[size_t(l)]).weights) n += net.layers[size_t(l)].weight_count();
     return n;
   }
-  // The chunks of layer l's weights (--low-memory): gathered before each use, their
-  // gradients reduce-scattered once.
-  double chunked_gather_cost(int l) const {
+  // Layer l's weight chunks (--low-memory), all-gathered before each use (link bursts followed).
+  double chunked_gather_cost(int l) {
     double t = 0;
     for (const auto& parts : weight_chunk_parts(net, cut, l, model(0).channel_block, P))
-      t += chunk_gather_time(cm.spec, rank_dev, parts);
+      t += chunk_gather_time(cm.spec, rank_dev, parts, &buckets, last_end() + t);
     return t;
   }
   // Layer l's gradient chunks round the ring one after another, overlapping on different
   // links (the ranks go on when their own steps are done): a run of one owner's chunks
   // costs about two hops a chunk, not three. bench/planner/chunk_ring.sh times the calls.
   void reduce_scatter_chunks(int l) {
-    const std::vector<double> t =
-        chunk_ring_finish(cm.spec, rank_dev, weight_chunk_parts(net, cut, l, model(0).channel_block, P), clock);
+    const std::vector<double> t = chunk_ring_finish(
+        cm.spec, rank_dev, weight_chunk_parts(net, cut, l, model(0).channel_block, P), clock, &buckets);
     for (int r = 0; r < P; ++r) {
       acc[size_t(r)].weights_s += t[size_t(r)] - clock[size_t(r)];
       clock[size_t(r)] = t[size_t(r)];
