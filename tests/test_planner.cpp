@@ -375,8 +375,6 @@ TEST(PlannerCostModel, LowMemoryChunksAtTheirOwnEfficiency) {
               predict(net, plain, resolve_cluster(fast, net, nullptr)).weights_s, 1e-12);
 }
 
-// calibrate on one host takes the shared memory's rate from the update's collectives when
-// the ping-pong's is faster: solving the model's two formulas for the rate gives it back.
 // A link shaped by a token bucket (`tc tbf`, links.burst_kb) passes what the bucket holds
 // at once and the rest at its rate; the bucket refills at the rate after a send.
 TEST(PlannerCostModel, LinkBurstsFollowTheBucket) {
@@ -391,6 +389,15 @@ TEST(PlannerCostModel, LinkBurstsFollowTheBucket) {
   EXPECT_NEAR(b.send(0, 1, 1e6, R), 750e3 / R, 1e-12);               // long after: full again
   EXPECT_EQ(b.send(1, 0, 250e3, R), 0);                              // another device's link has its own
   EXPECT_NEAR(LinkBuckets().send(0, 0, 1e6, R), 1e6 / R, 1e-15);     // none: the rate alone
+  // At half the link's rate a send drains slower; the bucket still refills at the link's.
+  LinkBuckets h(c);
+  EXPECT_NEAR(h.send(0, 0, 350e3, R, 0.5), 100e3 / R / 0.5, 1e-15);
+  EXPECT_NEAR(h.send(0, 2e-3 + 1e-3, 100e3, R, 0.5), 0, 1e-15);  // 1 ms after it ended: 100 KB back
+
+  // calibrate's estimate from a ping-pong over such a link: 100 us, then 250 KB at once.
+  auto one_way = [&](double bytes) { return 100e-6 + std::max(0., bytes - 250e3) / R; };
+  EXPECT_NEAR(burst_from_ping_pong(one_way(1024), R, 4194304, one_way(4194304)), 250e3, 1e-6);
+  EXPECT_EQ(burst_from_ping_pong(100e-6, R, 4194304, 100e-6 + 4194304 / R + 1e-4), 0);  // none, slower than that
 
   // A one-owner chunk gather: its owner's link sends 3 copies, the first burst at once;
   // a second right after finds the bucket about empty.
@@ -405,6 +412,14 @@ TEST(PlannerCostModel, LinkBurstsFollowTheBucket) {
   EXPECT_NEAR(first, plain - 250e3 / rate, 1e-12);
   // (its bucket refilled only while the first one's last bytes crossed: one latency's worth)
   EXPECT_NEAR(chunk_gather_time(spec, devs, owned, &buckets, first), plain - spec.link(0, 1).latency_s(), 1e-12);
+  // A one-owner chunk round the ring: each of its 3 hops leaves a different device's full
+  // bucket, so each is a burst's time shorter.
+  LinkBuckets ring(spec);
+  const std::vector<double> zero(4, 0.);
+  const std::vector<double> with = chunk_ring_finish(spec, devs, {owned}, zero, &ring),
+                            without = chunk_ring_finish(spec, devs, {owned}, zero);
+  EXPECT_NEAR(*std::max_element(without.begin(), without.end()) - *std::max_element(with.begin(), with.end()),
+              3 * 250e3 / rate, 1e-12);
   // Saved and read back; a --low-memory step with bursts is faster, one without the same.
   EXPECT_EQ(parse_cluster(cluster_to_json(spec), "back.json", {}).burst_bytes, 250e3);
   const int cut = resolve_cut(net, -1);
@@ -416,6 +431,8 @@ TEST(PlannerCostModel, LinkBurstsFollowTheBucket) {
               predict(net, plain_part, resolve_cluster(none, net, nullptr)).step_s, 1e-12);
 }
 
+// calibrate on one host takes the shared memory's rate from the update's collectives when
+// the ping-pong's is faster: solving the model's two formulas for the rate gives it back.
 TEST(PlannerCostModel, SharedMemoryRateFromTheCollectivesRoundTrips) {
   const NetSpec net = net_at("cfgs/yolov2-16.cfg", 96, 96);
   const ClusterModel cm = local_cluster(synthetic_model(net), 2, 4096, LinkSpec{20000, 7});

@@ -267,7 +267,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> by_devices;  // latency, bytes/s
   std::vector<std::pair<double, double>> shm;
   std::vector<double> bursts;  // bytes, per pair of ranks on different devices
-  std::printf("links (one way, fitted latency + bytes / bandwidth over 1 KB - 8 MB):\n");
+  std::printf("links (one way: the 1 KB message's time, and the rate between the two largest up to 4 MB):\n");
   for (const std::string& s : all_pairs)
     for (const auto& p : nlohmann::json::parse(s)) {
       const int a = p[0], b = p[1];
@@ -283,7 +283,7 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
       // What the link passes at once (a token bucket): the line through the largest
       // message at the measured rate starts that many bytes' time below the latency.
       const auto& largest = p[4].back();
-      bursts.push_back(std::max(0., (lat - (largest[1].get<double>() - largest[0].get<double>() / bw)) * bw));
+      bursts.push_back(burst_from_ping_pong(lat, bw, largest[0].get<double>(), largest[1].get<double>()));
     }
   auto mean = [](const std::vector<std::pair<double, double>>& v) {
     std::pair<double, double> m{0, 0};
@@ -349,8 +349,10 @@ int cmd_calibrate(const RunOptions& o, Comm& comm, const std::string& out, int s
       ag_pred[k] = all_gather_time(c, rank_dev, 4. * double(coll_floats[k]));
       std::vector<double> owned(size_t(P), 0.);
       owned[0] = double(chunk_floats[k]);
-      cg_pred[k] = chunk_gather_time(c, rank_dev, owned);
-      crs_pred[k] = chunk_reduce_scatter_time(c, rank_dev, owned);
+      // Each probe started with the sending links idle (their buckets full).
+      LinkBuckets full(c), full_too(c);
+      cg_pred[k] = chunk_gather_time(c, rank_dev, owned, &full, 0);
+      crs_pred[k] = chunk_reduce_scatter_time(c, rank_dev, owned, &full_too);
     }
     auto fit = [](const double pred[2], const double meas[2]) {
       const double slope = (meas[1] - meas[0]) / std::max(pred[1] - pred[0], 1e-12);  // = 1 / efficiency

@@ -166,19 +166,26 @@ double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
   // at once.
   const size_t o = size_t(std::max_element(floats.begin(), floats.end()) - floats.begin());
   if ((P - 1) * floats[o] < busiest) return t;
-  const int d = rank_dev[o], e = d == rank_dev[0] ? rank_dev.back() : rank_dev[0];
-  const double rate = c.link(d, e).bytes_per_s() * c.chunk_gather_efficiency, out = 4 * busiest;
-  return t - out / rate + buckets->send(d, start, out, rate);
+  const int d = rank_dev[o];
+  const int e = *std::find_if(rank_dev.begin(), rank_dev.end(), [&](int x) { return x != d; });  // across: one exists
+  const double rate = c.link(d, e).bytes_per_s(), out = 4 * busiest;
+  return t - out / rate / c.chunk_gather_efficiency + buckets->send(d, start, out, rate, c.chunk_gather_efficiency);
 }
 
-double LinkBuckets::send(int d, double t, double bytes, double rate) {
+double LinkBuckets::send(int d, double t, double bytes, double link_rate, double efficiency) {
+  const double rate = link_rate * efficiency;
   if (burst <= 0) return bytes / rate;
   double& l = level[size_t(d)];
-  const double held = std::min(burst, l + std::max(0., t - at[size_t(d)]) * rate);
+  // The replay never starts a send on a link before its previous one ended (t >= at).
+  const double held = std::min(burst, l + std::max(0., t - at[size_t(d)]) * link_rate);
   const double now = std::min(held, bytes), secs = (bytes - now) / rate;
   l = held - now;
   at[size_t(d)] = std::max(t, at[size_t(d)]) + secs;
   return secs;
+}
+
+double burst_from_ping_pong(double latency_s, double bytes_per_s, double largest_bytes, double largest_s) {
+  return std::max(0., (latency_s - (largest_s - largest_bytes / bytes_per_s)) * bytes_per_s);
 }
 
 std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<int>& rank_dev,
@@ -201,9 +208,9 @@ std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<in
           end = start + bytes / k.bytes_per_s();
         } else {
           start = std::max({start, up[size_t(a)], down[size_t(b)]});
-          const double rate = k.bytes_per_s() * c.chunk_reduce_scatter_efficiency;
+          const double eff = c.chunk_reduce_scatter_efficiency;
           end = up[size_t(a)] = down[size_t(b)] =
-              start + (buckets ? buckets->send(a, start, bytes, rate) : bytes / rate);
+              start + (buckets ? buckets->send(a, start, bytes, k.bytes_per_s(), eff) : bytes / k.bytes_per_s() / eff);
         }
         end += k.latency_s();
         done[size_t(r)] = std::max(done[size_t(r)], end);  // the send completes once on the wire
@@ -218,8 +225,9 @@ std::vector<double> chunk_ring_finish(const ClusterSpec& c, const std::vector<in
 }
 
 double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
-                                 const std::vector<double>& floats) {
-  const std::vector<double> t = chunk_ring_finish(c, rank_dev, {floats}, std::vector<double>(rank_dev.size(), 0.));
+                                 const std::vector<double>& floats, LinkBuckets* buckets) {
+  const std::vector<double> t =
+      chunk_ring_finish(c, rank_dev, {floats}, std::vector<double>(rank_dev.size(), 0.), buckets);
   return *std::max_element(t.begin(), t.end());
 }
 

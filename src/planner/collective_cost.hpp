@@ -35,6 +35,24 @@ double shared_memory_collective_rate(int P, double bytes, double latency_s, doub
 // A small all-reduce (the gradients --low-memory does not shard) over ranks on devices
 // rank_dev[r]: recursive doubling, log2(P) rounds of the slowest link from rank 0.
 double small_allreduce_time(const ClusterSpec& c, const std::vector<int>& rank_dev, double bytes);
+// Each device link's token bucket (ClusterSpec::burst_bytes) as a step goes on: what it
+// holds at time `at`, refilled at the link's rate up to the burst. Empty: no bursts.
+struct LinkBuckets {
+  double burst = 0;
+  std::vector<double> level, at;  // per device
+  LinkBuckets() = default;
+  explicit LinkBuckets(const ClusterSpec& c)
+      : burst(c.burst_bytes), level(c.devices.size(), burst), at(c.devices.size(), 0.) {}
+  // Seconds device d's link (`link_rate` bytes/s) takes to send `bytes` from time t at
+  // `efficiency` of its rate: what the bucket holds goes at once, the rest at that rate,
+  // which keeps the bucket empty; it refills at the link's rate from the end of the send.
+  double send(int d, double t, double bytes, double link_rate, double efficiency = 1);
+};
+// The burst of a link from its ping-pong (calibrate): the line through the largest
+// message's one-way time at the measured rate starts that many bytes' time below the
+// latency (the smallest message's time). 0 if it does not; a link without a bucket gives
+// about the smallest message's size.
+double burst_from_ping_pong(double latency_s, double bytes_per_s, double largest_bytes, double largest_s);
 // --low-memory moves tiled layer l's weights (layers before `cut`) in chunks of whole output
 // channels, about 1 MB each (Segment::plan_chunks), each chunk split among the ranks that
 // own parts of it (shards are contiguous runs of all the tiled convolutions' weights,
@@ -43,25 +61,12 @@ std::vector<std::vector<double>> weight_chunk_parts(const NetSpec& net, int cut,
 // One --low-memory weight chunk, `floats[r]` of it owned by rank r: all-gathered (a rank's
 // link carries (P-1) x its part out and the rest in) and ring reduce-scatter (step s: rank
 // r passes part r-s-1 on), at the cluster's chunk efficiencies and call costs. The
-// gather starting at `start` with `buckets` (LinkBuckets, declared below): what the
-// largest owner's link holds goes at once, and the bucket follows.
-struct LinkBuckets;
+// gather starting at `start` with `buckets`: what the largest owner's link holds goes at
+// once, and the bucket follows.
 double chunk_gather_time(const ClusterSpec& c, const std::vector<int>& rank_dev, const std::vector<double>& floats,
                          LinkBuckets* buckets = nullptr, double start = 0);
 double chunk_reduce_scatter_time(const ClusterSpec& c, const std::vector<int>& rank_dev,
-                                 const std::vector<double>& floats);
-// Each device link's token bucket (ClusterSpec::burst_bytes) as a step goes on: what it
-// holds at time `at`, refilled at the link's rate up to the burst. Empty: no bursts.
-struct LinkBuckets {
-  double burst = 0;
-  std::vector<double> level, at;  // per device
-  LinkBuckets() = default;
-  LinkBuckets(const ClusterSpec& c) : burst(c.burst_bytes), level(c.devices.size(), burst), at(c.devices.size(), 0.) {}
-  // Seconds device d's link takes to send `bytes` from time t at `rate` bytes/s: what the
-  // bucket holds goes at once, the rest at the rate, which keeps the bucket empty; it
-  // refills from the end of the send.
-  double send(int d, double t, double bytes, double rate);
-};
+                                 const std::vector<double>& floats, LinkBuckets* buckets = nullptr);
 // Chunks `chunks[k][r]` (floats of chunk k rank r owns) reduce-scattered round the ring one
 // after another (MpiComm::reduce_scatter, engine/conv_weights.hpp), the ranks starting
 // at `start[r]`: when each rank is done. Each step's message goes once the receiver has
