@@ -474,12 +474,16 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
 
 // Ranks computing at once slow each other (the slowdown calibrate measured with its ranks
 // on the device, interpolated); beyond the device's cores they share them.
+double ranks_side_by_side(const DeviceModel& m, double ranks, double capacity) {
+  return std::min(ranks, std::max(1., std::max(1e-3, capacity) / m.threads));
+}
+
 double crowd_slowdown(const DeviceModel& m, double ranks, double capacity) {
   const double k = ranks, t = m.threads, cap = std::max(1e-3, capacity);
-  const double busy = std::min(k, std::max(1., cap / t));
+  const double busy = ranks_side_by_side(m, k, capacity);
   // Calibrated with more ranks than cores, the slowdown includes their sharing of the
   // cores, which is counted apart here: only what is left (caches, memory) interpolates.
-  const double cal_k = m.concurrent_ranks, cal_busy = std::min(cal_k, std::max(1., cap / t));
+  const double cal_k = m.concurrent_ranks, cal_busy = ranks_side_by_side(m, cal_k, capacity);
   const double cal_pure = m.concurrent_slowdown / std::max(1., cal_k * t / cap);
   const double shared = cal_busy > 1 ? 1 + (cal_pure - 1) * (busy - 1) / (cal_busy - 1) : 1;
   return std::max(1., shared) * std::max(1., k * t / cap) / std::max(1., t / cap);

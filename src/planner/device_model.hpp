@@ -148,5 +148,8 @@ DeviceModel device_model_from_json(const nlohmann::json& j, const std::string& w
 // runs than one alone, each with the model's threads (the fits were measured with the
 // device to itself).
 double crowd_slowdown(const DeviceModel& m, double ranks, double capacity);
+// How many of those `ranks` compute side by side (the rest take turns): the cores the
+// device gives over each rank's threads, at least 1, at most `ranks`.
+double ranks_side_by_side(const DeviceModel& m, double ranks, double capacity);
 
 }  // namespace tt

@@ -15,9 +15,8 @@ void stretch_to_quota_pauses(const ClusterModel& cm, const std::vector<int>& ran
   for (int d : rank_dev) on[size_t(d)]++;
   for (size_t r = 0; r < P; ++r) {
     const size_t d = size_t(rank_dev[r]);
-    // The ranks that compute side by side on it (crowd_slowdown's `busy`).
-    const double side_by_side = std::min(double(on[d]), std::max(1., cm.capacity[d] / cm.models[d].threads));
-    need[d] += (alone.cpu[r] + alone.kernels[r] * (cm.models[d].paused - 1)) / side_by_side;
+    need[d] += (alone.cpu[r] + alone.kernels[r] * (cm.models[d].paused - 1)) /
+               ranks_side_by_side(cm.models[d], on[d], cm.capacity[d]);
   }
   const double end = *std::max_element(clock.begin(), clock.end());
   const double bound = *std::max_element(need.begin(), need.end());
